@@ -1,0 +1,32 @@
+// The Express application: request context, health, then the authenticated /v1 API with one
+// scope check per resource family, a JSON 404 and one error handler.
+import express, { Router, type Express } from 'express';
+import type { DatabasePool } from 'slonik';
+import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
+import { authenticate, authorize } from './middleware/auth.ts';
+import { errorHandler, notFoundRoute } from './middleware/errors.ts';
+import { jsonBody } from './middleware/json-body.ts';
+import { requestContext } from './middleware/request-context.ts';
+import { makeApiKeysRouter } from './routes/api-keys.ts';
+import { makeHealthRouter } from './routes/health.ts';
+
+export type AppDependencies = { pool: DatabasePool; config: Config; logger: Logger };
+
+export function makeApp({ pool, logger }: AppDependencies): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestContext(logger));
+  app.use(makeHealthRouter(pool));
+
+  const v1 = Router();
+  v1.use(authenticate(pool));
+  v1.use(jsonBody);
+  v1.use('/api-keys', authorize('api-keys'), makeApiKeysRouter(pool));
+  app.use('/v1', v1);
+
+  app.use(notFoundRoute);
+  app.use(errorHandler(logger));
+  return app;
+}

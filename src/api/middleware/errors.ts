@@ -1,0 +1,43 @@
+// The one place that writes error bodies (decisions section 3). Nothing internal leaks:
+// unexpected errors become a bare 500 and are logged with the request id.
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../../logger.ts';
+import { AppError, internalError, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../errors.ts';
+
+/** body-parser reports client mistakes as errors with a `type`. */
+function fromBodyParser(error: { type?: unknown }): AppError | null {
+  switch (error.type) {
+    case 'entity.parse.failed':
+      return validationError('The request body is not valid JSON.');
+    case 'entity.too.large':
+      return payloadTooLarge('The request body is too large.');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return unsupportedMediaType();
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return validationError('The request body could not be read.');
+    default:
+      return null;
+  }
+}
+
+export function notFoundRoute(req: Request, _res: Response, next: NextFunction): void {
+  next(notFound(`Route ${req.method} ${req.path}`));
+}
+
+export function errorHandler(logger: Logger) {
+  return (error: unknown, req: Request, res: Response, next: NextFunction): void => {
+    if (res.headersSent) return next(error);
+    let appError = error instanceof AppError ? error : null;
+    appError ??= typeof error === 'object' && error !== null ? fromBodyParser(error) : null;
+    appError ??= translateDatabaseError(error);
+    if (!appError) {
+      logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path }, 'unexpected error');
+      appError = internalError();
+    }
+    if (appError.retryAfter !== undefined) res.setHeader('Retry-After', String(appError.retryAfter));
+    res.status(appError.status).json(appError.toBody());
+  };
+}

@@ -1,0 +1,93 @@
+// /v1/api-keys: create (the only response that shows `key`), list, retrieve, patch, delete.
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { createApiKey } from '../../core/api-keys.ts';
+import { canGrant, SCOPES } from '../../core/scopes.ts';
+import { deleteApiKey, findApiKey, listApiKeys, updateApiKey } from '../../db/api-keys.ts';
+import { decodeCursor } from '../../db/cursor.ts';
+import { isId } from '../../ids.ts';
+import { forbidden, notFound, validationError } from '../errors.ts';
+import { authOf, type Auth } from '../middleware/auth.ts';
+import { cursorQuery, environment, timestamp } from '../schemas.ts';
+import { parseBody, parseQuery } from '../validation.ts';
+
+const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
+const scopes = z.array(z.enum(SCOPES), { message: 'must be an array of scope names' })
+  .min(1, { message: 'must name at least one scope' })
+  .transform((list) => [...new Set(list)]);
+const futureTimestamp = timestamp.refine((at) => Date.parse(at) > Date.now(), { message: 'must be in the future' });
+
+const createBody = z.strictObject({
+  name,
+  environment: environment.default('live'),
+  scopes: scopes.default(['*']),
+  expires_at: futureTimestamp.nullable().default(null),
+});
+
+const patchBody = z.strictObject({
+  name: name.optional(),
+  scopes: scopes.optional(),
+  expires_at: futureTimestamp.nullable().optional(),
+});
+
+const listQuery = z.strictObject({ ...cursorQuery, environment: environment.optional() });
+
+/** No key can hand out more than it holds (decisions section 4). */
+function assertGrantable(auth: Auth, requested: readonly string[]): void {
+  const excess = requested.filter((scope) => !canGrant(auth.scopes, scope));
+  if (excess.length > 0) throw forbidden(`This API key cannot grant scopes it does not hold: ${excess.join(', ')}.`);
+}
+
+export function makeApiKeysRouter(pool: DatabasePool): Router {
+  const router = Router();
+
+  router.post('/', async (req, res) => {
+    const auth = authOf(res);
+    const body = parseBody(createBody, req.body);
+    assertGrantable(auth, body.scopes);
+    if (auth.environment === 'test' && body.environment === 'live') {
+      throw forbidden('A test API key cannot create live API keys.');
+    }
+    const created = await createApiKey(pool, {
+      orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
+    });
+    res.status(201).json(created);
+  });
+
+  router.get('/', async (req, res) => {
+    const query = parseQuery(listQuery, req.query);
+    const cursor = query.cursor === undefined ? null : decodeCursor(query.cursor, (id) => isId('key', id));
+    if (query.cursor !== undefined && !cursor) {
+      throw validationError('The query string is invalid.', [{ path: 'cursor', message: 'is not a cursor returned by this list' }]);
+    }
+    const page = await listApiKeys(pool, authOf(res).orgId, { limit: query.limit, cursor, environment: query.environment });
+    res.json({ data: page.rows, next_cursor: page.nextCursor });
+  });
+
+  router.get('/:id', async (req, res) => {
+    const key = isId('key', req.params.id) ? await findApiKey(pool, authOf(res).orgId, req.params.id) : null;
+    if (!key) throw notFound('API key');
+    res.json(key);
+  });
+
+  router.patch('/:id', async (req, res) => {
+    const auth = authOf(res);
+    if (!isId('key', req.params.id)) throw notFound('API key');
+    const body = parseBody(patchBody, req.body);
+    if (body.scopes) assertGrantable(auth, body.scopes);
+    const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
+      name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
+    });
+    if (!updated) throw notFound('API key');
+    res.json(updated);
+  });
+
+  router.delete('/:id', async (req, res) => {
+    const deleted = isId('key', req.params.id) ? await deleteApiKey(pool, authOf(res).orgId, req.params.id) : null;
+    if (!deleted) throw notFound('API key');
+    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+  });
+
+  return router;
+}

@@ -1,0 +1,26 @@
+// Request bodies and query strings checked by zod; every issue becomes a { path, message }
+// detail of one 400 validation_error.
+import type { z } from 'zod';
+import { validationError, type ErrorDetail } from './errors.ts';
+
+function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
+  return issues.flatMap((issue) => {
+    const base = issue.path.map(String).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
+    }
+    return [{ path: base || root, message: issue.message }];
+  });
+}
+
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const result = schema.safeParse(body ?? {});
+  if (!result.success) throw validationError('The request body is invalid.', details(result.error.issues, 'body'));
+  return result.data;
+}
+
+export function parseQuery<S extends z.ZodType>(schema: S, query: unknown): z.output<S> {
+  const result = schema.safeParse(query);
+  if (!result.success) throw validationError('The query string is invalid.', details(result.error.issues, 'query'));
+  return result.data;
+}

@@ -1,0 +1,73 @@
+// Every environment variable the service reads, validated once at start (decisions section 1).
+// Nothing else in the code reads process.env: the frozen Config is passed down.
+import { z } from 'zod';
+
+const DEFAULT_RETRY_SCHEDULE = '5,300,1800,7200,18000,36000';
+
+const boolean = z.enum(['true', 'false'], { message: 'must be "true" or "false"' }).transform((v) => v === 'true');
+
+const integer = (min: number, max: number) =>
+  z.string().regex(/^\d+$/, { message: 'must be a whole number' }).transform(Number)
+    .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }));
+
+const schema = z.object({
+  PORT: integer(0, 65535).default(3000),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_POOL_SIZE: integer(1, 200).default(10),
+  ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
+  RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
+    const parts = value.split(',').map((p) => p.trim());
+    if (parts.length !== 6 || parts.some((p) => !/^\d+$/.test(p))) {
+      ctx.addIssue({ code: 'custom', message: 'must be 6 comma-separated whole numbers of seconds (one per retry)' });
+      return z.NEVER;
+    }
+    return parts.map(Number);
+  }),
+  CIRCUIT_BREAKER_THRESHOLD: integer(1, 1000).default(10),
+  CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
+  DATA_DIR: z.string().min(1).default('.data'),
+});
+
+export type Config = Readonly<{
+  port: number;
+  databaseUrl: string | undefined;
+  databasePoolSize: number;
+  allowPrivateDestinations: boolean;
+  retrySchedule: readonly number[];
+  circuitBreakerThreshold: number;
+  circuitBreakerCooldown: number;
+  logLevel: string;
+  shutdownTimeoutMs: number;
+  dataDir: string;
+}>;
+
+export class ConfigError extends Error {}
+
+/** Reads the variables this service knows; an empty string counts as unset. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const input: Record<string, string> = {};
+  for (const key of Object.keys(schema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  const result = schema.safeParse(input);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
+  }
+  const c = result.data;
+  return Object.freeze({
+    port: c.PORT,
+    databaseUrl: c.DATABASE_URL,
+    databasePoolSize: c.DATABASE_POOL_SIZE,
+    allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
+    retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
+    circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,
+    circuitBreakerCooldown: c.CIRCUIT_BREAKER_COOLDOWN,
+    logLevel: c.LOG_LEVEL,
+    shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
+    dataDir: c.DATA_DIR,
+  });
+}

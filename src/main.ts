@@ -1,0 +1,74 @@
+// Starts the process roles: `web` (API), `worker` (delivery), `all` (both; the default for
+// `npm start`) or `release` (migrations, then exit). SIGTERM/SIGINT stop everything cleanly.
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { openDatabase } from './database.ts';
+import { migrate } from './db/migrate.ts';
+import { makePool } from './db/pool.ts';
+import { makeLogger, type Logger } from './logger.ts';
+import { startWeb } from './web.ts';
+import { startWorker } from './worker/index.ts';
+
+const ROLES = ['web', 'worker', 'all', 'release'] as const;
+type Role = (typeof ROLES)[number];
+
+async function run(role: Role, config: Config, logger: Logger): Promise<void> {
+  if (config.allowPrivateDestinations) {
+    logger.warn('ALLOW_PRIVATE_DESTINATIONS=true: http:// and private or loopback destinations are allowed; never use this in production');
+  }
+  const database = await openDatabase(config, logger);
+  const stops: Array<() => Promise<void>> = [database.stop];
+  let stopping: Promise<void> | undefined;
+  const stop = (reason: string) => {
+    stopping ??= (async () => {
+      logger.info({ reason }, 'stopping');
+      for (const step of stops.reverse()) {
+        await step().catch((error: unknown) => logger.error({ err: error }, 'error while stopping'));
+      }
+      logger.info('stopped');
+    })();
+    return stopping;
+  };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => void stop(signal).then(() => process.exit(0)));
+  }
+
+  try {
+    await migrate(database.url, logger);
+    if (role === 'release') {
+      await stop('release done');
+      return;
+    }
+    const pool = await makePool(database.url, { maximumPoolSize: config.databasePoolSize });
+    stops.push(() => pool.end());
+    if (role === 'worker' || role === 'all') {
+      const worker = await startWorker({ pool, config, logger });
+      stops.push(worker.stop);
+    }
+    if (role === 'web' || role === 'all') {
+      const web = await startWeb({ pool, config, logger });
+      stops.push(web.stop);
+    }
+  } catch (error) {
+    await stop('start failed');
+    throw error;
+  }
+}
+
+const role = (process.argv[2] ?? 'all') as Role;
+if (!ROLES.includes(role)) {
+  process.stderr.write(`usage: node src/main.ts [${ROLES.join('|')}]\n`);
+  process.exit(2);
+}
+let config: Config;
+try {
+  config = loadConfig(process.env);
+} catch (error) {
+  if (!(error instanceof ConfigError)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+}
+const logger = makeLogger(config.logLevel);
+run(role, config, logger).catch((error: unknown) => {
+  logger.fatal({ err: error }, 'failed to start');
+  process.exit(1);
+});
