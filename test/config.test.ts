@@ -1,0 +1,53 @@
+import test from 'ava';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+test('defaults match decisions section 1', (t) => {
+  const config = loadConfig({});
+  t.is(config.port, 3000);
+  t.is(config.databaseUrl, undefined);
+  t.false(config.allowPrivateDestinations);
+  t.deepEqual(config.retrySchedule, [5, 300, 1800, 7200, 18000, 36000]);
+  t.is(config.circuitBreakerThreshold, 10);
+  t.is(config.circuitBreakerCooldown, 300);
+  t.is(config.dataDir, '.data');
+  t.true(Object.isFrozen(config));
+});
+
+test('values are read and converted', (t) => {
+  const config = loadConfig({
+    PORT: '8080', DATABASE_URL: 'postgres://u:p@db:5432/x', ALLOW_PRIVATE_DESTINATIONS: 'true',
+    RETRY_SCHEDULE: '1, 2,3,4,5,6', CIRCUIT_BREAKER_THRESHOLD: '3', CIRCUIT_BREAKER_COOLDOWN: '60',
+  });
+  t.is(config.port, 8080);
+  t.is(config.databaseUrl, 'postgres://u:p@db:5432/x');
+  t.true(config.allowPrivateDestinations);
+  t.deepEqual(config.retrySchedule, [1, 2, 3, 4, 5, 6]);
+  t.is(config.circuitBreakerThreshold, 3);
+  t.is(config.circuitBreakerCooldown, 60);
+});
+
+test('an empty variable counts as unset', (t) => {
+  t.is(loadConfig({ PORT: '' }).port, 3000);
+});
+
+const bad: Array<[string, string]> = [
+  ['PORT', 'abc'],
+  ['PORT', '70000'],
+  ['DATABASE_URL', 'mysql://x'],
+  ['DATABASE_POOL_SIZE', '0'],
+  ['ALLOW_PRIVATE_DESTINATIONS', 'yes'],
+  ['RETRY_SCHEDULE', '5,300'],
+  ['RETRY_SCHEDULE', '5,300,1800,7200,18000,-1'],
+  ['RETRY_SCHEDULE', 'a,b,c,d,e,f'],
+  ['CIRCUIT_BREAKER_THRESHOLD', '0'],
+  ['CIRCUIT_BREAKER_COOLDOWN', '3601'],
+  ['CIRCUIT_BREAKER_COOLDOWN', '1.5'],
+  ['LOG_LEVEL', 'loud'],
+];
+
+for (const [name, value] of bad) {
+  test(`${name}=${value} is refused with a message naming the variable`, (t) => {
+    const error = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
+    t.regex(error?.message ?? '', new RegExp(`\\b${name}\\b`));
+  });
+}

@@ -1,0 +1,92 @@
+// The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
+// DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import test from 'ava';
+import { ROOT, runScript, startScript, type Started } from './helpers/process.ts';
+
+const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
+const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
+const started: Started[] = [];
+
+const postmasterPid = () => Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test.after.always(async () => {
+  for (const server of started) server.child.kill('SIGKILL');
+  if (existsSync(pidFile) && alive(postmasterPid())) process.kill(postmasterPid(), 'SIGKILL');
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+async function startServer() {
+  const server = startScript('src/main.ts', ['all'], { DATA_DIR: dataDir, PORT: '0' });
+  started.push(server);
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening', 60_000) as { port: number };
+  return { server, port };
+}
+
+async function listKeys(port: number, key: string) {
+  const res = await fetch(`http://127.0.0.1:${port}/v1/api-keys`, { headers: { authorization: `Bearer ${key}` } });
+  return { status: res.status, body: await res.json() as { data: Array<{ id: string }> } };
+}
+
+test.serial('first start initialises a cluster; the admin CLI shares it while the server runs', async (t) => {
+  const { server, port } = await startServer();
+  t.truthy(await server.waitForLog((line) => line.msg === 'initialising embedded PostgreSQL', 1));
+  const health = await fetch(`http://127.0.0.1:${port}/health`);
+  t.is(health.status, 200);
+  t.deepEqual(await health.json(), { status: 'ok' });
+
+  const admin = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Embedded'], { DATA_DIR: dataDir });
+  t.is(admin.code, 0, admin.stderr);
+  const { api_key: apiKey } = JSON.parse(admin.stdout);
+  const listed = await listKeys(port, apiKey.key);
+  t.is(listed.status, 200);
+  t.deepEqual(listed.body.data.map((k) => k.id), [apiKey.id]);
+  t.true(alive(postmasterPid()), 'the admin CLI left the server\'s PostgreSQL running');
+
+  // SIGKILL: no chance to stop PostgreSQL, which lives on as an orphan.
+  const orphan = postmasterPid();
+  server.child.kill('SIGKILL');
+  await server.exited;
+  t.true(alive(orphan));
+
+  const restarted = await startServer();
+  t.truthy(await restarted.server.waitForLog((line) => line.msg === 'stopping an embedded PostgreSQL left behind by a killed process', 1));
+  t.false(restarted.server.stdout().includes('initialising embedded PostgreSQL'), 'the data directory is reused');
+  t.false(alive(orphan));
+  const again = await listKeys(restarted.port, apiKey.key);
+  t.is(again.status, 200, 'data written before the SIGKILL is still there');
+  t.deepEqual(again.body.data.map((k) => k.id), [apiKey.id]);
+
+  const running = postmasterPid();
+  restarted.server.child.kill('SIGTERM');
+  t.deepEqual(await restarted.server.exited, { code: 0, signal: null });
+  t.false(alive(running), 'SIGTERM stops PostgreSQL too');
+  t.false(existsSync(pidFile));
+});
+
+test.serial('a postmaster.pid left by a cluster that died with its owner does not block the next start', async (t) => {
+  const { server } = await startServer();
+  const postmaster = postmasterPid();
+  server.child.kill('SIGKILL');
+  process.kill(postmaster, 'SIGKILL');
+  await server.exited;
+  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.true(existsSync(pidFile), 'the stale lock file is still there');
+
+  const next = await startServer();
+  const health = await fetch(`http://127.0.0.1:${next.port}/health`);
+  t.is(health.status, 200);
+  next.server.child.kill('SIGTERM');
+  t.deepEqual(await next.server.exited, { code: 0, signal: null });
+});

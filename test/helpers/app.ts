@@ -1,0 +1,106 @@
+// The real app on an ephemeral port over a real database; tests call it over HTTP.
+import test, { type ExecutionContext } from 'ava';
+import type { DatabasePool } from 'slonik';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createApiKey, type CreatedApiKey } from '../../src/core/api-keys.ts';
+import { insertOrganization } from '../../src/db/organizations.ts';
+import { makePool } from '../../src/db/pool.ts';
+import { newId } from '../../src/ids.ts';
+import { makeLogger } from '../../src/logger.ts';
+import { startWeb } from '../../src/web.ts';
+import { createTestDatabase } from './database.ts';
+
+export type Response = { status: number; headers: Headers; body: any };
+
+export type RequestOptions = { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> };
+
+export type TestOrg = { orgId: string; key: string; apiKey: CreatedApiKey };
+
+export type TestApp = {
+  baseUrl: string;
+  databaseUrl: string;
+  pool: DatabasePool;
+  config: Config;
+  request(method: string, path: string, options?: RequestOptions): Promise<Response>;
+  createOrg(options?: { environment?: 'live' | 'test'; scopes?: string[] }): Promise<TestOrg>;
+};
+
+/**
+ * Call at the top level of a test file, without await (`const app = startTestApp()`): ava
+ * wants hooks and tests declared synchronously. The app starts in a `before` hook; the
+ * returned handle delegates to it once started.
+ */
+export function startTestApp(env: Record<string, string> = {}): TestApp {
+  const teardown: Array<() => Promise<void>> = [];
+  let started: TestApp | undefined;
+  test.before(async () => {
+    started = await start(env, teardown);
+  });
+  test.after.always(async () => {
+    for (const step of teardown.reverse()) await step();
+  });
+  const get = (): TestApp => {
+    if (!started) throw new Error('the test app is used before its before hook ran');
+    return started;
+  };
+  return {
+    get baseUrl() { return get().baseUrl; },
+    get databaseUrl() { return get().databaseUrl; },
+    get pool() { return get().pool; },
+    get config() { return get().config; },
+    request: (method, path, options) => get().request(method, path, options),
+    createOrg: (options) => get().createOrg(options),
+  };
+}
+
+async function start(env: Record<string, string>, teardown: Array<() => Promise<void>>): Promise<TestApp> {
+  const database = await createTestDatabase();
+  teardown.push(database.drop);
+  const databaseUrl = database.url;
+  const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
+  const logger = makeLogger(config.logLevel);
+  const pool = await makePool(databaseUrl, { maximumPoolSize: 5 });
+  teardown.push(() => pool.end());
+  const web = await startWeb({ pool, config, logger });
+  teardown.push(web.stop);
+  const baseUrl = `http://127.0.0.1:${web.port}`;
+
+  async function request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.key) headers.authorization = `Bearer ${options.key}`;
+    let body: string | undefined = options.rawBody;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+    const text = await res.text();
+    const isJson = res.headers.get('content-type')?.includes('application/json');
+    return { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
+  }
+
+  async function createOrg(options: { environment?: 'live' | 'test'; scopes?: string[] } = {}): Promise<TestOrg> {
+    return pool.transaction(async (tx) => {
+      const org = await insertOrganization(tx, { id: newId('org'), name: 'Test org' });
+      const apiKey = await createApiKey(tx, {
+        orgId: org.id, environment: options.environment ?? 'live', name: 'root', scopes: options.scopes ?? ['*'], expiresAt: null,
+      });
+      return { orgId: org.id, key: apiKey.key, apiKey };
+    });
+  }
+
+  return { baseUrl, databaseUrl, pool, config, request, createOrg };
+}
+
+/** The error body of decisions section 3, exactly: no stack, SQL or internal names beside it. */
+export function assertError(t: ExecutionContext, res: Response, status: number, code: string): void {
+  t.is(res.status, status, JSON.stringify(res.body));
+  t.is(typeof res.body, 'object');
+  t.deepEqual(Object.keys(res.body), ['error']);
+  t.is(res.body.error.code, code);
+  t.is(typeof res.body.error.message, 'string');
+  t.true(res.body.error.message.length > 0);
+  const allowed = ['code', 'message', 'details', 'retry_after'];
+  t.deepEqual(Object.keys(res.body.error).filter((k) => !allowed.includes(k)), []);
+  t.truthy(res.headers.get('x-request-id'));
+}

@@ -1,0 +1,76 @@
+// Our own entry points run as real child processes (on the Node that runs the tests).
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export type Started = {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  /** Resolves with the first JSON log line matching `test`; rejects after `timeoutMs`. */
+  waitForLog(test: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+};
+
+/** A clean environment: only what the child needs, nothing inherited that names a database. */
+export function childEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'info', ...env };
+}
+
+export function startScript(script: string, args: string[], env: Record<string, string>): Started {
+  const child = spawn(process.execPath, [script, ...args], { cwd: ROOT, env: childEnv(env) });
+  let out = '';
+  let err = '';
+  const waiters: Array<() => void> = [];
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    for (const wake of waiters) wake();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      for (const wake of waiters) wake();
+      resolve({ code, signal });
+    });
+  });
+  const findLog = (test: (line: Record<string, unknown>) => boolean) => {
+    for (const text of out.split('\n').slice(0, -1)) { // complete lines only
+      if (!text.startsWith('{')) continue;
+      const line = JSON.parse(text) as Record<string, unknown>;
+      if (test(line)) return line;
+    }
+    return null;
+  };
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    waitForLog: (test, timeoutMs = 30_000) => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
+      const check = () => {
+        const line = findLog(test);
+        if (line) {
+          clearTimeout(timer);
+          resolve(line);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          clearTimeout(timer);
+          reject(new Error(`process exited before the log line:\n${out}\n${err}`));
+        }
+      };
+      waiters.push(check);
+      check();
+    }),
+  };
+}
+
+/** Runs a script to completion. */
+export async function runScript(script: string, args: string[], env: Record<string, string>) {
+  const started = startScript(script, args, env);
+  const { code } = await started.exited;
+  return { code, stdout: started.stdout(), stderr: started.stderr() };
+}

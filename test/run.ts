@@ -1,0 +1,47 @@
+// `npm test` after the type check: one PostgreSQL for the run (embedded, or DATABASE_URL),
+// migrated once into a template database that every test file clones; then ava.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { pino } from 'pino';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { migrate } from '../src/db/migrate.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const logger = pino({ level: 'warn' }, pino.destination(2));
+
+const embedded = process.env.DATABASE_URL
+  ? null
+  : await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `test-${process.pid}`), logger, ephemeral: true });
+const adminUrl = embedded?.url ?? process.env.DATABASE_URL ?? '';
+const template = `hookline_template_${process.pid}`;
+
+async function admin(statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+let code = 1;
+try {
+  await admin(`create database ${template}`);
+  const templateUrl = new URL(adminUrl);
+  templateUrl.pathname = `/${template}`;
+  await migrate(templateUrl.toString(), logger);
+  code = await new Promise<number>((resolve) => {
+    const ava = spawn(process.execPath, [path.join(root, 'node_modules/ava/entrypoints/cli.js'), ...process.argv.slice(2)], {
+      stdio: 'inherit',
+      env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template },
+    });
+    ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0)));
+  });
+} finally {
+  await admin(`drop database if exists ${template} with (force)`).catch(() => {});
+  await embedded?.stop();
+}
+process.exit(code);
