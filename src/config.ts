@@ -71,3 +71,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     dataDir: c.DATA_DIR,
   });
 }
+
+/** For entry points: the configuration, or the message naming the bad variable and exit code 1. */
+export function loadConfigOrExit(env: Record<string, string | undefined>): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(1);
+  }
+}

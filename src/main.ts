@@ -1,6 +1,6 @@
 // Starts the process roles: `web` (API), `worker` (delivery), `all` (both; the default for
 // `npm start`) or `release` (migrations, then exit). SIGTERM/SIGINT stop everything cleanly.
-import { ConfigError, loadConfig, type Config } from './config.ts';
+import { loadConfigOrExit, type Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
 import { makePool } from './db/pool.ts';
@@ -59,14 +59,7 @@ if (!ROLES.includes(role)) {
   process.stderr.write(`usage: node src/main.ts [${ROLES.join('|')}]\n`);
   process.exit(2);
 }
-let config: Config;
-try {
-  config = loadConfig(process.env);
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  process.stderr.write(`${error.message}\n`);
-  process.exit(1);
-}
+const config = loadConfigOrExit(process.env);
 const logger = makeLogger(config.logLevel);
 run(role, config, logger).catch((error: unknown) => {
   logger.fatal({ err: error }, 'failed to start');

@@ -3,10 +3,10 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
+import { runStatement } from './helpers/database.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const logger = pino({ level: 'warn' }, pino.destination(2));
@@ -17,15 +17,7 @@ const embedded = process.env.DATABASE_URL
 const adminUrl = embedded?.url ?? process.env.DATABASE_URL ?? '';
 const template = `hookline_template_${process.pid}`;
 
-async function admin(statement: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
-}
+const admin = (statement: string) => runStatement(adminUrl, statement);
 
 let code = 1;
 try {

@@ -1,6 +1,8 @@
-// The Express application: request context, health, then the authenticated /v1 API with one
-// scope check per resource family, a JSON 404 and one error handler.
-import express, { Router, type Express } from 'express';
+// The Express application: request context, health, then the /v1 resources, each mounted
+// behind authentication, its family's scope check and the JSON body parser; then a JSON 404
+// (for any unknown route, with or without a key) and one error handler.
+import express, { Router, type Express, type RequestHandler } from 'express';
+import type { Family } from '../core/scopes.ts';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -20,10 +22,10 @@ export function makeApp({ pool, logger }: AppDependencies): Express {
   app.use(requestContext(logger));
   app.use(makeHealthRouter(pool));
 
+  const authenticated = authenticate(pool);
+  const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, router];
   const v1 = Router();
-  v1.use(authenticate(pool));
-  v1.use(jsonBody);
-  v1.use('/api-keys', authorize('api-keys'), makeApiKeysRouter(pool));
+  v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);

@@ -2,7 +2,7 @@
 // Prints exactly one JSON object on stdout; logs go to stderr; bad arguments exit with 2.
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { ConfigError, loadConfig } from '../config.ts';
+import { loadConfigOrExit } from '../config.ts';
 import { createApiKey } from '../core/api-keys.ts';
 import { openDatabase } from '../database.ts';
 import { migrate } from '../db/migrate.ts';
@@ -45,14 +45,7 @@ function parseCommand(argv: string[]): CreateOrg {
 }
 
 async function createOrg(input: CreateOrg): Promise<void> {
-  let config;
-  try {
-    config = loadConfig(process.env);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    process.exit(1);
-  }
+  const config = loadConfigOrExit(process.env);
   const logger = pino({ level: config.logLevel === 'info' ? 'warn' : config.logLevel }, pino.destination(2));
   const database = await openDatabase(config, logger, { shareOrphan: true });
   try {

@@ -5,8 +5,9 @@ import pg from 'pg';
 const adminUrl = process.env.TEST_ADMIN_DATABASE_URL;
 const template = process.env.TEST_TEMPLATE_DATABASE;
 
-async function admin(statement: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
+/** Runs one statement on its own connection (CREATE/DROP DATABASE cannot run in a pool's transaction). */
+export async function runStatement(url: string, statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query(statement);
@@ -24,8 +25,8 @@ export type TestDatabase = { url: string; drop(): Promise<void> };
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   if (!adminUrl || !template) throw new Error('run the tests with `npm test`, which prepares the database');
   const name = `test_${randomBytes(6).toString('hex')}`;
-  await admin(`create database ${name} template ${options.empty ? 'template0' : template}`);
+  await runStatement(adminUrl, `create database ${name} template ${options.empty ? 'template0' : template}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin(`drop database if exists ${name} with (force)`) };
+  return { url: url.toString(), drop: () => runStatement(adminUrl, `drop database if exists ${name} with (force)`) };
 }

@@ -1,0 +1,419 @@
+// The HTTP layer over real HTTP (decisions sections 1, 2 and 3): X-Request-Id, JSON 404s,
+// body parsing (415, 400, 413), the bare 500 and GET /health.
+import net from 'node:net';
+import test, { type ExecutionContext } from 'ava';
+import { sql } from 'slonik';
+import { loadConfig } from '../src/config.ts';
+import { makePool } from '../src/db/pool.ts';
+import { makeLogger } from '../src/logger.ts';
+import { startWeb } from '../src/web.ts';
+import { assertError, startTestApp, type Response, type TestApp } from './helpers/app.ts';
+
+const app = startTestApp();
+
+/** What the server means by a sane request id (printable ASCII, no spaces, at most 200). */
+const SANE_ID = /^[\x21-\x7e]{1,200}$/;
+
+/** A raw fetch, for bodies and headers the helper's `request` cannot produce. */
+async function raw(
+  target: TestApp | string,
+  method: string,
+  path: string,
+  init: { headers?: Record<string, string>; body?: RequestInit['body']; duplex?: 'half' } = {},
+): Promise<Response> {
+  const base = typeof target === 'string' ? target : target.baseUrl;
+  const res = await fetch(`${base}${path}`, { method, ...init } as RequestInit);
+  const text = await res.text();
+  const isJson = res.headers.get('content-type')?.includes('application/json');
+  return { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
+}
+
+async function keyCount(key: string): Promise<number> {
+  const res = await app.request('GET', '/v1/api-keys?limit=100', { key });
+  if (res.status !== 200) throw new Error(`list failed: ${res.status}`);
+  return res.body.data.length;
+}
+
+function assertFreshRequestId(t: ExecutionContext, res: Response, sent?: string): string {
+  const id = res.headers.get('x-request-id');
+  t.truthy(id);
+  t.regex(id ?? '', SANE_ID);
+  if (sent !== undefined) t.not(id, sent);
+  return id ?? '';
+}
+
+// ---------------------------------------------------------------- X-Request-Id
+
+test('a sane caller X-Request-Id is echoed on a 2xx', async (t) => {
+  const { key } = await app.createOrg();
+  const id = 'client-req_42.abc:XYZ~/+=';
+  const res = await app.request('GET', '/v1/api-keys', { key, headers: { 'x-request-id': id } });
+  t.is(res.status, 200);
+  t.is(res.headers.get('x-request-id'), id);
+});
+
+test('a sane caller X-Request-Id of 200 characters is echoed', async (t) => {
+  const id = 'r'.repeat(200);
+  const res = await app.request('GET', '/health', { headers: { 'x-request-id': id } });
+  t.is(res.status, 200);
+  t.is(res.headers.get('x-request-id'), id);
+});
+
+test('a sane caller X-Request-Id is echoed on 401, 404 and 400 errors', async (t) => {
+  const { key } = await app.createOrg();
+  const unauth = await app.request('GET', '/v1/api-keys', { headers: { 'x-request-id': 'id-401' } });
+  assertError(t, unauth, 401, 'unauthorized');
+  t.is(unauth.headers.get('x-request-id'), 'id-401');
+
+  const missing = await app.request('GET', '/nowhere', { headers: { 'x-request-id': 'id-404' } });
+  assertError(t, missing, 404, 'not_found');
+  t.is(missing.headers.get('x-request-id'), 'id-404');
+
+  const invalid = await app.request('POST', '/v1/api-keys', { key, body: {}, headers: { 'x-request-id': 'id-400' } });
+  assertError(t, invalid, 400, 'validation_error');
+  t.is(invalid.headers.get('x-request-id'), 'id-400');
+});
+
+test('without X-Request-Id every response gets a fresh one, different each time', async (t) => {
+  const { key } = await app.createOrg();
+  const a = await app.request('GET', '/v1/api-keys', { key });
+  const b = await app.request('GET', '/v1/api-keys', { key });
+  t.is(a.status, 200);
+  t.is(b.status, 200);
+  const idA = assertFreshRequestId(t, a);
+  const idB = assertFreshRequestId(t, b);
+  t.not(idA, idB);
+});
+
+test('an X-Request-Id of 300 characters is replaced by a fresh one', async (t) => {
+  const sent = 'x'.repeat(300);
+  const res = await app.request('GET', '/health', { headers: { 'x-request-id': sent } });
+  t.is(res.status, 200);
+  const id = assertFreshRequestId(t, res, sent);
+  t.true(id.length <= 200);
+});
+
+test('an X-Request-Id containing spaces is replaced by a fresh one', async (t) => {
+  const sent = 'has some spaces';
+  const res = await app.request('GET', '/health', { headers: { 'x-request-id': sent } });
+  t.is(res.status, 200);
+  const id = assertFreshRequestId(t, res, sent);
+  t.false(id.includes(' '));
+});
+
+test('an X-Request-Id containing a control character (tab) is replaced by a fresh one', async (t) => {
+  const sent = 'tab\there';
+  const res = await app.request('GET', '/health', { headers: { 'x-request-id': sent } });
+  t.is(res.status, 200);
+  assertFreshRequestId(t, res, sent);
+});
+
+test('X-Request-Id is present on 2xx, 401, 404, 415 and 413 responses without a caller id', async (t) => {
+  const { key } = await app.createOrg();
+  const responses = [
+    [await app.request('GET', '/health'), 200],
+    [await app.request('GET', '/v1/api-keys', { key }), 200],
+    [await app.request('GET', '/v1/api-keys'), 401],
+    [await app.request('GET', '/nope'), 404],
+    [await app.request('GET', '/v1/nope', { key }), 404],
+    [await app.request('POST', '/v1/api-keys', { key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }), 415],
+    [await app.request('POST', '/v1/api-keys', { key, body: { name: 'x', pad: 'a'.repeat(1024 * 1024 + 10) } }), 413],
+  ] as const;
+  for (const [res, status] of responses) {
+    t.is(res.status, status);
+    assertFreshRequestId(t, res);
+  }
+});
+
+// ---------------------------------------------------------------- Unknown routes
+
+test('an unknown route outside /v1 is a JSON 404 not_found, without auth', async (t) => {
+  const res = await app.request('GET', '/does-not-exist');
+  assertError(t, res, 404, 'not_found');
+  t.regex(res.headers.get('content-type') ?? '', /^application\/json/);
+});
+
+test('an unknown route outside /v1 is a 404 for POST too', async (t) => {
+  const res = await app.request('POST', '/does-not-exist', { body: { a: 1 } });
+  assertError(t, res, 404, 'not_found');
+});
+
+test('an unknown route inside /v1 with a valid key is a JSON 404 not_found', async (t) => {
+  const { key } = await app.createOrg();
+  const res = await app.request('GET', '/v1/does-not-exist', { key });
+  assertError(t, res, 404, 'not_found');
+  t.regex(res.headers.get('content-type') ?? '', /^application\/json/);
+
+  const deeper = await app.request('POST', '/v1/api-keys/key_x/unknown-action', { key });
+  assertError(t, deeper, 404, 'not_found');
+});
+
+test('an unsupported method on a known path is a 404 not_found', async (t) => {
+  const { key } = await app.createOrg();
+  const res = await app.request('PUT', '/v1/api-keys', { key, body: { name: 'x' } });
+  assertError(t, res, 404, 'not_found');
+});
+
+test('a malformed id in a path is a 404 not_found, never a 400 or 500', async (t) => {
+  const { key } = await app.createOrg();
+  const malformed = [
+    'not-an-id',
+    'key_tooShort',
+    `key_${'a'.repeat(28)}`,
+    `app_${'A'.repeat(27)}`,
+    `key_${'!'.repeat(27)}`,
+    encodeURIComponent("key_' or 1=1 --"),
+  ];
+  for (const id of malformed) {
+    for (const method of ['GET', 'PATCH', 'DELETE']) {
+      const res = await app.request(method, `/v1/api-keys/${id}`, method === 'PATCH' ? { key, body: { name: 'n' } } : { key });
+      assertError(t, res, 404, 'not_found');
+    }
+  }
+});
+
+// ---------------------------------------------------------------- Bodies
+
+test('a body with Content-Type text/plain is 415 unsupported_media_type', async (t) => {
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  const res = await app.request('POST', '/v1/api-keys', {
+    key, rawBody: JSON.stringify({ name: 'plain' }), headers: { 'content-type': 'text/plain' },
+  });
+  assertError(t, res, 415, 'unsupported_media_type');
+  t.is(await keyCount(key), before);
+});
+
+test('a body with no Content-Type is 415 unsupported_media_type', async (t) => {
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  // A Uint8Array body makes fetch send no content-type at all.
+  const res = await raw(app, 'POST', '/v1/api-keys', {
+    headers: { authorization: `Bearer ${key}` },
+    body: new TextEncoder().encode(JSON.stringify({ name: 'untyped' })),
+  });
+  assertError(t, res, 415, 'unsupported_media_type');
+  t.is(await keyCount(key), before);
+});
+
+test('a form-encoded body is 415 unsupported_media_type, on PATCH too', async (t) => {
+  const { key, apiKey } = await app.createOrg();
+  const post = await app.request('POST', '/v1/api-keys', {
+    key, rawBody: 'name=form', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  assertError(t, post, 415, 'unsupported_media_type');
+  const patch = await app.request('PATCH', `/v1/api-keys/${apiKey.id}`, {
+    key, rawBody: '{"name":"renamed"}', headers: { 'content-type': 'text/plain' },
+  });
+  assertError(t, patch, 415, 'unsupported_media_type');
+  const after = await app.request('GET', `/v1/api-keys/${apiKey.id}`, { key });
+  t.is(after.body.name, 'root');
+});
+
+test('application/json with a charset parameter is accepted', async (t) => {
+  const { key } = await app.createOrg();
+  const res = await app.request('POST', '/v1/api-keys', {
+    key, rawBody: JSON.stringify({ name: 'charset', scopes: ['api-keys:read'] }),
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+  });
+  t.is(res.status, 201, JSON.stringify(res.body));
+  t.is(res.body.name, 'charset');
+});
+
+test('a POST without any body is not a 415: it is validated as an empty object', async (t) => {
+  const { key } = await app.createOrg();
+  const res = await app.request('POST', '/v1/api-keys', { key });
+  assertError(t, res, 400, 'validation_error');
+  t.true(Array.isArray(res.body.error.details));
+  t.true(res.body.error.details.some((d: { path: string }) => d.path === 'name'), JSON.stringify(res.body));
+});
+
+test('a DELETE without any body succeeds', async (t) => {
+  const { key } = await app.createOrg();
+  const created = await app.request('POST', '/v1/api-keys', { key, body: { name: 'doomed' } });
+  t.is(created.status, 201);
+  const res = await app.request('DELETE', `/v1/api-keys/${created.body.id}`, { key });
+  t.is(res.status, 200);
+  t.is(res.body.id, created.body.id);
+  t.is(res.body.deleted, true);
+});
+
+test('malformed JSON is 400 validation_error', async (t) => {
+  const { key } = await app.createOrg();
+  for (const rawBody of ['{"name": ', '{name: "x"}', "{'name':'x'}", '{"name":"x",}']) {
+    const res = await app.request('POST', '/v1/api-keys', { key, rawBody, headers: { 'content-type': 'application/json' } });
+    assertError(t, res, 400, 'validation_error');
+  }
+});
+
+test('a top-level JSON array, string, number or null body is 400 validation_error', async (t) => {
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  for (const rawBody of ['[{"name":"x"}]', '[]', '"name"', '42', 'null', 'true']) {
+    const res = await app.request('POST', '/v1/api-keys', { key, rawBody, headers: { 'content-type': 'application/json' } });
+    assertError(t, res, 400, 'validation_error');
+  }
+  t.is(await keyCount(key), before);
+});
+
+test('an unknown body field is 400 with a detail naming it', async (t) => {
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  const res = await app.request('POST', '/v1/api-keys', { key, body: { name: 'x', thefield: 1 } });
+  assertError(t, res, 400, 'validation_error');
+  const details = res.body.error.details as Array<{ path: string; message: string }>;
+  t.true(Array.isArray(details));
+  const detail = details.find((d) => d.path === 'thefield');
+  t.truthy(detail, JSON.stringify(details));
+  t.deepEqual(Object.keys(detail ?? {}).sort(), ['message', 'path']);
+  t.is(typeof detail?.message, 'string');
+  t.true((detail?.message.length ?? 0) > 0);
+  t.is(await keyCount(key), before);
+});
+
+test('a body over 1 MiB is 413 payload_too_large', async (t) => {
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  const res = await app.request('POST', '/v1/api-keys', { key, body: { name: 'big', pad: 'a'.repeat(1024 * 1024) } });
+  assertError(t, res, 413, 'payload_too_large');
+  t.is(await keyCount(key), before);
+});
+
+test('a streamed (chunked) body over 1 MiB is 413 payload_too_large', async (t) => {
+  const { key } = await app.createOrg();
+  const chunk = new TextEncoder().encode('a'.repeat(64 * 1024));
+  let sent = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode('{"name":"big","pad":"'));
+    },
+    pull(controller) {
+      if (sent >= 20) {
+        controller.enqueue(new TextEncoder().encode('"}'));
+        controller.close();
+        return;
+      }
+      sent += 1;
+      controller.enqueue(chunk);
+    },
+  });
+  const res = await raw(app, 'POST', '/v1/api-keys', {
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: stream,
+    duplex: 'half',
+  });
+  assertError(t, res, 413, 'payload_too_large');
+});
+
+test('a body under 1 MiB is parsed, not refused as too large', async (t) => {
+  const { key } = await app.createOrg();
+  // 900 KB: parsed, then refused for its unknown field (so a 256 KB job payload fits).
+  const res = await app.request('POST', '/v1/api-keys', { key, body: { name: 'big', pad: 'a'.repeat(900 * 1024) } });
+  assertError(t, res, 400, 'validation_error');
+  t.true(res.body.error.details.some((d: { path: string }) => d.path === 'pad'));
+});
+
+// ---------------------------------------------------------------- 500
+
+/** Its own database, so breaking a table cannot disturb the other tests of this file. */
+const broken = startTestApp();
+
+test('an unexpected error is a 500 internal_error that leaks nothing', async (t) => {
+  const { key, apiKey } = await broken.createOrg();
+  await broken.pool.query(sql.unsafe`alter table api_keys rename column name to name_x`);
+  try {
+    for (const path of ['/v1/api-keys', `/v1/api-keys/${apiKey.id}`]) {
+      const res = await broken.request('GET', path, { key, headers: { 'x-request-id': 'req-500' } });
+      assertError(t, res, 500, 'internal_error');
+      t.deepEqual(Object.keys(res.body.error).sort(), ['code', 'message']);
+      t.is(res.headers.get('x-request-id'), 'req-500');
+      t.regex(res.headers.get('content-type') ?? '', /^application\/json/);
+      const text = JSON.stringify(res.body).toLowerCase();
+      for (const leak of ['api_keys', 'name_x', 'column', 'select', 'from ', 'sql', 'slonik', 'postgres', 'stack', ' at ', '.ts', 'error:']) {
+        t.false(text.includes(leak), `500 body contains "${leak}": ${text}`);
+      }
+    }
+    const fresh = await broken.request('GET', '/v1/api-keys', { key });
+    t.is(fresh.status, 500);
+    assertFreshRequestId(t, fresh);
+  } finally {
+    await broken.pool.query(sql.unsafe`alter table api_keys rename column name_x to name`);
+  }
+  const healed = await broken.request('GET', '/v1/api-keys', { key });
+  t.is(healed.status, 200);
+});
+
+// ---------------------------------------------------------------- /health
+
+test('GET /health is 200 {"status":"ok"} without auth', async (t) => {
+  const res = await app.request('GET', '/health');
+  t.is(res.status, 200);
+  t.deepEqual(res.body, { status: 'ok' });
+  t.regex(res.headers.get('content-type') ?? '', /^application\/json/);
+  t.truthy(res.headers.get('x-request-id'));
+});
+
+test('GET /health ignores a bad Authorization header', async (t) => {
+  const res = await app.request('GET', '/health', { headers: { authorization: 'Bearer nonsense' } });
+  t.is(res.status, 200);
+  t.deepEqual(res.body, { status: 'ok' });
+});
+
+/**
+ * A TCP proxy to the test database that can be cut. makePool needs a reachable database when
+ * it is created (the driver loads type OIDs), so the pool is made through the proxy, which is
+ * then closed: afterwards its port has nothing listening and every connection is gone.
+ */
+async function cuttableProxy(databaseUrl: string): Promise<{ url: string; port: number; cut(): Promise<void> }> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    port,
+    cut: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+  };
+}
+
+test('GET /health is 503 when the database is unreachable', async (t) => {
+  const proxy = await cuttableProxy(app.databaseUrl);
+  const pool = await makePool(proxy.url, { maximumPoolSize: 1 });
+  const config = loadConfig({ PORT: '0', LOG_LEVEL: 'silent' });
+  const web = await startWeb({ pool, config, logger: makeLogger(config.logLevel) });
+  const base = `http://127.0.0.1:${web.port}`;
+  try {
+    const up = await raw(base, 'GET', '/health');
+    t.is(up.status, 200);
+    t.deepEqual(up.body, { status: 'ok' });
+
+    await proxy.cut();
+    const res = await raw(base, 'GET', '/health', { headers: { 'x-request-id': 'health-503' } });
+    t.is(res.status, 503);
+    t.not(res.body?.status, 'ok');
+    t.is(res.headers.get('x-request-id'), 'health-503');
+    const text = JSON.stringify(res.body).toLowerCase();
+    for (const leak of ['econnrefused', '127.0.0.1', String(proxy.port), 'postgres', 'stack']) {
+      t.false(text.includes(leak), `503 body contains "${leak}": ${text}`);
+    }
+  } finally {
+    await web.stop();
+    await pool.end().catch(() => {});
+  }
+});
