@@ -11,11 +11,14 @@ import { errorHandler, notFoundRoute } from './middleware/errors.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { makeApiKeysRouter } from './routes/api-keys.ts';
+import { makeApplicationsRouter } from './routes/applications.ts';
+import { makeEndpointsRouter } from './routes/endpoints.ts';
+import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeHealthRouter } from './routes/health.ts';
 
 export type AppDependencies = { pool: DatabasePool; config: Config; logger: Logger };
 
-export function makeApp({ pool, logger }: AppDependencies): Express {
+export function makeApp({ pool, config, logger }: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -26,6 +29,9 @@ export function makeApp({ pool, logger }: AppDependencies): Express {
   const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, router];
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool)));
+  v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool)));
+  v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
+  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);

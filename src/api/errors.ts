@@ -45,7 +45,10 @@ export const internalError = () => new AppError(500, 'internal_error', 'An unexp
  * (`<table>_<columns>_key`). The api_keys hash is not here: a collision of 190 random bits
  * is a bug, not a client mistake.
  */
-const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {};
+const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
+  applications_org_id_environment_uid_key: () => conflict('An application with this uid already exists.'),
+  event_types_org_id_environment_name_key: () => conflict('An event type with this name already exists.'),
+};
 
 /** An AppError for a known database error, else null (the caller reports a 500). */
 export function translateDatabaseError(error: unknown): AppError | null {

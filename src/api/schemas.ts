@@ -19,3 +19,52 @@ export const cursorQuery = {
   limit: queryInteger(1, 100, 20),
   cursor: z.string().min(1).optional(),
 };
+
+/** `page` and `per_page` of an offset list (decisions section 5). */
+export const offsetQuery = {
+  page: queryInteger(1, 1_000_000, 1),
+  per_page: queryInteger(1, 100, 25),
+};
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
+// Visible ASCII, space and tab: no CR/LF (header injection), no bytes undici would refuse.
+const HEADER_VALUE = /^[\t\x20-\x7e]{0,4096}$/;
+const RESERVED_HEADERS = new Set(['host', 'content-type', 'content-length', 'connection', 'transfer-encoding', 'user-agent']);
+export const MAX_CUSTOM_HEADERS = 20;
+
+/** Custom headers of endpoints and jobs (decisions section 6). */
+export const customHeaders = z.record(z.string(), z.string({ message: 'header values must be strings' }))
+  .superRefine((headers, ctx) => {
+    const names = Object.keys(headers);
+    if (names.length > MAX_CUSTOM_HEADERS) {
+      ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADERS} headers` });
+    }
+    const seen = new Set<string>();
+    for (const name of names) {
+      const lower = name.toLowerCase();
+      if (!HEADER_NAME.test(name)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid HTTP header name' });
+      } else if (RESERVED_HEADERS.has(lower) || lower.startsWith('webhook-')) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is reserved: the service sets this header itself' });
+      } else if (seen.has(lower)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'repeats a header name (names are case-insensitive)' });
+      }
+      seen.add(lower);
+      if (!HEADER_VALUE.test(headers[name] ?? '')) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'must be at most 4096 printable ASCII characters' });
+      }
+    }
+  });
+
+export const METADATA_MAX_BYTES = 16 * 1024;
+
+/** Application metadata: any JSON object of at most 16 KB serialized. */
+export const metadata = z.record(z.string(), z.unknown(), { message: 'must be a JSON object' })
+  .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= METADATA_MAX_BYTES, {
+    message: `must be at most ${METADATA_MAX_BYTES} bytes as JSON`,
+  });
+
+/** A query string of free text (search). */
+export const searchText = z.string().max(255);
+
+export const EVENT_TYPE_NAME = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;

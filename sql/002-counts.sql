@@ -1,0 +1,80 @@
+-- Counts kept by the database, so the numbers a DBA reads are the numbers the API returns:
+--   applications.endpoints_count  = live (not deleted) endpoints of the application
+--   event_types.subscriber_count  = rows of endpoint_event_types for the event type
+-- Increments and decrements run under the counted row's lock, so concurrent changes add up.
+
+create or replace function endpoints_maintain_counts() returns trigger
+language plpgsql as $$
+begin
+  if tg_op = 'INSERT' and new.deleted_at is null then
+    update applications set endpoints_count = endpoints_count + 1 where id = new.application_id;
+  elsif tg_op = 'UPDATE' and old.deleted_at is null and new.deleted_at is not null then
+    update applications set endpoints_count = endpoints_count - 1 where id = old.application_id;
+    -- A deleted endpoint subscribes to nothing: its subscriptions go, and their counts with them.
+    delete from endpoint_event_types where endpoint_id = old.id;
+  elsif tg_op = 'UPDATE' and old.deleted_at is not null and new.deleted_at is null then
+    update applications set endpoints_count = endpoints_count + 1 where id = new.application_id;
+  elsif tg_op = 'DELETE' and old.deleted_at is null then
+    update applications set endpoints_count = endpoints_count - 1 where id = old.application_id;
+  end if;
+  return null;
+end;
+$$;
+
+comment on function endpoints_maintain_counts() is
+  'Trigger function: keeps applications.endpoints_count equal to the number of live endpoints, and drops the subscriptions of an endpoint when it is soft-deleted.';
+
+create or replace trigger endpoints_maintain_counts
+  after insert or update of deleted_at or delete on endpoints
+  for each row execute function endpoints_maintain_counts();
+
+create or replace function endpoint_event_types_maintain_counts() returns trigger
+language plpgsql as $$
+begin
+  if tg_op = 'INSERT' then
+    -- Lock the counted rows in id order, so two statements never wait on each other in a cycle.
+    perform 1 from event_types where id in (select event_type_id from changed) order by id for update;
+    update event_types e set subscriber_count = e.subscriber_count + c.n
+      from (select event_type_id, count(*) as n from changed group by event_type_id) c
+      where e.id = c.event_type_id;
+  else
+    perform 1 from event_types where id in (select event_type_id from changed) order by id for update;
+    update event_types e set subscriber_count = e.subscriber_count - c.n
+      from (select event_type_id, count(*) as n from changed group by event_type_id) c
+      where e.id = c.event_type_id;
+  end if;
+  -- A change of subscriptions is a change of the endpoint.
+  update endpoints set updated_at = now()
+    where id in (select endpoint_id from changed) and deleted_at is null;
+  return null;
+end;
+$$;
+
+comment on function endpoint_event_types_maintain_counts() is
+  'Trigger function: keeps event_types.subscriber_count equal to its number of subscriptions, and moves endpoints.updated_at when an endpoint''s subscriptions change.';
+
+create or replace trigger endpoint_event_types_count_inserts
+  after insert on endpoint_event_types referencing new table as changed
+  for each statement execute function endpoint_event_types_maintain_counts();
+
+create or replace trigger endpoint_event_types_count_deletes
+  after delete on endpoint_event_types referencing old table as changed
+  for each statement execute function endpoint_event_types_maintain_counts();
+
+-- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
+create or replace function applications_cascade_soft_delete() returns trigger
+language plpgsql as $$
+begin
+  update endpoints set deleted_at = new.deleted_at
+    where application_id = new.id and deleted_at is null;
+  return null;
+end;
+$$;
+
+comment on function applications_cascade_soft_delete() is
+  'Trigger function: soft-deleting an application soft-deletes its endpoints (and so their subscriptions).';
+
+create or replace trigger applications_cascade_soft_delete
+  after update of deleted_at on applications
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function applications_cascade_soft_delete();

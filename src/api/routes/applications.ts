@@ -1,0 +1,75 @@
+// /v1/applications: create, list (offset, search), retrieve (with its endpoints), by-uid,
+// patch (metadata replaced whole, uid may be cleared), delete (soft; endpoints follow).
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import {
+  findApplication, findApplicationByUid, insertApplication, listApplications, softDeleteApplication, updateApplication,
+  type ApplicationRow,
+} from '../../db/applications.ts';
+import { listApplicationEndpoints } from '../../db/endpoints.ts';
+import { pagination } from '../../db/offset.ts';
+import type { Tenant } from '../../db/tenant.ts';
+import { isId, newId } from '../../ids.ts';
+import { notFound } from '../errors.ts';
+import { authOf } from '../middleware/auth.ts';
+import { metadata, offsetQuery, searchText } from '../schemas.ts';
+import { parseBody, parseQuery } from '../validation.ts';
+
+const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
+const uid = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, { message: 'must be 1 to 256 letters, digits, dashes or underscores' });
+
+const createBody = z.strictObject({ name, uid: uid.nullable().default(null), metadata: metadata.default({}) });
+const patchBody = z.strictObject({ name: name.optional(), uid: uid.nullable().optional(), metadata: metadata.optional() });
+const listQuery = z.strictObject({ ...offsetQuery, search: searchText.optional() });
+
+export function makeApplicationsRouter(pool: DatabasePool): Router {
+  const router = Router();
+
+  /** The retrieve response: the application and its live endpoints. */
+  async function detail(tenant: Tenant, app: ApplicationRow | null) {
+    if (!app) throw notFound('Application');
+    return { ...app, endpoints: await listApplicationEndpoints(pool, tenant, app.id) };
+  }
+
+  router.post('/', async (req, res) => {
+    const body = parseBody(createBody, req.body);
+    const app = await insertApplication(pool, authOf(res), { id: newId('app'), ...body });
+    res.status(201).json(app);
+  });
+
+  router.get('/', async (req, res) => {
+    const query = parseQuery(listQuery, req.query);
+    const page = { page: query.page, perPage: query.per_page };
+    const { rows, total } = await listApplications(pool, authOf(res), { ...page, search: query.search });
+    res.json({ data: rows, pagination: pagination(page, total) });
+  });
+
+  router.get('/by-uid/:uid', async (req, res) => {
+    const tenant = authOf(res);
+    const app = uid.safeParse(req.params.uid).success ? await findApplicationByUid(pool, tenant, req.params.uid) : null;
+    res.json(await detail(tenant, app));
+  });
+
+  router.get('/:id', async (req, res) => {
+    const tenant = authOf(res);
+    const app = isId('app', req.params.id) ? await findApplication(pool, tenant, req.params.id) : null;
+    res.json(await detail(tenant, app));
+  });
+
+  router.patch('/:id', async (req, res) => {
+    if (!isId('app', req.params.id)) throw notFound('Application');
+    const body = parseBody(patchBody, req.body);
+    const updated = await updateApplication(pool, authOf(res), req.params.id, body);
+    if (!updated) throw notFound('Application');
+    res.json(updated);
+  });
+
+  router.delete('/:id', async (req, res) => {
+    const deleted = isId('app', req.params.id) ? await softDeleteApplication(pool, authOf(res), req.params.id) : null;
+    if (!deleted) throw notFound('Application');
+    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+  });
+
+  return router;
+}

@@ -1,0 +1,111 @@
+// /v1/endpoints: create (secret shown), list (by application, summaries only), retrieve
+// (with secret), patch (full object back), delete (soft), rotate-secret, reset-circuit.
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import type { Config } from '../../config.ts';
+import { checkDestinationUrl } from '../../core/destinations.ts';
+import { createEndpoint, newSecret, patchEndpoint } from '../../core/endpoints.ts';
+import { findApplication } from '../../db/applications.ts';
+import { findEndpoint, listEndpoints, resetCircuit, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
+import { pagination } from '../../db/offset.ts';
+import { isId } from '../../ids.ts';
+import { invalidState, notFound } from '../errors.ts';
+import { authOf } from '../middleware/auth.ts';
+import { customHeaders, offsetQuery } from '../schemas.ts';
+import { parseBody, parseQuery } from '../validation.ts';
+
+const eventTypes = z.array(z.string().max(255), { message: 'must be an array of event type names' });
+const rateLimitRps = z.number().int().min(1).max(10_000);
+const timeoutMs = z.number().int().min(1_000).max(120_000);
+
+export function makeEndpointsRouter(pool: DatabasePool, config: Config): Router {
+  const router = Router();
+
+  const url = z.string().superRefine((value, ctx) => {
+    const checked = checkDestinationUrl(value, config.allowPrivateDestinations);
+    if (!checked.ok) ctx.addIssue({ code: 'custom', message: checked.reason });
+  });
+  const createBody = z.strictObject({
+    application_id: z.string(),
+    url,
+    event_types: eventTypes.default([]),
+    headers: customHeaders.default({}),
+    rate_limit_rps: rateLimitRps.default(100),
+    timeout_ms: timeoutMs.default(30_000),
+  });
+  const patchBody = z.strictObject({
+    url: url.optional(),
+    event_types: eventTypes.optional(),
+    status: z.enum(['active', 'paused'], { message: 'must be "active" or "paused"' }).optional(),
+    headers: customHeaders.optional(),
+    rate_limit_rps: rateLimitRps.optional(),
+    timeout_ms: timeoutMs.optional(),
+  });
+  const listQuery = z.strictObject({
+    ...offsetQuery,
+    application_id: z.string({ message: 'is required' }),
+    status: z.enum(['active', 'paused', 'disabled']).optional(),
+  });
+
+  router.post('/', async (req, res) => {
+    const body = parseBody(createBody, req.body);
+    const endpoint = await createEndpoint(pool, authOf(res), {
+      applicationId: body.application_id, url: body.url, eventTypes: body.event_types, headers: body.headers,
+      rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
+    });
+    const { disabled_at: _disabledAt, updated_at: _updatedAt, ...created } = endpoint;
+    res.status(201).json(created);
+  });
+
+  router.get('/', async (req, res) => {
+    const query = parseQuery(listQuery, req.query);
+    const tenant = authOf(res);
+    const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
+    if (!app) throw notFound('Application');
+    const page = { page: query.page, perPage: query.per_page };
+    const { rows, total } = await listEndpoints(pool, tenant, app.id, { ...page, status: query.status });
+    res.json({ data: rows, pagination: pagination(page, total) });
+  });
+
+  router.get('/:id', async (req, res) => {
+    const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, authOf(res), req.params.id) : null;
+    if (!endpoint) throw notFound('Endpoint');
+    res.json(endpoint);
+  });
+
+  router.patch('/:id', async (req, res) => {
+    if (!isId('ep', req.params.id)) throw notFound('Endpoint');
+    const body = parseBody(patchBody, req.body);
+    res.json(await patchEndpoint(pool, authOf(res), req.params.id, {
+      url: body.url, status: body.status, eventTypes: body.event_types, headers: body.headers,
+      rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
+    }));
+  });
+
+  router.delete('/:id', async (req, res) => {
+    const deleted = isId('ep', req.params.id) ? await softDeleteEndpoint(pool, authOf(res), req.params.id) : null;
+    if (!deleted) throw notFound('Endpoint');
+    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+  });
+
+  router.post('/:id/rotate-secret', async (req, res) => {
+    const rotated = isId('ep', req.params.id) ? await rotateSecret(pool, authOf(res), req.params.id, newSecret()) : null;
+    if (!rotated) throw notFound('Endpoint');
+    res.json(rotated);
+  });
+
+  router.post('/:id/reset-circuit', async (req, res) => {
+    const reset = isId('ep', req.params.id) ? await resetCircuit(pool, authOf(res), req.params.id) : null;
+    if (!reset) throw notFound('Endpoint');
+    if (reset.previous_status === 'paused') {
+      throw invalidState('This endpoint is paused; set its status to active with PATCH instead.');
+    }
+    res.json({
+      id: reset.id, status: reset.status, failure_count: reset.failure_count,
+      message: reset.previous_status === 'disabled' ? 'Circuit closed: the endpoint is active again.' : 'The endpoint was active; its failure count is reset.',
+    });
+  });
+
+  return router;
+}

@@ -1,0 +1,84 @@
+// /v1/event-types: create, list (cursor, search), retrieve, patch (description and schema;
+// the name is fixed), delete (refused while subscribed unless force=true; permanent).
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { compileSchema } from '../../core/json-schema.ts';
+import { decodeCursor } from '../../db/cursor.ts';
+import { deleteEventType, findEventType, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
+import { isId, newId } from '../../ids.ts';
+import { AppError, notFound, validationError } from '../errors.ts';
+import { authOf } from '../middleware/auth.ts';
+import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
+import { parseBody, parseQuery } from '../validation.ts';
+
+const name = z.string()
+  .max(255)
+  .regex(EVENT_TYPE_NAME, { message: 'must be lowercase dot notation such as "invoice.paid" (resource.action)' });
+const description = z.string().max(1024).nullable();
+const jsonSchema = z.record(z.string(), z.unknown(), { message: 'must be a JSON Schema object' }).nullable();
+
+const createBody = z.strictObject({ name, description: description.default(null), schema: jsonSchema.default(null) });
+const patchBody = z.strictObject({ description: description.optional(), schema: jsonSchema.optional() });
+const listQuery = z.strictObject({ ...cursorQuery, search: searchText.optional() });
+const deleteQuery = z.strictObject({
+  force: z.enum(['true', 'false'], { message: 'must be true or false' }).default('false').transform((v) => v === 'true'),
+});
+
+/** A schema must compile; its problems become the 400's details. */
+function assertValidSchema(schema: Record<string, unknown> | null | undefined): void {
+  if (!schema) return;
+  const compiled = compileSchema(schema);
+  if ('problems' in compiled) throw validationError('schema is not a valid JSON Schema.', compiled.problems);
+}
+
+const eventTypeInUse = () =>
+  new AppError(409, 'event_type_in_use', 'Endpoints subscribe to this event type; delete it with force=true to unsubscribe them first.');
+
+export function makeEventTypesRouter(pool: DatabasePool): Router {
+  const router = Router();
+
+  router.post('/', async (req, res) => {
+    const body = parseBody(createBody, req.body);
+    assertValidSchema(body.schema);
+    res.status(201).json(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body }));
+  });
+
+  router.get('/', async (req, res) => {
+    const query = parseQuery(listQuery, req.query);
+    const cursor = query.cursor === undefined ? null : decodeCursor(query.cursor, (id) => isId('evt', id));
+    if (query.cursor !== undefined && !cursor) {
+      throw validationError('The query string is invalid.', [{ path: 'cursor', message: 'is not a cursor returned by this list' }]);
+    }
+    const page = await listEventTypes(pool, authOf(res), { limit: query.limit, cursor, search: query.search });
+    res.json({ data: page.rows, next_cursor: page.nextCursor });
+  });
+
+  router.get('/:id', async (req, res) => {
+    const eventType = isId('evt', req.params.id) ? await findEventType(pool, authOf(res), req.params.id) : null;
+    if (!eventType) throw notFound('Event type');
+    res.json(eventType);
+  });
+
+  router.patch('/:id', async (req, res) => {
+    if (!isId('evt', req.params.id)) throw notFound('Event type');
+    if (req.body && typeof req.body === 'object' && 'name' in req.body) {
+      throw validationError('The request body is invalid.', [{ path: 'name', message: 'cannot be changed after creation' }]);
+    }
+    const body = parseBody(patchBody, req.body);
+    assertValidSchema(body.schema);
+    const updated = await updateEventType(pool, authOf(res), req.params.id, body);
+    if (!updated) throw notFound('Event type');
+    res.json(updated);
+  });
+
+  router.delete('/:id', async (req, res) => {
+    const { force } = parseQuery(deleteQuery, req.query);
+    const outcome = isId('evt', req.params.id) ? await deleteEventType(pool, authOf(res), req.params.id, force) : null;
+    if (!outcome) throw notFound('Event type');
+    if ('inUse' in outcome) throw eventTypeInUse();
+    res.json({ id: outcome.deleted.id, deleted: true, deleted_at: outcome.deleted.deleted_at });
+  });
+
+  return router;
+}

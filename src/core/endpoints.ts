@@ -1,0 +1,72 @@
+// Endpoint operations that span several statements: create (application locked against a
+// concurrent delete, subscriptions resolved by name) and patch (state rules under a row lock).
+import { randomBytes } from 'node:crypto';
+import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
+import { invalidState, notFound, validationError } from '../api/errors.ts';
+import { lockApplication } from '../db/applications.ts';
+import { findEndpoint, insertEndpoint, lockEndpoint, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow } from '../db/endpoints.ts';
+import { findEventTypesByName } from '../db/event-types.ts';
+import type { Tenant } from '../db/tenant.ts';
+import { isId, newId } from '../ids.ts';
+
+/** `whsec_` + 64 hex characters (32 random bytes). */
+export function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('hex')}`;
+}
+
+/** Event type ids for these names, or a 400 naming every unknown one. */
+async function resolveEventTypes(tx: DatabaseTransactionConnection, tenant: Tenant, names: readonly string[]): Promise<string[]> {
+  const unique = [...new Set(names)];
+  const found = await findEventTypesByName(tx, tenant, unique);
+  const known = new Set(found.map((e) => e.name));
+  const unknown = unique.filter((n) => !known.has(n));
+  if (unknown.length > 0) {
+    throw validationError(`Unknown event types: ${unknown.join(', ')}.`, unknown.map((n) => ({
+      path: `event_types.${names.indexOf(n)}`, message: `no event type named "${n}"`,
+    })));
+  }
+  return found.map((e) => e.id);
+}
+
+export type NewEndpoint = {
+  applicationId: string; url: string; eventTypes: readonly string[]; headers: Record<string, string>; rateLimitRps: number; timeoutMs: number;
+};
+
+export async function createEndpoint(pool: DatabasePool, tenant: Tenant, input: NewEndpoint): Promise<EndpointRow> {
+  if (!isId('app', input.applicationId)) throw notFound('Application');
+  return pool.transaction(async (tx) => {
+    if (!(await lockApplication(tx, tenant, input.applicationId))) throw notFound('Application');
+    const eventTypeIds = await resolveEventTypes(tx, tenant, input.eventTypes);
+    const id = newId('ep');
+    await insertEndpoint(tx, tenant, { id, ...input, secret: newSecret() });
+    await setSubscriptions(tx, tenant, id, eventTypeIds);
+    return mustFind(tx, tenant, id);
+  });
+}
+
+export type EndpointChanges = EndpointPatch & { eventTypes?: readonly string[] };
+
+/**
+ * Status rules (decisions section 6): PATCH sets `active` or `paused`; a disabled endpoint's
+ * status changes only through reset-circuit or automatic recovery.
+ */
+export async function patchEndpoint(pool: DatabasePool, tenant: Tenant, id: string, changes: EndpointChanges): Promise<EndpointRow> {
+  if (!isId('ep', id)) throw notFound('Endpoint');
+  return pool.transaction(async (tx) => {
+    const current = await lockEndpoint(tx, tenant, id);
+    if (!current) throw notFound('Endpoint');
+    if (changes.status !== undefined && current.status === 'disabled') {
+      throw invalidState('This endpoint is disabled by its circuit breaker; re-enable it with POST /v1/endpoints/{id}/reset-circuit.');
+    }
+    const { eventTypes, ...fields } = changes;
+    await updateEndpoint(tx, id, fields);
+    if (eventTypes !== undefined) await setSubscriptions(tx, tenant, id, await resolveEventTypes(tx, tenant, eventTypes));
+    return mustFind(tx, tenant, id);
+  });
+}
+
+async function mustFind(tx: DatabaseTransactionConnection, tenant: Tenant, id: string): Promise<EndpointRow> {
+  const row = await findEndpoint(tx, tenant, id);
+  if (!row) throw new Error(`endpoint ${id} vanished inside its own transaction`);
+  return row;
+}

@@ -1,0 +1,88 @@
+// Table applications: typed queries, all scoped to a tenant and to live (not deleted) rows.
+import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { z } from 'zod';
+import { limitOffset, type PageRequest } from './offset.ts';
+import { containing, ownedBy, type Tenant } from './tenant.ts';
+
+const applicationRow = z.object({
+  id: z.string(),
+  name: z.string(),
+  uid: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  endpoints_count: z.number(),
+  webhook_jobs_count: z.number(),
+  success_rate: z.number(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type ApplicationRow = z.infer<typeof applicationRow>;
+
+const summaryRow = applicationRow.omit({ metadata: true, updated_at: true });
+const columns = sql.fragment`id, name, uid, metadata, endpoints_count, webhook_jobs_count, success_rate, created_at, updated_at`;
+const summaryColumns = sql.fragment`id, name, uid, endpoints_count, webhook_jobs_count, success_rate, created_at`;
+
+export async function insertApplication(
+  db: CommonQueryMethods,
+  tenant: Tenant,
+  app: { id: string; name: string; uid: string | null; metadata: Record<string, unknown> },
+): Promise<ApplicationRow> {
+  return db.one(sql.type(applicationRow)`
+    insert into applications (id, org_id, environment, name, uid, metadata)
+    values (${app.id}, ${tenant.orgId}, ${tenant.environment}, ${app.name}, ${app.uid}, ${sql.jsonb(app.metadata as SerializableValue)})
+    returning ${columns}`);
+}
+
+export async function findApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<ApplicationRow | null> {
+  return db.maybeOne(sql.type(applicationRow)`
+    select ${columns} from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+}
+
+export async function findApplicationByUid(db: CommonQueryMethods, tenant: Tenant, uid: string): Promise<ApplicationRow | null> {
+  return db.maybeOne(sql.type(applicationRow)`
+    select ${columns} from applications where ${ownedBy(tenant)} and uid = ${uid} and deleted_at is null`);
+}
+
+/** Locks a live application against a concurrent delete while something is created under it. */
+export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
+  return db.exists(sql.unsafe`
+    select 1 from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for share`);
+}
+
+export async function listApplications(db: CommonQueryMethods, tenant: Tenant, page: PageRequest & { search?: string }) {
+  const search = page.search === undefined
+    ? sql.fragment``
+    : sql.fragment`and (name ilike ${containing(page.search)} or uid ilike ${containing(page.search)})`;
+  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+    select count(*)::int as total from applications where ${ownedBy(tenant)} and deleted_at is null ${search}`);
+  const rows = await db.any(sql.type(summaryRow)`
+    select ${summaryColumns} from applications
+    where ${ownedBy(tenant)} and deleted_at is null ${search}
+    order by created_at desc, id desc ${limitOffset(page)}`);
+  return { rows, total };
+}
+
+export type ApplicationPatch = { name?: string; uid?: string | null; metadata?: Record<string, unknown> };
+
+const patchedRow = applicationRow.pick({ id: true, name: true, uid: true, metadata: true, updated_at: true });
+
+export async function updateApplication(db: CommonQueryMethods, tenant: Tenant, id: string, patch: ApplicationPatch) {
+  const sets = [
+    patch.name !== undefined ? sql.fragment`name = ${patch.name}` : null,
+    patch.uid !== undefined ? sql.fragment`uid = ${patch.uid}` : null,
+    patch.metadata !== undefined ? sql.fragment`metadata = ${sql.jsonb(patch.metadata as SerializableValue)}` : null,
+  ].filter((s) => s !== null);
+  return db.maybeOne(sql.type(patchedRow)`
+    update applications set ${sql.join(sets.length ? sets : [sql.fragment`name = name`], sql.fragment`, `)}
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, name, uid, metadata, updated_at`);
+}
+
+const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
+
+/** Soft delete; a trigger soft-deletes the application's endpoints in the same statement. */
+export async function softDeleteApplication(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(deletedRow)`
+    update applications set deleted_at = now()
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, deleted_at`);
+}

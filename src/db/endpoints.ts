@@ -1,0 +1,162 @@
+// Tables endpoints and endpoint_event_types: typed queries, all scoped to a tenant and to
+// live (not deleted) endpoints. `event_types` is read from the subscription rows.
+import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { z } from 'zod';
+import { limitOffset, type PageRequest } from './offset.ts';
+import { ownedBy, type Tenant } from './tenant.ts';
+
+const endpointRow = z.object({
+  id: z.string(),
+  application_id: z.string(),
+  url: z.string(),
+  status: z.enum(['active', 'paused', 'disabled']),
+  event_types: z.array(z.string()),
+  headers: z.record(z.string(), z.string()),
+  rate_limit_rps: z.number(),
+  timeout_ms: z.number(),
+  secret: z.string(),
+  secret_version: z.number(),
+  failure_count: z.number(),
+  disabled_at: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type EndpointRow = z.infer<typeof endpointRow>;
+
+const eventTypeNames = sql.fragment`array(
+  select et.name from endpoint_event_types s join event_types et on et.id = s.event_type_id
+  where s.endpoint_id = endpoints.id order by et.name) as event_types`;
+
+const columns = sql.fragment`id, application_id, url, status, ${eventTypeNames}, headers, rate_limit_rps, timeout_ms,
+  secret, secret_version, failure_count, disabled_at, created_at, updated_at`;
+
+export async function insertEndpoint(
+  db: CommonQueryMethods,
+  tenant: Tenant,
+  endpoint: { id: string; applicationId: string; url: string; headers: Record<string, string>; rateLimitRps: number; timeoutMs: number; secret: string },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    insert into endpoints (id, org_id, environment, application_id, url, headers, rate_limit_rps, timeout_ms, secret)
+    values (${endpoint.id}, ${tenant.orgId}, ${tenant.environment}, ${endpoint.applicationId}, ${endpoint.url},
+            ${sql.jsonb(endpoint.headers as SerializableValue)}, ${endpoint.rateLimitRps}, ${endpoint.timeoutMs}, ${endpoint.secret})`);
+}
+
+/** Makes the endpoint's subscriptions exactly `eventTypeIds` (ids of the same tenant), in two statements. */
+export async function setSubscriptions(db: CommonQueryMethods, tenant: Tenant, endpointId: string, eventTypeIds: readonly string[]) {
+  const ids = sql.array([...eventTypeIds].sort(), 'text');
+  await db.query(sql.unsafe`
+    delete from endpoint_event_types where endpoint_id = ${endpointId} and event_type_id <> all(${ids})`);
+  await db.query(sql.unsafe`
+    insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
+    select ${endpointId}, id, ${tenant.orgId} from unnest(${ids}) as id
+    on conflict do nothing`);
+}
+
+export async function findEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<EndpointRow | null> {
+  return db.maybeOne(sql.type(endpointRow)`
+    select ${columns} from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+}
+
+const stateRow = z.object({ id: z.string(), status: z.enum(['active', 'paused', 'disabled']) });
+
+/** The endpoint's status, with its row locked for the rest of the transaction. */
+export async function lockEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(stateRow)`
+    select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
+}
+
+const summaryRow = endpointRow.pick({
+  id: true, application_id: true, url: true, status: true, event_types: true, failure_count: true, created_at: true,
+});
+
+export async function listEndpoints(
+  db: CommonQueryMethods,
+  tenant: Tenant,
+  applicationId: string,
+  page: PageRequest & { status?: 'active' | 'paused' | 'disabled' },
+) {
+  const status = page.status ? sql.fragment`and status = ${page.status}` : sql.fragment``;
+  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+    select count(*)::int as total from endpoints
+    where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}`);
+  const rows = await db.any(sql.type(summaryRow)`
+    select id, application_id, url, status, ${eventTypeNames}, failure_count, created_at from endpoints
+    where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}
+    order by created_at desc, id desc ${limitOffset(page)}`);
+  return { rows, total };
+}
+
+const applicationEndpointRow = z.object({ id: z.string(), url: z.string(), status: z.string(), success_rate: z.number() });
+
+/** The `endpoints` array of an application's retrieve response, oldest first. */
+export async function listApplicationEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string) {
+  return db.any(sql.type(applicationEndpointRow)`
+    select id, url, status, success_rate from endpoints
+    where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null
+    order by created_at, id`);
+}
+
+export type EndpointPatch = {
+  url?: string; status?: 'active' | 'paused'; headers?: Record<string, string>; rateLimitRps?: number; timeoutMs?: number;
+};
+
+/** Updates the given fields of an endpoint the caller has locked. */
+export async function updateEndpoint(db: CommonQueryMethods, id: string, patch: EndpointPatch): Promise<void> {
+  const sets = [
+    patch.url !== undefined ? sql.fragment`url = ${patch.url}` : null,
+    patch.status !== undefined ? sql.fragment`status = ${patch.status}` : null,
+    patch.headers !== undefined ? sql.fragment`headers = ${sql.jsonb(patch.headers as SerializableValue)}` : null,
+    patch.rateLimitRps !== undefined ? sql.fragment`rate_limit_rps = ${patch.rateLimitRps}` : null,
+    patch.timeoutMs !== undefined ? sql.fragment`timeout_ms = ${patch.timeoutMs}` : null,
+  ].filter((s) => s !== null);
+  if (sets.length === 0) return;
+  await db.query(sql.unsafe`update endpoints set ${sql.join(sets, sql.fragment`, `)} where id = ${id}`);
+}
+
+const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
+
+/** Soft delete; a trigger removes the endpoint's subscriptions and adjusts the counts. */
+export async function softDeleteEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(deletedRow)`
+    update endpoints set deleted_at = now()
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, deleted_at`);
+}
+
+const rotatedRow = z.object({ id: z.string(), secret: z.string(), secret_version: z.number(), old_secret_expires_at: z.string() });
+
+/** The current secret becomes the previous one for 24 h; an older previous secret is dropped. */
+export async function rotateSecret(db: CommonQueryMethods, tenant: Tenant, id: string, secret: string) {
+  return db.maybeOne(sql.type(rotatedRow)`
+    update endpoints
+    set old_secret = secret, old_secret_expires_at = now() + interval '24 hours',
+        secret = ${secret}, secret_version = secret_version + 1
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, secret, secret_version, old_secret_expires_at`);
+}
+
+const resetRow = z.object({
+  id: z.string(),
+  previous_status: z.enum(['active', 'paused', 'disabled']),
+  status: z.enum(['active', 'paused', 'disabled']),
+  failure_count: z.number(),
+});
+
+/**
+ * Closes the circuit of an active or disabled endpoint: active, failure_count 0. A paused
+ * endpoint is left as it is (the caller answers 409); null when there is no such endpoint.
+ */
+export async function resetCircuit(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(resetRow)`
+    with target as (
+      select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update
+    ), reset as (
+      update endpoints e set status = 'active', failure_count = 0, disabled_at = null
+      from target where e.id = target.id and target.status <> 'paused'
+      returning e.id, e.status, e.failure_count
+    )
+    select target.id, target.status as previous_status,
+           coalesce(reset.status, target.status) as status,
+           coalesce(reset.failure_count, (select failure_count from endpoints where id = target.id)) as failure_count
+    from target left join reset on reset.id = target.id`);
+}
