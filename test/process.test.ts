@@ -33,7 +33,7 @@ test('release applies migrations and sql/ definitions to an empty database, twic
   try {
     const tables = await pool.anyFirst(sql.type(z.object({ t: z.string() }))`
       select table_name as t from information_schema.tables where table_schema = 'public' order by 1`);
-    t.deepEqual(tables, ['api_keys', 'organizations', 'pgmigrations']);
+    t.deepEqual(tables, ['api_keys', 'applications', 'endpoint_event_types', 'endpoints', 'event_types', 'organizations', 'pgmigrations']);
     const trigger = await pool.exists(sql.unsafe`select 1 from pg_trigger where tgname = 'organizations_set_updated_at'`);
     t.true(trigger);
   } finally {
