@@ -42,10 +42,14 @@ export async function findApplicationByUid(db: CommonQueryMethods, tenant: Tenan
     select ${columns} from applications where ${ownedBy(tenant)} and uid = ${uid} and deleted_at is null`);
 }
 
-/** Locks a live application against a concurrent delete while something is created under it. */
+/**
+ * Locks a live application against a concurrent delete while something is created under it.
+ * `for no key update`, not `for share`: the creation's count trigger updates this row, and two
+ * transactions each upgrading a shared lock would deadlock.
+ */
 export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
   return db.exists(sql.unsafe`
-    select 1 from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for share`);
+    select 1 from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for no key update`);
 }
 
 export async function listApplications(db: CommonQueryMethods, tenant: Tenant, page: PageRequest & { search?: string }) {
