@@ -33,12 +33,15 @@ language plpgsql as $$
 begin
   if tg_op = 'INSERT' then
     -- Lock the counted rows in id order, so two statements never wait on each other in a cycle.
-    perform 1 from event_types where id in (select event_type_id from changed) order by id for update;
+    -- `no key update`, the lock the UPDATE below takes anyway: it coexists with the key-share
+    -- lock the foreign key check of the inserted rows already holds (`for update` would not,
+    -- and two inserting transactions would deadlock).
+    perform 1 from event_types where id in (select event_type_id from changed) order by id for no key update;
     update event_types e set subscriber_count = e.subscriber_count + c.n
       from (select event_type_id, count(*) as n from changed group by event_type_id) c
       where e.id = c.event_type_id;
   else
-    perform 1 from event_types where id in (select event_type_id from changed) order by id for update;
+    perform 1 from event_types where id in (select event_type_id from changed) order by id for no key update;
     update event_types e set subscriber_count = e.subscriber_count - c.n
       from (select event_type_id, count(*) as n from changed group by event_type_id) c
       where e.id = c.event_type_id;

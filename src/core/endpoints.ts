@@ -1,7 +1,7 @@
 // Endpoint operations that span several statements: create (application locked against a
 // concurrent delete, subscriptions resolved by name) and patch (state rules under a row lock).
 import { randomBytes } from 'node:crypto';
-import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
+import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
 import { invalidState, notFound, validationError } from '../api/errors.ts';
 import { lockApplication } from '../db/applications.ts';
 import { findEndpoint, insertEndpoint, lockEndpoint, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow } from '../db/endpoints.ts';
@@ -12,6 +12,23 @@ import { isId, newId } from '../ids.ts';
 /** `whsec_` + 64 hex characters (32 random bytes). */
 export function newSecret(): string {
   return `whsec_${randomBytes(32).toString('hex')}`;
+}
+
+/**
+ * Subscribes the endpoint to exactly these event type names. An event type deleted between
+ * the lookup and the insert (a concurrent force delete) fails the foreign key: that is the
+ * client's unknown name, not a server error.
+ */
+async function subscribe(tx: DatabaseTransactionConnection, tenant: Tenant, endpointId: string, names: readonly string[]) {
+  const ids = await resolveEventTypes(tx, tenant, names);
+  try {
+    await setSubscriptions(tx, tenant, endpointId, ids);
+  } catch (error) {
+    if (!(error instanceof ForeignKeyIntegrityConstraintViolationError)) throw error;
+    throw validationError('An event type was deleted while subscribing to it.', [
+      { path: 'event_types', message: 'names an event type that no longer exists' },
+    ]);
+  }
 }
 
 /** Event type ids for these names, or a 400 naming every unknown one. */
@@ -36,10 +53,9 @@ export async function createEndpoint(pool: DatabasePool, tenant: Tenant, input: 
   if (!isId('app', input.applicationId)) throw notFound('Application');
   return pool.transaction(async (tx) => {
     if (!(await lockApplication(tx, tenant, input.applicationId))) throw notFound('Application');
-    const eventTypeIds = await resolveEventTypes(tx, tenant, input.eventTypes);
     const id = newId('ep');
     await insertEndpoint(tx, tenant, { id, ...input, secret: newSecret() });
-    await setSubscriptions(tx, tenant, id, eventTypeIds);
+    await subscribe(tx, tenant, id, input.eventTypes);
     return mustFind(tx, tenant, id);
   });
 }
@@ -60,7 +76,7 @@ export async function patchEndpoint(pool: DatabasePool, tenant: Tenant, id: stri
     }
     const { eventTypes, ...fields } = changes;
     await updateEndpoint(tx, id, fields);
-    if (eventTypes !== undefined) await setSubscriptions(tx, tenant, id, await resolveEventTypes(tx, tenant, eventTypes));
+    if (eventTypes !== undefined) await subscribe(tx, tenant, id, eventTypes);
     return mustFind(tx, tenant, id);
   });
 }
