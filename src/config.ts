@@ -25,6 +25,8 @@ const schema = z.object({
   }),
   CIRCUIT_BREAKER_THRESHOLD: integer(1, 1000).default(10),
   CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
+  DELIVERY_LEASE_SECONDS: integer(2, 3600).default(180),
+  WORKER_CONCURRENCY: integer(1, 10_000).default(200),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
   DATA_DIR: z.string().min(1).default('.data'),
@@ -38,6 +40,8 @@ export type Config = Readonly<{
   retrySchedule: readonly number[];
   circuitBreakerThreshold: number;
   circuitBreakerCooldown: number;
+  deliveryLeaseSeconds: number;
+  workerConcurrency: number;
   logLevel: string;
   shutdownTimeoutMs: number;
   dataDir: string;
@@ -66,6 +70,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,
     circuitBreakerCooldown: c.CIRCUIT_BREAKER_COOLDOWN,
+    deliveryLeaseSeconds: c.DELIVERY_LEASE_SECONDS,
+    workerConcurrency: c.WORKER_CONCURRENCY,
     logLevel: c.LOG_LEVEL,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
     dataDir: c.DATA_DIR,

@@ -5,6 +5,7 @@ import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
 import { makePool } from './db/pool.ts';
 import { makeLogger, type Logger } from './logger.ts';
+import { startQueue } from './queue.ts';
 import { startWeb } from './web.ts';
 import { startWorker } from './worker/index.ts';
 
@@ -34,18 +35,24 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
 
   try {
     await migrate(database.url, logger);
+    const runsWorker = role === 'worker' || role === 'all';
+    // pg-boss creates or migrates its own schema on start: the release step runs that too.
+    const queue = await startQueue({
+      databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: runsWorker,
+    });
+    stops.push(queue.stop);
     if (role === 'release') {
       await stop('release done');
       return;
     }
     const pool = await makePool(database.url, { maximumPoolSize: config.databasePoolSize });
     stops.push(() => pool.end());
-    if (role === 'worker' || role === 'all') {
-      const worker = await startWorker({ pool, config, logger });
+    if (runsWorker) {
+      const worker = await startWorker({ pool, config, logger, queue });
       stops.push(worker.stop);
     }
     if (role === 'web' || role === 'all') {
-      const web = await startWeb({ pool, config, logger });
+      const web = await startWeb({ pool, config, logger, queue });
       stops.push(web.stop);
     }
   } catch (error) {

@@ -396,7 +396,7 @@ test('GET /health is 503 when the database is unreachable', async (t) => {
   const proxy = await cuttableProxy(app.databaseUrl);
   const pool = await makePool(proxy.url, { maximumPoolSize: 1 });
   const config = loadConfig({ PORT: '0', LOG_LEVEL: 'silent' });
-  const web = await startWeb({ pool, config, logger: makeLogger(config.logLevel) });
+  const web = await startWeb({ pool, config, logger: makeLogger(config.logLevel), queue: app.queue });
   const base = `http://127.0.0.1:${web.port}`;
   try {
     const up = await raw(base, 'GET', '/health');

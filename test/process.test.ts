@@ -33,7 +33,12 @@ test('release applies migrations and sql/ definitions to an empty database, twic
   try {
     const tables = await pool.anyFirst(sql.type(z.object({ t: z.string() }))`
       select table_name as t from information_schema.tables where table_schema = 'public' order by 1`);
-    t.deepEqual(tables, ['api_keys', 'applications', 'endpoint_event_types', 'endpoints', 'event_types', 'organizations', 'pgmigrations']);
+    t.deepEqual(tables, [
+      'api_keys', 'applications', 'deliveries', 'delivery_attempts', 'endpoint_attempt_stats', 'endpoint_event_types',
+      'endpoint_send_slots', 'endpoints', 'event_types', 'organizations', 'pgmigrations', 'webhook_job_keys', 'webhook_jobs',
+    ]);
+    const queueSchema = await pool.exists(sql.unsafe`select 1 from pgboss.queue where name = 'deliveries'`);
+    t.true(queueSchema, 'the release step also prepares the delivery queue');
     const trigger = await pool.exists(sql.unsafe`select 1 from pg_trigger where tgname = 'organizations_set_updated_at'`);
     t.true(trigger);
   } finally {
@@ -142,7 +147,7 @@ for (const role of ['web', 'worker']) {
   test(`the ${role} role alone starts and stops on SIGTERM with exit code 0`, async (t) => {
     const url = await database();
     const server = startScript('src/main.ts', [role], { DATABASE_URL: url, PORT: '0' });
-    await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started (no delivery work defined yet)'));
+    await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started'));
     await new Promise((resolve) => setTimeout(resolve, 500));
     t.is(server.child.exitCode, null, 'the role stays up until it is told to stop');
     server.child.kill('SIGTERM');

@@ -14,11 +14,13 @@ import { makeApiKeysRouter } from './routes/api-keys.ts';
 import { makeApplicationsRouter } from './routes/applications.ts';
 import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
+import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
+import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 
-export type AppDependencies = { pool: DatabasePool; config: Config; logger: Logger };
+export type AppDependencies = { pool: DatabasePool; config: Config; logger: Logger; queue: Queue };
 
-export function makeApp({ pool, config, logger }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue }: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -31,7 +33,8 @@ export function makeApp({ pool, config, logger }: AppDependencies): Express {
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool)));
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
-  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config)));
+  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue)));
+  v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);

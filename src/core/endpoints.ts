@@ -4,7 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
 import { invalidState, notFound, validationError } from '../api/errors.ts';
 import { lockApplication } from '../db/applications.ts';
-import { findEndpoint, insertEndpoint, lockEndpoint, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow } from '../db/endpoints.ts';
+import {
+  findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow,
+} from '../db/endpoints.ts';
+import { releaseHeld } from '../db/webhook-jobs.ts';
+import type { Queue } from '../queue.ts';
 import { findEventTypesByName } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import { isId, newId } from '../ids.ts';
@@ -66,7 +70,9 @@ export type EndpointChanges = EndpointPatch & { eventTypes?: readonly string[] }
  * Status rules (decisions section 6): PATCH sets `active` or `paused`; a disabled endpoint's
  * status changes only through reset-circuit or automatic recovery.
  */
-export async function patchEndpoint(pool: DatabasePool, tenant: Tenant, id: string, changes: EndpointChanges): Promise<EndpointRow> {
+export async function patchEndpoint(
+  pool: DatabasePool, queue: Queue, tenant: Tenant, id: string, changes: EndpointChanges,
+): Promise<EndpointRow> {
   if (!isId('ep', id)) throw notFound('Endpoint');
   return pool.transaction(async (tx) => {
     const current = await lockEndpoint(tx, tenant, id);
@@ -77,7 +83,24 @@ export async function patchEndpoint(pool: DatabasePool, tenant: Tenant, id: stri
     const { eventTypes, ...fields } = changes;
     await updateEndpoint(tx, id, fields);
     if (eventTypes !== undefined) await subscribe(tx, tenant, id, eventTypes);
+    if (current.status === 'paused' && changes.status === 'active') await releaseHeldDeliveries(tx, queue, id);
     return mustFind(tx, tenant, id);
+  });
+}
+
+/** Deliveries held while the endpoint was paused or disabled go back on the queue. */
+export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<void> {
+  const released = await releaseHeld(tx, [endpointId]);
+  await queue.enqueue(tx, released.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+}
+
+/** reset-circuit: the circuit closes and held deliveries resume; null when there is no such endpoint. */
+export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {
+  if (!isId('ep', id)) return null;
+  return pool.transaction(async (tx) => {
+    const reset = await resetCircuit(tx, tenant, id);
+    if (reset && reset.previous_status !== 'paused') await releaseHeldDeliveries(tx, queue, id);
+    return reset;
   });
 }
 

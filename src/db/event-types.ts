@@ -94,3 +94,11 @@ export async function deleteEventType(db: DatabasePool, tenant: Tenant, id: stri
     return { deleted };
   });
 }
+
+const forJobRow = z.object({ id: z.string(), schema: z.record(z.string(), z.unknown()).nullable(), updated_at: z.string() });
+
+/** What job creation needs of an event type: its id and schema (updated_at versions the schema). */
+export async function findEventTypeForJob(db: CommonQueryMethods, tenant: Tenant, name: string) {
+  return db.maybeOne(sql.type(forJobRow)`
+    select id, schema, updated_at from event_types where ${ownedBy(tenant)} and name = ${name}`);
+}

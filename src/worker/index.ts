@@ -1,19 +1,27 @@
-// The worker role. Delivery arrives with the delivery issue; until then the role holds its
-// place in the process model (Procfile `worker`): it stays up until stopped, and stops
-// cleanly on SIGTERM.
+// The worker role: the delivery loop, its recorder, and the periodic upkeep. SIGTERM stops
+// fetching, lets in-flight attempts finish (up to SHUTDOWN_TIMEOUT_MS) and records them.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import type { Queue } from '../queue.ts';
+import { makeAttempter } from './attempt.ts';
+import { startDeliveryLoop } from './delivery-loop.ts';
+import { makeRecorder } from './recorder.ts';
+import { startUpkeep } from './upkeep.ts';
 
 export type Worker = { stop(): Promise<void> };
 
-export async function startWorker(deps: { pool: DatabasePool; config: Config; logger: Logger }): Promise<Worker> {
-  // Nothing else holds the event loop in a worker-only process: without this it would exit.
-  const idle = setInterval(() => {}, 60_000);
-  deps.logger.info('worker started (no delivery work defined yet)');
+export async function startWorker(deps: { pool: DatabasePool; config: Config; logger: Logger; queue: Queue }): Promise<Worker> {
+  const attempter = makeAttempter({ connections: 64 });
+  const recorder = makeRecorder(deps);
+  const loop = startDeliveryLoop({ ...deps, attempter, recorder });
+  const upkeep = startUpkeep(deps);
+  deps.logger.info({ concurrency: deps.config.workerConcurrency }, 'worker started');
   return {
     stop: async () => {
-      clearInterval(idle);
+      await upkeep.stop();
+      await loop.stop();
+      await attempter.close();
       deps.logger.info('worker stopped');
     },
   };

@@ -7,7 +7,9 @@ import { insertOrganization } from '../../src/db/organizations.ts';
 import { makePool } from '../../src/db/pool.ts';
 import { newId } from '../../src/ids.ts';
 import { makeLogger } from '../../src/logger.ts';
+import { startQueue, type Queue } from '../../src/queue.ts';
 import { startWeb } from '../../src/web.ts';
+import { startWorker } from '../../src/worker/index.ts';
 import { createTestDatabase } from './database.ts';
 
 export type Response = { status: number; headers: Headers; body: any };
@@ -18,6 +20,7 @@ export type TestOrg = { orgId: string; key: string; apiKey: CreatedApiKey };
 
 export type TestApp = {
   baseUrl: string;
+  queue: Queue;
   databaseUrl: string;
   pool: DatabasePool;
   config: Config;
@@ -30,11 +33,11 @@ export type TestApp = {
  * wants hooks and tests declared synchronously. The app starts in a `before` hook; the
  * returned handle delegates to it once started.
  */
-export function startTestApp(env: Record<string, string> = {}): TestApp {
+export function startTestApp(env: Record<string, string> = {}, options: { worker?: boolean } = {}): TestApp {
   const teardown: Array<() => Promise<void>> = [];
   let started: TestApp | undefined;
   test.before(async () => {
-    started = await start(env, teardown);
+    started = await start(env, teardown, options.worker ?? false);
   });
   test.after.always(async () => {
     for (const step of teardown.reverse()) await step();
@@ -45,6 +48,7 @@ export function startTestApp(env: Record<string, string> = {}): TestApp {
   };
   return {
     get baseUrl() { return get().baseUrl; },
+    get queue() { return get().queue; },
     get databaseUrl() { return get().databaseUrl; },
     get pool() { return get().pool; },
     get config() { return get().config; },
@@ -53,15 +57,21 @@ export function startTestApp(env: Record<string, string> = {}): TestApp {
   };
 }
 
-async function start(env: Record<string, string>, teardown: Array<() => Promise<void>>): Promise<TestApp> {
+async function start(env: Record<string, string>, teardown: Array<() => Promise<void>>, worker: boolean): Promise<TestApp> {
   const database = await createTestDatabase();
   teardown.push(database.drop);
   const databaseUrl = database.url;
   const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
   const logger = makeLogger(config.logLevel);
-  const pool = await makePool(databaseUrl, { maximumPoolSize: 5 });
+  const queue = await startQueue({ databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker });
+  teardown.push(queue.stop);
+  const pool = await makePool(databaseUrl, { maximumPoolSize: 10 });
   teardown.push(() => pool.end());
-  const web = await startWeb({ pool, config, logger });
+  if (worker) {
+    const running = await startWorker({ pool, config, logger, queue });
+    teardown.push(running.stop);
+  }
+  const web = await startWeb({ pool, config, logger, queue });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;
 
@@ -89,7 +99,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     });
   }
 
-  return { baseUrl, databaseUrl, pool, config, request, createOrg };
+  return { baseUrl, queue, databaseUrl, pool, config, request, createOrg };
 }
 
 /** The error body of decisions section 3, exactly: no stack, SQL or internal names beside it. */

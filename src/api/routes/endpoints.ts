@@ -5,9 +5,12 @@ import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
 import { checkDestinationUrl } from '../../core/destinations.ts';
-import { createEndpoint, newSecret, patchEndpoint } from '../../core/endpoints.ts';
+import { closeCircuit, createEndpoint, newSecret, patchEndpoint } from '../../core/endpoints.ts';
+import { createJob, TEST_EVENT_TYPE } from '../../core/webhook-jobs.ts';
+import type { Queue } from '../../queue.ts';
+import { assertPayloadSize } from './webhook-jobs.ts';
 import { findApplication } from '../../db/applications.ts';
-import { findEndpoint, listEndpoints, resetCircuit, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
+import { findEndpoint, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
 import { invalidState, notFound } from '../errors.ts';
@@ -19,7 +22,7 @@ const eventTypes = z.array(z.string().max(255), { message: 'must be an array of 
 const rateLimitRps = z.number().int().min(1).max(10_000);
 const timeoutMs = z.number().int().min(1_000).max(120_000);
 
-export function makeEndpointsRouter(pool: DatabasePool, config: Config): Router {
+export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Queue): Router {
   const router = Router();
 
   const url = z.string().superRefine((value, ctx) => {
@@ -77,7 +80,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config): Router 
   router.patch('/:id', async (req, res) => {
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(patchBody, req.body);
-    res.json(await patchEndpoint(pool, authOf(res), req.params.id, {
+    res.json(await patchEndpoint(pool, queue, authOf(res), req.params.id, {
       url: body.url, status: body.status, eventTypes: body.event_types, headers: body.headers,
       rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
     }));
@@ -96,7 +99,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config): Router 
   });
 
   router.post('/:id/reset-circuit', async (req, res) => {
-    const reset = isId('ep', req.params.id) ? await resetCircuit(pool, authOf(res), req.params.id) : null;
+    const reset = await closeCircuit(pool, queue, authOf(res), req.params.id);
     if (!reset) throw notFound('Endpoint');
     if (reset.previous_status === 'paused') {
       throw invalidState('This endpoint is paused; set its status to active with PATCH instead.');
@@ -105,6 +108,27 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config): Router 
       id: reset.id, status: reset.status, failure_count: reset.failure_count,
       message: reset.previous_status === 'disabled' ? 'Circuit closed: the endpoint is active again.' : 'The endpoint was active; its failure count is reset.',
     });
+  });
+
+  const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
+
+  // A webhook.test job aimed at this endpoint alone, whatever its subscriptions; it is
+  // delivered like any job (held while the endpoint is paused or disabled).
+  router.post('/:id/test', async (req, res) => {
+    const tenant = authOf(res);
+    const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, tenant, req.params.id) : null;
+    if (!endpoint) throw notFound('Endpoint');
+    assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
+    const body = parseBody(testBody, req.body);
+    const { job } = await createJob(pool, queue, tenant, {
+      applicationId: endpoint.application_id,
+      eventType: TEST_EVENT_TYPE,
+      payload: body.payload ?? { type: TEST_EVENT_TYPE, endpoint_id: endpoint.id, sent_at: new Date().toISOString() },
+      eventId: null,
+      headers: {},
+      endpointId: endpoint.id,
+    });
+    res.status(202).json({ job_id: job.id, status: 'queued', message: 'A webhook.test job was queued for this endpoint.' });
   });
 
   return router;

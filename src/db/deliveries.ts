@@ -1,0 +1,60 @@
+// Table deliveries as the worker sees it: claim a batch, record a batch of outcomes, upkeep.
+// The rules live in SQL (sql/003-webhook-jobs.sql); these are their typed doors.
+import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { z } from 'zod';
+
+const claimRow = z.object({
+  delivery_id: z.number(),
+  round: z.number(),
+  action: z.enum(['send', 'defer', 'hold', 'drop', 'expire', 'cancel']),
+  start_at: z.string().nullable(),
+  attempt: z.number(),
+  job_id: z.string(),
+  endpoint_id: z.string(),
+  url: z.string(),
+  timeout_ms: z.number(),
+  payload: z.string(),
+  endpoint_headers: z.record(z.string(), z.string()),
+  job_headers: z.record(z.string(), z.string()),
+  secrets: z.array(z.string()),
+  expires_at: z.string(),
+});
+export type Claim = z.infer<typeof claimRow>;
+
+export async function claimDeliveries(
+  db: CommonQueryMethods, items: ReadonlyArray<{ deliveryId: number; round: number }>, horizonMs: number,
+): Promise<readonly Claim[]> {
+  const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
+  return db.any(sql.type(claimRow)`select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs})`);
+}
+
+export type AttemptResult = {
+  delivery_id: number;
+  round: number;
+  attempt: number;
+  status_code: number | null;
+  response_body: string;
+  latency_ms: number;
+  attempted_at: string;
+  success: boolean;
+  error: string | null;
+  retry_at: string | null;
+};
+
+const enqueueRow = z.object({ delivery_id: z.number(), round: z.number(), start_after: z.string().nullable() });
+export type ToEnqueue = z.infer<typeof enqueueRow>;
+
+export async function recordAttempts(
+  db: CommonQueryMethods, results: readonly AttemptResult[], threshold: number, cooldownSeconds: number,
+): Promise<readonly ToEnqueue[]> {
+  return db.any(sql.type(enqueueRow)`
+    select * from record_attempts(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds})`);
+}
+
+export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly ToEnqueue[]> {
+  return db.any(sql.type(enqueueRow)`select * from run_delivery_upkeep()`);
+}
+
+export async function runHourlyUpkeep(db: CommonQueryMethods): Promise<void> {
+  await db.query(sql.unsafe`select run_hourly_upkeep()`);
+}

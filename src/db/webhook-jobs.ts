@@ -1,0 +1,179 @@
+// Tables webhook_jobs and webhook_job_keys, and the job-level operations on deliveries
+// (fan-out, retry, cancel). Every query is scoped to a tenant.
+import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { z } from 'zod';
+import { limitOffset, type PageRequest } from './offset.ts';
+import { ownedBy, type Tenant } from './tenant.ts';
+
+const status = z.enum(['created', 'executing', 'awaiting_retry', 'succeeded', 'discarded', 'archived']);
+
+const jobRow = z.object({
+  id: z.string(),
+  application_id: z.string(),
+  event_type: z.string(),
+  event_id: z.string().nullable(),
+  status,
+  attempt_count: z.number(),
+  max_retries: z.number(),
+  payload: z.record(z.string(), z.unknown()),
+  headers: z.record(z.string(), z.string()),
+  created_at: z.string(),
+  expires_at: z.string(),
+  completed_at: z.string().nullable(),
+  discarded_at: z.string().nullable(),
+});
+export type JobRow = z.infer<typeof jobRow>;
+
+const columns = sql.fragment`id, application_id, event_type, event_id, status, attempt_count, max_retries, payload,
+  headers, created_at, expires_at, completed_at, discarded_at`;
+
+export type NewJob = {
+  id: string; applicationId: string; eventType: string; eventId: string | null; payloadText: string; headers: Record<string, string>;
+};
+
+export async function insertJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<void> {
+  await db.query(sql.unsafe`
+    insert into webhook_jobs (id, org_id, environment, application_id, event_type, event_id, payload, headers, expires_at)
+    values (${job.id}, ${tenant.orgId}, ${tenant.environment}, ${job.applicationId}, ${job.eventType}, ${job.eventId},
+            ${job.payloadText}::json, ${sql.jsonb(job.headers as SerializableValue)}, now() + interval '48 hours')`);
+}
+
+/**
+ * Claims `eventId` for `jobId` for 24 h, unless a live claim exists: then that job's id.
+ * A concurrent duplicate waits on the first claim's row and sees it once committed.
+ */
+export async function claimEventId(db: CommonQueryMethods, applicationId: string, eventId: string, jobId: string): Promise<string> {
+  const claimed = await db.maybeOneFirst(sql.type(z.object({ job_id: z.string() }))`
+    insert into webhook_job_keys (application_id, event_id, job_id, expires_at)
+    values (${applicationId}, ${eventId}, ${jobId}, now() + interval '24 hours')
+    on conflict on constraint webhook_job_keys_pkey do update
+      set job_id = excluded.job_id, expires_at = excluded.expires_at
+      where webhook_job_keys.expires_at <= now()
+    returning job_id`);
+  if (claimed) return claimed;
+  return db.oneFirst(sql.type(z.object({ job_id: z.string() }))`
+    select job_id from webhook_job_keys where application_id = ${applicationId} and event_id = ${eventId}`);
+}
+
+const queuedRow = z.object({ delivery_id: z.number(), round: z.number() });
+export type Queued = z.infer<typeof queuedRow>;
+
+/**
+ * One delivery per target, in one statement: every live endpoint of the application
+ * subscribed to the event type, or the one endpoint of a test job.
+ */
+export async function insertDeliveries(
+  db: CommonQueryMethods,
+  job: { id: string; applicationId: string; eventTypeId: string | null; endpointId: string | null },
+): Promise<readonly Queued[]> {
+  const targets = job.endpointId
+    ? sql.fragment`select e.id, e.org_id from endpoints e where e.id = ${job.endpointId} and e.deleted_at is null`
+    : sql.fragment`select e.id, e.org_id from endpoint_event_types s join endpoints e on e.id = s.endpoint_id
+                   where s.event_type_id = ${job.eventTypeId} and e.application_id = ${job.applicationId} and e.deleted_at is null`;
+  return db.any(sql.type(queuedRow)`
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at)
+    select ${job.id}, t.id, t.org_id, ${job.applicationId}, now() from (${targets}) t order by t.id
+    returning id as delivery_id, round`);
+}
+
+export async function refreshJobs(db: CommonQueryMethods, jobIds: readonly string[]): Promise<void> {
+  await db.query(sql.unsafe`select refresh_webhook_jobs(${sql.array(jobIds, 'text')})`);
+}
+
+export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
+  return db.maybeOne(sql.type(jobRow)`
+    select ${columns} from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+}
+
+const attemptRow = z.object({
+  endpoint_id: z.string(),
+  attempt: z.number(),
+  status_code: z.number().nullable(),
+  response_body: z.string(),
+  latency_ms: z.number(),
+  attempted_at: z.string(),
+  success: z.boolean(),
+  error: z.string().nullable(),
+});
+
+/** The `deliveries` of a job: one record per attempt, oldest first. */
+export async function listJobAttempts(db: CommonQueryMethods, jobId: string) {
+  return db.any(sql.type(attemptRow)`
+    select endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
+    from delivery_attempts where job_id = ${jobId} order by attempted_at, id`);
+}
+
+export type JobFilters = {
+  applicationId: string;
+  status?: z.infer<typeof status> | 'failed';
+  eventType?: string;
+  endpointId?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+};
+
+const summaryRow = jobRow.pick({ id: true, event_type: true, status: true, created_at: true });
+
+export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: JobFilters, page: PageRequest) {
+  const where = sql.join([
+    ownedBy(tenant),
+    sql.fragment`application_id = ${filters.applicationId}`,
+    sql.fragment`deleted_at is null`,
+    filters.status === 'failed' ? sql.fragment`status = 'discarded' and discard_reason = 'failed'` : null,
+    filters.status && filters.status !== 'failed' ? sql.fragment`status = ${filters.status}` : null,
+    filters.eventType ? sql.fragment`event_type = ${filters.eventType}` : null,
+    filters.endpointId
+      ? sql.fragment`exists (select 1 from deliveries d where d.job_id = webhook_jobs.id and d.endpoint_id = ${filters.endpointId})`
+      : null,
+    filters.createdAfter ? sql.fragment`created_at >= ${filters.createdAfter}::timestamptz` : null,
+    filters.createdBefore ? sql.fragment`created_at < ${filters.createdBefore}::timestamptz` : null,
+  ].filter((f) => f !== null), sql.fragment` and `);
+  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+    select count(*)::int as total from webhook_jobs where ${where}`);
+  const rows = await db.any(sql.type(summaryRow)`
+    select id, event_type, status, created_at from webhook_jobs where ${where}
+    order by created_at desc, id desc ${limitOffset(page)}`);
+  return { rows, total };
+}
+
+const lockedJob = z.object({ id: z.string(), status });
+
+export async function lockJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(lockedJob)`
+    select id, status from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
+}
+
+/**
+ * Retry: every target that has not succeeded (or all, when all had) starts a new round from
+ * attempt 0, and the job a new 48 h window. Older queue messages are ignored by their round.
+ */
+export async function restartJob(db: CommonQueryMethods, jobId: string): Promise<readonly Queued[]> {
+  const queued = await db.any(sql.type(queuedRow)`
+    update deliveries d set round = d.round + 1, status = 'pending', attempt_count = 0, is_probe = false,
+                            next_attempt_at = now(), updated_at = now()
+    where d.job_id = ${jobId}
+      and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = ${jobId} and o.status <> 'succeeded'))
+    returning d.id as delivery_id, d.round`);
+  await db.query(sql.unsafe`
+    update webhook_jobs set status = 'created', expires_at = now() + interval '48 hours',
+                            completed_at = null, discarded_at = null, discard_reason = null
+    where id = ${jobId}`);
+  await refreshJobs(db, [jobId]);
+  return queued;
+}
+
+/** Cancel: waiting deliveries stop; an attempt in flight finishes and is recorded. */
+export async function cancelJob(db: CommonQueryMethods, jobId: string) {
+  await db.query(sql.unsafe`
+    update webhook_jobs set discard_reason = 'cancelled', discarded_at = now(), completed_at = now() where id = ${jobId}`);
+  await db.query(sql.unsafe`
+    update deliveries set status = 'cancelled', updated_at = now() where job_id = ${jobId} and status in ('pending', 'held')`);
+  await refreshJobs(db, [jobId]);
+  return db.one(sql.type(z.object({ id: z.string(), status, discarded_at: z.string() }))`
+    select id, status, discarded_at from webhook_jobs where id = ${jobId}`);
+}
+
+export async function releaseHeld(db: CommonQueryMethods, endpointIds: readonly string[]): Promise<readonly Queued[]> {
+  return db.any(sql.type(queuedRow)`
+    select delivery_id, round from release_held_deliveries(${sql.array(endpointIds, 'text')})`);
+}

@@ -1,0 +1,81 @@
+// The delivery queue, held by pg-boss in its own schema. One message per pending delivery:
+// { deliveryId, round }. Messages are enqueued and completed inside our own slonik
+// transactions, so the queue never disagrees with the deliveries table. pg-boss's own retry
+// only redoes messages whose worker died (the lease expired); retry timing is ours.
+import { PgBoss } from 'pg-boss';
+import type { CommonQueryMethods } from 'slonik';
+import type { Logger } from './logger.ts';
+
+export const DELIVERY_QUEUE = 'deliveries';
+
+export type Enqueue = { deliveryId: number; round: number; startAfter?: string | Date | null };
+export type Message = { id: string; retryCount: number; data: { deliveryId: number; round: number } };
+
+export type Queue = {
+  enqueue(db: CommonQueryMethods, items: readonly Enqueue[]): Promise<void>;
+  fetch(batchSize: number): Promise<Message[]>;
+  complete(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
+  stop(): Promise<void>;
+};
+
+/** pg-boss runs its SQL through our transaction: its rows commit or roll back with ours. */
+function inside(db: CommonQueryMethods) {
+  return {
+    executeSql: async (text: string, values: unknown[] = []) => {
+      const token = { sql: text, values, type: Symbol.for('SLONIK_TOKEN_QUERY') } as unknown as Parameters<typeof db.query>[0];
+      return { rows: [...(await db.query(token)).rows] as never[] };
+    },
+  };
+}
+
+export type QueueOptions = {
+  databaseUrl: string;
+  logger: Logger;
+  /** Seconds a worker may hold a message before pg-boss hands it out again. */
+  leaseSeconds: number;
+  /** Workers supervise (expire leases, clean up); web processes only enqueue. */
+  supervise: boolean;
+  poolSize?: number;
+};
+
+export async function startQueue(options: QueueOptions): Promise<Queue> {
+  const boss = new PgBoss({
+    connectionString: options.databaseUrl,
+    schema: 'pgboss',
+    max: options.poolSize ?? 4,
+    supervise: options.supervise,
+    superviseIntervalSeconds: Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2))),
+    schedule: false,
+    application_name: 'hookline-queue',
+  });
+  boss.on('error', (error: unknown) => options.logger.error({ err: error }, 'queue error'));
+  await boss.start();
+  const queueOptions = {
+    expireInSeconds: options.leaseSeconds,
+    retryLimit: 1000, // a dying worker is not the delivery's fault: the 48 h window bounds it
+    retryDelay: 0,
+    deleteAfterSeconds: 24 * 3600,
+  };
+  await boss.createQueue(DELIVERY_QUEUE, queueOptions);
+  await boss.updateQueue(DELIVERY_QUEUE, queueOptions);
+
+  return {
+    async enqueue(db, items) {
+      if (items.length === 0) return;
+      await boss.insert(DELIVERY_QUEUE, items.map((item) => ({
+        data: { deliveryId: item.deliveryId, round: item.round },
+        ...(item.startAfter ? { startAfter: item.startAfter } : {}),
+      })), { db: inside(db) });
+    },
+    async fetch(batchSize) {
+      return (await boss.fetch(DELIVERY_QUEUE, { batchSize })) as unknown as Message[];
+    },
+    async complete(db, messages) {
+      if (messages.length === 0) return;
+      await boss.complete(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), null, { db: inside(db) });
+    },
+    async stop() {
+      await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);
+    },
+  };
+}

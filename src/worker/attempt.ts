@@ -1,0 +1,287 @@
+// One delivery attempt (decisions sections 7 and 8): destination re-check, DNS pinned to checked
+// addresses, POST with a deadline, first 4 KB of the answer. Whatever the receiver or the network
+// does comes back as an AttemptOutcome value, never as a thrown error.
+import dns from 'node:dns';
+import type { LookupAddress } from 'node:dns';
+import { isIP } from 'node:net';
+import type { LookupFunction } from 'node:net';
+import { Agent } from 'undici';
+import { checkDestinationUrl, isBlockedAddress } from '../core/destinations.ts';
+
+export type AttemptRequest = {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  allowPrivate: boolean;
+};
+
+export type AttemptError = 'timeout' | 'connection_error' | 'dns_error' | 'blocked_destination' | 'tls_error' | 'http_status';
+
+export type AttemptOutcome = {
+  success: boolean;
+  statusCode: number | null;
+  responseBody: string;
+  latencyMs: number;
+  error: null | AttemptError;
+  retryAfterSeconds: number | null;
+};
+
+/** Resolves a host name to every address it has, like `dns.promises.lookup(name, { all: true })`. */
+export type Lookup = (hostname: string) => Promise<LookupAddress[]>;
+
+export type AttempterOptions = {
+  /** Most connections kept per origin (undici Agent `connections`); unlimited when absent. */
+  connections?: number;
+  /** Replaceable so tests can make a name resolve to a private address without real DNS. */
+  lookup?: Lookup;
+};
+
+export type Attempter = {
+  attempt(req: AttemptRequest): Promise<AttemptOutcome>;
+  close(): Promise<void>;
+};
+
+const RESPONSE_BODY_LIMIT = 4096;
+
+const defaultLookup: Lookup = (hostname) => dns.promises.lookup(hostname, { all: true });
+
+// Errors that mean the caller misused the attempter (bad header value, attempt after close): those
+// are bugs to surface, not a receiver's behaviour to record.
+const PROGRAMMING_ERRORS = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'ERR_INVALID_ARG_TYPE', 'ERR_INVALID_CHAR']);
+const TIMEOUT_ERRORS = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+const DNS_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NODATA', 'EAI_NONAME', 'ENODATA']);
+// OpenSSL's certificate verification results, which Node passes through as error codes.
+const TLS_CERT_ERRORS = /^(CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|HOSTNAME_MISMATCH$|INVALID_CA$|INVALID_PURPOSE$|PATH_LENGTH_EXCEEDED$)/;
+
+class Refused extends Error {
+  readonly error: AttemptError;
+  constructor(error: AttemptError, message: string) {
+    super(message);
+    this.error = error;
+  }
+}
+
+/** Every `code` on an error, its `cause` chain and, for AggregateError, its members. */
+function errorCodes(err: unknown, seen = new Set<unknown>()): string[] {
+  if (typeof err !== 'object' || err === null || seen.has(err)) return [];
+  seen.add(err);
+  const codes: string[] = [];
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') codes.push(code);
+  codes.push(...errorCodes((err as { cause?: unknown }).cause, seen));
+  if (err instanceof AggregateError) for (const member of err.errors) codes.push(...errorCodes(member, seen));
+  return codes;
+}
+
+/** What a failed exchange counts as; `null` for errors that are the caller's bug. */
+function classify(err: unknown, deadlinePassed: boolean): AttemptError | null {
+  if (err instanceof Refused) return err.error;
+  // Whatever undici threw on abort (the signal's reason, a socket destroyed mid-read), the cause
+  // is the deadline.
+  if (deadlinePassed) return 'timeout';
+  const codes = errorCodes(err);
+  if (codes.some((c) => PROGRAMMING_ERRORS.has(c))) return null;
+  if (codes.some((c) => TIMEOUT_ERRORS.has(c))) return 'timeout';
+  if (codes.some((c) => c.startsWith('ERR_SSL_') || c.startsWith('ERR_TLS_') || TLS_CERT_ERRORS.test(c))) return 'tls_error';
+  if (codes.some((c) => DNS_ERRORS.has(c))) return 'dns_error';
+  // Refused, reset, closed early, unreachable, an unparseable response: the receiver's side of
+  // the connection did not hold up.
+  return 'connection_error';
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts, whichever comes first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => {}); // the loser of the race must not become an unhandled rejection
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** Seconds to wait from a `Retry-After` value: delta-seconds or an HTTP date; `null` if neither. */
+export function parseRetryAfter(value: string | undefined, now = Date.now()): number | null {
+  if (value === undefined) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text);
+  // Only dates: a bare number with a sign or a fraction is not valid delta-seconds either.
+  if (!/[a-z]/i.test(text)) return null;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return null;
+  return Math.max(0, Math.ceil((at - now) / 1000));
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * The addresses each host name was checked to have, for the Agent's `connect.lookup`: a connection
+ * goes only where the check approved, whatever DNS answers by the time undici connects.
+ */
+class PinnedHosts {
+  readonly #pins = new Map<string, { addresses: LookupAddress[]; users: number }>();
+
+  pin(hostname: string, addresses: LookupAddress[]): () => void {
+    const entry = this.#pins.get(hostname);
+    // The newest answer wins for later connections; an older one was checked too.
+    if (entry) {
+      entry.addresses = addresses;
+      entry.users += 1;
+    } else {
+      this.#pins.set(hostname, { addresses, users: 1 });
+    }
+    return () => {
+      const current = this.#pins.get(hostname);
+      if (current && --current.users === 0) this.#pins.delete(hostname);
+    };
+  }
+
+  get(hostname: string): LookupAddress[] | undefined {
+    return this.#pins.get(hostname)?.addresses;
+  }
+}
+
+type PinnedAgent = { agent: Agent; pins: PinnedHosts };
+
+function makePinnedAgent(allowPrivate: boolean, connections: number | undefined): PinnedAgent {
+  const pins = new PinnedHosts();
+  // net.connect calls this for host names only (IP literals are connected to directly), with
+  // `all: true` when it tries several addresses (autoSelectFamily), else for a single one.
+  const lookup: LookupFunction = (hostname, options, callback) => {
+    const addresses = pins.get(hostname);
+    // A second line of defence: an unpinned name or a private address on the strict Agent means a
+    // bug here, and the connection must not happen.
+    if (!addresses || addresses.length === 0 || (!allowPrivate && addresses.some((a) => isBlockedAddress(a.address)))) {
+      const err = Object.assign(new Error(`refusing to connect to unchecked host ${hostname}`), { code: 'ERR_UNCHECKED_DESTINATION' });
+      return callback(err, '');
+    }
+    if (options.all) return callback(null, addresses);
+    const [first] = addresses as [LookupAddress, ...LookupAddress[]];
+    return callback(null, first.address, first.family);
+  };
+  const agent = new Agent({
+    connect: { lookup },
+    ...(connections === undefined ? {} : { connections }),
+  });
+  return { agent, pins };
+}
+
+export function makeAttempter(options: AttempterOptions = {}): Attempter {
+  const lookupHost = options.lookup ?? defaultLookup;
+  // One pooled Agent per mode, made when first needed. A process runs in one mode, so it is one
+  // Agent in practice; two keep a connection opened to a private address under allowPrivate from
+  // ever being reused by a strict attempt to the same origin.
+  const agents = new Map<boolean, PinnedAgent>();
+  let closed = false;
+
+  const agentFor = (allowPrivate: boolean): PinnedAgent => {
+    let pinned = agents.get(allowPrivate);
+    if (!pinned) {
+      pinned = makePinnedAgent(allowPrivate, options.connections);
+      agents.set(allowPrivate, pinned);
+    }
+    return pinned;
+  };
+
+  /** The checked addresses of a host name; throws Refused when it cannot be delivered to. */
+  async function resolve(hostname: string, allowPrivate: boolean, signal: AbortSignal): Promise<LookupAddress[]> {
+    let addresses: LookupAddress[];
+    try {
+      addresses = await untilAborted(lookupHost(hostname), signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new Refused('dns_error', `cannot resolve ${hostname}: ${String(err)}`);
+    }
+    if (addresses.length === 0) throw new Refused('dns_error', `${hostname} has no addresses`);
+    // Any blocked address refuses the whole name: connecting to "the public one" would leave the
+    // choice to whoever controls the DNS answer order.
+    if (!allowPrivate && addresses.some((a) => isBlockedAddress(a.address))) {
+      throw new Refused('blocked_destination', `${hostname} resolves to a blocked address`);
+    }
+    return addresses;
+  }
+
+  async function attempt(req: AttemptRequest): Promise<AttemptOutcome> {
+    if (closed) throw new Error('attempter is closed');
+    const started = performance.now();
+    // One deadline for everything: resolution, connection, request, response and the body read.
+    const signal = AbortSignal.timeout(req.timeoutMs);
+    let statusCode: number | null = null;
+    let retryAfterSeconds: number | null = null;
+    let responseBody = '';
+    let unpin = () => {};
+
+    const finish = (error: AttemptError | null): AttemptOutcome => ({
+      success: error === null,
+      statusCode,
+      responseBody,
+      latencyMs: Math.round(performance.now() - started),
+      error,
+      retryAfterSeconds,
+    });
+
+    try {
+      const check = checkDestinationUrl(req.url, req.allowPrivate);
+      if (!check.ok) return finish('blocked_destination');
+      const url = check.url;
+      const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      const { agent, pins } = agentFor(req.allowPrivate);
+      // IP literals were judged by checkDestinationUrl; names are resolved and judged here.
+      if (isIP(hostname) === 0) unpin = pins.pin(url.hostname, await resolve(url.hostname, req.allowPrivate, signal));
+
+      const response = await agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: 'POST',
+        headers: req.headers,
+        body: req.body,
+        signal,
+      });
+      statusCode = response.statusCode;
+      if (statusCode === 429 || statusCode === 503) {
+        retryAfterSeconds = parseRetryAfter(headerValue(response.headers['retry-after']));
+      }
+      responseBody = await readPrefix(response.body, RESPONSE_BODY_LIMIT);
+      return finish(statusCode >= 200 && statusCode < 300 ? null : 'http_status');
+    } catch (err) {
+      const error = classify(err, signal.aborted);
+      if (error === null) throw err;
+      return finish(error);
+    } finally {
+      unpin();
+    }
+  }
+
+  return {
+    attempt,
+    async close() {
+      closed = true;
+      await Promise.all([...agents.values()].map(({ agent }) => agent.close()));
+      agents.clear();
+    },
+  };
+}
+
+/**
+ * The first `limit` bytes of a body as UTF-8 text. Reading stops there and the stream is destroyed,
+ * so a huge answer is neither read nor buffered; a character cut at the limit is dropped whole.
+ */
+async function readPrefix(body: AsyncIterable<Buffer> & { destroy(): unknown }, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      const take = chunk.subarray(0, limit - size);
+      chunks.push(take);
+      size += take.length;
+      if (size >= limit) break;
+    }
+  } finally {
+    body.destroy();
+  }
+  // `stream: true` holds back an incomplete trailing sequence, and nothing flushes it.
+  return new TextDecoder('utf-8').decode(Buffer.concat(chunks), { stream: true });
+}

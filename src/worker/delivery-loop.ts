@@ -1,0 +1,163 @@
+// The delivery loop of one worker process: fetch queue messages in batches, claim them
+// (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
+// attempts at once, each at its rate-limit slot, and hand every outcome to the recorder.
+import type { DatabasePool } from 'slonik';
+import type { Config } from '../config.ts';
+import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
+import type { Logger } from '../logger.ts';
+import type { Message, Queue } from '../queue.ts';
+import type { Attempter } from './attempt.ts';
+import type { Recorder } from './recorder.ts';
+import { nextAttemptAt } from './retry-policy.ts';
+import { signatureHeader } from './signing.ts';
+
+const FETCH_BATCH = 100;
+const IDLE_POLL_MS = 100;
+/** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
+const SLOT_HORIZON_MS = 1000;
+export const USER_AGENT = 'hookline/0.1.0';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Standard Webhooks headers, then the endpoint's custom headers, then the job's (which win). */
+export function deliveryHeaders(claim: Claim, timestamp: number): Record<string, string> {
+  const custom = new Map<string, [string, string]>();
+  for (const [name, value] of [...Object.entries(claim.endpoint_headers), ...Object.entries(claim.job_headers)]) {
+    custom.set(name.toLowerCase(), [name, value]);
+  }
+  return {
+    'content-type': 'application/json',
+    'user-agent': USER_AGENT,
+    'webhook-id': claim.job_id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signatureHeader(claim.secrets, claim.job_id, timestamp, claim.payload),
+    ...Object.fromEntries(custom.values()),
+  };
+}
+
+/** PostgreSQL text holds no NUL, and the record keeps at most 4096 bytes of UTF-8. */
+export function storableBody(body: string): string {
+  const clean = body.replaceAll('\u0000', '');
+  const bytes = Buffer.from(clean, 'utf8');
+  if (bytes.length <= 4096) return clean;
+  let end = 4096;
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1; // do not split a character
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+export type DeliveryLoop = { stop(): Promise<void> };
+
+export function startDeliveryLoop(deps: {
+  pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder;
+}): DeliveryLoop {
+  const { pool, queue, config, logger, attempter, recorder } = deps;
+  let running = true;
+  let inFlight = 0;
+  let wake: (() => void) | undefined;
+  const capacity = () => new Promise<void>((resolve) => { wake = resolve; });
+  const freed = () => {
+    const resolve = wake;
+    wake = undefined;
+    resolve?.();
+  };
+
+  async function claim(messages: readonly Message[]) {
+    return pool.transaction(async (tx) => {
+      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS);
+      const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
+      const sends: Array<{ message: Message; claim: Claim }> = [];
+      const settled: Message[] = [];
+      const deferred: Array<{ deliveryId: number; round: number; startAfter: string | null }> = [];
+      for (const message of messages) {
+        const claimed = byDelivery.get(message.data.deliveryId);
+        if (claimed?.action === 'send' && claimed.round === message.data.round) {
+          sends.push({ message, claim: claimed });
+          continue;
+        }
+        settled.push(message); // skip, hold, drop, expire, cancel: this message is done
+        if (claimed?.action === 'defer') deferred.push({ deliveryId: claimed.delivery_id, round: claimed.round, startAfter: claimed.start_at });
+      }
+      await queue.complete(tx, settled);
+      await queue.enqueue(tx, deferred);
+      return sends;
+    });
+  }
+
+  async function attempt(claimed: Claim): Promise<AttemptResult> {
+    const wait = Date.parse(claimed.start_at ?? '') - Date.now();
+    if (wait > 0) await sleep(wait);
+    const started = new Date();
+    const outcome = await attempter.attempt({
+      url: claimed.url,
+      body: claimed.payload,
+      headers: deliveryHeaders(claimed, Math.floor(started.getTime() / 1000)),
+      // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
+      timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
+      allowPrivate: config.allowPrivateDestinations,
+    });
+    const retryAt = outcome.success ? null : nextAttemptAt({
+      attempt: claimed.attempt,
+      schedule: config.retrySchedule,
+      now: new Date(),
+      expiresAt: new Date(claimed.expires_at),
+      retryAfterSeconds: outcome.retryAfterSeconds,
+      random: Math.random(),
+    });
+    return {
+      delivery_id: claimed.delivery_id,
+      round: claimed.round,
+      attempt: claimed.attempt,
+      status_code: outcome.statusCode,
+      response_body: storableBody(outcome.responseBody),
+      latency_ms: outcome.latencyMs,
+      attempted_at: started.toISOString(),
+      success: outcome.success,
+      error: outcome.error,
+      retry_at: retryAt?.toISOString() ?? null,
+    };
+  }
+
+  function start(send: { message: Message; claim: Claim }): void {
+    inFlight += 1;
+    attempt(send.claim)
+      .then((result) => recorder.add(send.message, result))
+      .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
+      .finally(() => {
+        inFlight -= 1;
+        freed();
+      });
+  }
+
+  const loop = (async () => {
+    while (running) {
+      try {
+        const room = config.workerConcurrency - inFlight;
+        if (room <= 0) {
+          await capacity();
+          continue;
+        }
+        const messages = await queue.fetch(Math.min(FETCH_BATCH, room));
+        if (messages.length === 0) {
+          await sleep(IDLE_POLL_MS);
+          continue;
+        }
+        for (const send of await claim(messages)) start(send);
+      } catch (error) {
+        logger.error({ err: error }, 'delivery loop error');
+        await sleep(1000);
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      running = false;
+      freed();
+      await loop;
+      const deadline = Date.now() + config.shutdownTimeoutMs;
+      while (inFlight > 0 && Date.now() < deadline) await sleep(20);
+      if (inFlight > 0) logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: their leases will expire and they will be redone');
+      await recorder.flush();
+    },
+  };
+}

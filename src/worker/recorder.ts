@@ -1,0 +1,54 @@
+// Outcomes are recorded in batches: one transaction writes the attempts (record_attempts),
+// settles their queue messages and enqueues what comes next. If the process dies before a
+// batch is written, the messages' leases expire and the attempts are redone: at least once.
+import type { DatabasePool } from 'slonik';
+import type { Config } from '../config.ts';
+import { recordAttempts, type AttemptResult } from '../db/deliveries.ts';
+import type { Logger } from '../logger.ts';
+import type { Message, Queue } from '../queue.ts';
+
+const BATCH = 100;
+const LINGER_MS = 20;
+
+export type Recorder = { add(message: Message, result: AttemptResult): void; flush(): Promise<void> };
+
+export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: Config; logger: Logger }): Recorder {
+  let buffer: Array<{ message: Message; result: AttemptResult }> = [];
+  let timer: NodeJS.Timeout | undefined;
+  let writing: Promise<void> = Promise.resolve();
+
+  async function write(batch: typeof buffer): Promise<void> {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        await deps.pool.transaction(async (tx) => {
+          const next = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
+          await deps.queue.complete(tx, batch.map((b) => b.message));
+          await deps.queue.enqueue(tx, next.map((n) => ({ deliveryId: n.delivery_id, round: n.round, startAfter: n.start_after })));
+        });
+        return;
+      } catch (error) {
+        deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
+        if (failures >= 5) return; // the leases expire and the attempts are redone
+        await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));
+      }
+    }
+  }
+
+  function flush(): Promise<void> {
+    clearTimeout(timer);
+    timer = undefined;
+    const batch = buffer;
+    buffer = [];
+    if (batch.length > 0) writing = writing.then(() => write(batch));
+    return writing;
+  }
+
+  return {
+    add(message, result) {
+      buffer.push({ message, result });
+      if (buffer.length >= BATCH) void flush();
+      else timer ??= setTimeout(() => void flush(), LINGER_MS);
+    },
+    flush,
+  };
+}

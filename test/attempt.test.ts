@@ -1,0 +1,402 @@
+// One delivery attempt against real HTTP servers on 127.0.0.1, and the Standard Webhooks
+// signature checked by the standardwebhooks package itself.
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import { randomBytes } from 'node:crypto';
+import type { LookupAddress } from 'node:dns';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { makeAttempter } from '../src/worker/attempt.ts';
+import type { AttemptRequest, Lookup } from '../src/worker/attempt.ts';
+import { signatureHeader } from '../src/worker/signing.ts';
+
+type Received = { method: string; url: string; rawHeaders: string[]; body: Buffer };
+
+type TestServer = { port: number; url: string; requests: Received[]; connections: () => number };
+
+/** A server on an ephemeral loopback port recording every request and connection it sees. */
+async function startServer(t: ExecutionContext, respond: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<TestServer> {
+  const requests: Received[] = [];
+  let connections = 0;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) });
+      respond(req, res);
+    });
+  });
+  server.on('connection', () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  const { port } = server.address() as AddressInfo;
+  return { port, url: `http://127.0.0.1:${port}`, requests, connections: () => connections };
+}
+
+function attempter(t: ExecutionContext, options?: Parameters<typeof makeAttempter>[0]) {
+  const made = makeAttempter(options);
+  t.teardown(() => made.close());
+  return made;
+}
+
+const request = (url: string, overrides: Partial<AttemptRequest> = {}): AttemptRequest => ({
+  url,
+  body: '{"ok":true}',
+  headers: { 'content-type': 'application/json' },
+  timeoutMs: 5000,
+  allowPrivate: true,
+  ...overrides,
+});
+
+/** A lookup answering from a fixed table, recording what it was asked; unknown names fail like DNS. */
+function fakeLookup(table: Record<string, LookupAddress[]>): Lookup & { calls: string[] } {
+  const calls: string[] = [];
+  const lookup = async (hostname: string) => {
+    calls.push(hostname);
+    const addresses = table[hostname];
+    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    return addresses;
+  };
+  return Object.assign(lookup, { calls });
+}
+
+const loopback: LookupAddress[] = [{ address: '127.0.0.1', family: 4 }];
+
+test('a 2xx answer is a success with its status and body', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(201, { 'content-type': 'text/plain' });
+    res.end('received, thanks');
+  });
+  const outcome = await attempter(t).attempt(request(`${server.url}/hook`));
+  t.is(outcome.success, true);
+  t.is(outcome.error, null);
+  t.is(outcome.statusCode, 201);
+  t.is(outcome.responseBody, 'received, thanks');
+  t.is(outcome.retryAfterSeconds, null);
+  t.true(Number.isInteger(outcome.latencyMs) && outcome.latencyMs >= 0, `latencyMs ${outcome.latencyMs}`);
+  t.is(server.requests.length, 1);
+});
+
+test('the server receives a POST with exactly the given body bytes, path and headers', async (t) => {
+  const server = await startServer(t, (_req, res) => res.end());
+  const body = '{"name":"Zoë ☃","emoji":"🎉","n":1.50}';
+  const headers = {
+    'content-type': 'application/json',
+    'user-agent': 'hookline/0.1.0',
+    'webhook-id': 'job_2abc',
+    'webhook-timestamp': '1700000000',
+    'webhook-signature': 'v1,abc= v1,def=',
+    'X-Custom': 'Value With Spaces',
+  };
+  const outcome = await attempter(t).attempt(request(`${server.url}/in/hook?a=1&b=two`, { body, headers }));
+  t.is(outcome.error, null);
+  t.is(server.requests.length, 1);
+  const received = server.requests[0]!;
+  t.is(received.method, 'POST');
+  t.is(received.url, '/in/hook?a=1&b=two');
+  t.deepEqual(received.body, Buffer.from(body, 'utf8'));
+
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i < received.rawHeaders.length; i += 2) pairs.push([received.rawHeaders[i]!.toLowerCase(), received.rawHeaders[i + 1]!]);
+  const got = Object.fromEntries(pairs);
+  t.is(pairs.length, Object.keys(got).length, 'no header is sent twice');
+  // Ours, with their values untouched, plus only what HTTP/1.1 itself needs.
+  t.deepEqual(got, {
+    ...Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])),
+    host: `127.0.0.1:${server.port}`,
+    connection: 'keep-alive',
+    'content-length': String(Buffer.byteLength(body)),
+  });
+});
+
+test('a 500 is a failure with error http_status and the body kept', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(500);
+    res.end('boom');
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: false, statusCode: 500, error: 'http_status', responseBody: 'boom', retryAfterSeconds: null });
+});
+
+test('a redirect is not followed: a 302 is a failure and its target sees nothing', async (t) => {
+  const target = await startServer(t, (_req, res) => res.end('should not be reached'));
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(302, { location: `${target.url}/elsewhere` });
+    res.end();
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: false, statusCode: 302, error: 'http_status' });
+  t.is(server.requests.length, 1);
+  t.is(target.requests.length, 0);
+  t.is(target.connections(), 0);
+});
+
+test('a server that never answers is a timeout', async (t) => {
+  const server = await startServer(t, () => {});
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  t.like(outcome, { success: false, statusCode: null, error: 'timeout', responseBody: '' });
+  t.is(server.requests.length, 1);
+  // Loose bounds: the deadline, not some other timer, ended it.
+  t.true(outcome.latencyMs >= 900 && outcome.latencyMs < 10_000, `latencyMs ${outcome.latencyMs}`);
+});
+
+test('a body that stalls after a 200 is a timeout, not a success', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(200, { 'content-length': '100' });
+    res.write('partial');
+  });
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  t.like(outcome, { success: false, statusCode: 200, error: 'timeout' });
+});
+
+test('a closed port is a connection_error', async (t) => {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  const outcome = await attempter(t).attempt(request(`http://127.0.0.1:${port}/`));
+  t.like(outcome, { success: false, statusCode: null, error: 'connection_error' });
+});
+
+test('a connection reset before any answer is a connection_error', async (t) => {
+  const server = await startServer(t, (req) => req.socket.destroy());
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: false, statusCode: null, error: 'connection_error' });
+  t.is(server.requests.length, 1);
+});
+
+test('https to a plain-http server is a tls_error', async (t) => {
+  const server = await startServer(t, (_req, res) => res.end());
+  const outcome = await attempter(t).attempt(request(`https://127.0.0.1:${server.port}/`));
+  t.true(outcome.error === 'tls_error' || outcome.error === 'connection_error', `error ${outcome.error}`);
+  // Observed: OpenSSL's ERR_SSL_WRONG_VERSION_NUMBER, classified as a TLS failure.
+  t.is(outcome.error, 'tls_error');
+  t.like(outcome, { success: false, statusCode: null });
+  t.is(server.requests.length, 0);
+});
+
+test('a 1 MB answer is cut to its first 4096 bytes', async (t) => {
+  const big = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < big.length; i++) big[i] = 97 + (i % 26);
+  const server = await startServer(t, (_req, res) => res.end(big));
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: true, statusCode: 200, error: null });
+  t.is(Buffer.byteLength(outcome.responseBody, 'utf8'), 4096);
+  t.is(outcome.responseBody, big.subarray(0, 4096).toString('latin1'));
+});
+
+test('a multi-byte character cut by the 4096-byte limit is dropped whole', async (t) => {
+  // "€" is 3 bytes: 1365 of them fill 4095 bytes and the 1366th straddles the limit.
+  const server = await startServer(t, (_req, res) => res.end('€'.repeat(5000)));
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.is(outcome.responseBody, '€'.repeat(1365));
+});
+
+test('Retry-After in seconds on a 429', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(429, { 'retry-after': '120' });
+    res.end();
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: false, statusCode: 429, error: 'http_status', retryAfterSeconds: 120 });
+});
+
+test('Retry-After as an HTTP date on a 503 is seconds from now', async (t) => {
+  const at = new Date(Date.now() + 3600_000).toUTCString();
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(503, { 'retry-after': at });
+    res.end();
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { statusCode: 503, error: 'http_status' });
+  // The date has whole-second precision and some time passes before it is read.
+  const seconds = outcome.retryAfterSeconds;
+  t.true(seconds !== null && seconds >= 3590 && seconds <= 3600, `retryAfterSeconds ${seconds}`);
+});
+
+test('Retry-After as an HTTP date in the past is 0', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(503, { 'retry-after': 'Wed, 21 Oct 2015 07:28:00 GMT' });
+    res.end();
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.is(outcome.retryAfterSeconds, 0);
+});
+
+test('Retry-After counts only on 429 and 503, and only when it parses', async (t) => {
+  const answers: Array<[number, string | null]> = [
+    [500, '120'],
+    [200, '120'],
+    [429, null],
+    [429, 'soon'],
+    [503, '-5'],
+    [503, '1.5'],
+  ];
+  let next = 0;
+  const server = await startServer(t, (_req, res) => {
+    const [status, header] = answers[next++]!;
+    res.writeHead(status, header === null ? {} : { 'retry-after': header });
+    res.end();
+  });
+  const made = attempter(t);
+  for (const [status, header] of answers) {
+    const outcome = await made.attempt(request(server.url));
+    t.is(outcome.statusCode, status);
+    t.is(outcome.retryAfterSeconds, null, `${status} with Retry-After ${header}`);
+  }
+});
+
+test('127.0.0.1 is a blocked_destination without allowPrivate, and nothing is sent', async (t) => {
+  const server = await startServer(t, (_req, res) => res.end());
+  for (const scheme of ['https', 'http']) {
+    const outcome = await attempter(t).attempt(request(`${scheme}://127.0.0.1:${server.port}/`, { allowPrivate: false }));
+    t.like(outcome, { success: false, statusCode: null, error: 'blocked_destination', responseBody: '' }, scheme);
+  }
+  t.is(server.connections(), 0);
+});
+
+test('a host name resolving to loopback is a blocked_destination, and nothing is sent', async (t) => {
+  const server = await startServer(t, (_req, res) => res.end());
+  const lookup = fakeLookup({ 'evil.example': loopback });
+  const outcome = await attempter(t, { lookup }).attempt(request(`https://evil.example:${server.port}/`, { allowPrivate: false }));
+  t.like(outcome, { success: false, statusCode: null, error: 'blocked_destination' });
+  t.deepEqual(lookup.calls, ['evil.example']);
+  t.is(server.connections(), 0);
+});
+
+test('one blocked address among public ones blocks the whole name', async (t) => {
+  const lookup = fakeLookup({
+    'mixed.example': [
+      { address: '93.184.215.14', family: 4 },
+      { address: '::ffff:10.0.0.1', family: 6 },
+    ],
+  });
+  const outcome = await attempter(t, { lookup }).attempt(request('https://mixed.example/', { allowPrivate: false, timeoutMs: 1000 }));
+  t.is(outcome.error, 'blocked_destination');
+});
+
+test('the connection goes to the checked address, not to a fresh DNS answer', async (t) => {
+  // "hooks.example" exists only in this lookup: reaching the server proves undici connected to
+  // the address the attempter resolved and checked.
+  const server = await startServer(t, (_req, res) => res.end('pinned'));
+  const lookup = fakeLookup({ 'hooks.example': loopback });
+  const outcome = await attempter(t, { lookup }).attempt(request(`http://hooks.example:${server.port}/x`));
+  t.like(outcome, { success: true, statusCode: 200, responseBody: 'pinned' });
+  t.deepEqual(lookup.calls, ['hooks.example']);
+  const host = server.requests[0]?.rawHeaders.findIndex((h) => h.toLowerCase() === 'host') ?? -1;
+  t.is(server.requests[0]?.rawHeaders[host + 1], `hooks.example:${server.port}`);
+});
+
+test('every attempt resolves the name again and reuses the pooled connection', async (t) => {
+  const server = await startServer(t, (_req, res) => res.end('ok'));
+  const lookup = fakeLookup({ 'hooks.example': loopback });
+  const made = attempter(t, { lookup });
+  for (let i = 0; i < 3; i++) {
+    t.is((await made.attempt(request(`http://hooks.example:${server.port}/`))).error, null);
+    // undici hands the connection back to its pool just after the body ends; an attempt started
+    // in the same tick would open a second one.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  t.deepEqual(lookup.calls, ['hooks.example', 'hooks.example', 'hooks.example']);
+  t.is(server.requests.length, 3);
+  t.is(server.connections(), 1);
+});
+
+test('a lookup failure is a dns_error', async (t) => {
+  const lookup = fakeLookup({ 'empty.example': [] });
+  const made = attempter(t, { lookup });
+  t.like(await made.attempt(request('https://missing.example/')), { success: false, statusCode: null, error: 'dns_error' });
+  t.like(await made.attempt(request('https://empty.example/')), { success: false, statusCode: null, error: 'dns_error' });
+  t.deepEqual(lookup.calls, ['missing.example', 'empty.example']);
+});
+
+test('the default lookup reports a name that cannot exist as a dns_error', async (t) => {
+  // .invalid never resolves (RFC 6761); the generous deadline keeps a slow resolver from
+  // turning this into a timeout.
+  const outcome = await attempter(t).attempt(request('https://no-such-host.invalid/', { timeoutMs: 20_000 }));
+  t.is(outcome.error, 'dns_error');
+});
+
+test('a lookup slower than the deadline is a timeout', async (t) => {
+  const lookup: Lookup = () => new Promise(() => {});
+  const outcome = await attempter(t, { lookup }).attempt(request('https://slow.example/', { timeoutMs: 200 }));
+  t.is(outcome.error, 'timeout');
+});
+
+test('a URL the destination rules refuse is a blocked_destination', async (t) => {
+  const lookup = fakeLookup({});
+  const made = attempter(t, { lookup });
+  for (const url of ['ftp://example.com/', 'https://user:pw@example.com/', 'https://localhost/', 'not a url']) {
+    t.is((await made.attempt(request(url, { allowPrivate: false }))).error, 'blocked_destination', url);
+  }
+  t.deepEqual(lookup.calls, []);
+});
+
+// --- signatures ---
+
+const freshSecret = () => `whsec_${randomBytes(32).toString('hex')}`;
+const now = () => Math.floor(Date.now() / 1000);
+
+function verifies(secret: string, body: string, id: string, timestamp: number, signature: string): boolean {
+  try {
+    new Webhook(secret).verify(body, { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signature });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('a signature verifies with the standardwebhooks package', (t) => {
+  const secret = freshSecret();
+  t.regex(secret, /^whsec_[0-9a-f]{64}$/);
+  const body = '{"type":"invoice.paid","amount":12.5,"name":"Zoë"}';
+  const timestamp = now();
+  const header = signatureHeader([secret], 'job_123', timestamp, body);
+  t.regex(header, /^v1,[A-Za-z0-9+/]{43}=$/);
+  t.true(verifies(secret, body, 'job_123', timestamp, header));
+  t.is(header, new Webhook(secret).sign('job_123', new Date(timestamp * 1000), body));
+});
+
+test('with two secrets, each alone verifies, new secret first', (t) => {
+  const [fresh, previous] = [freshSecret(), freshSecret()];
+  const body = '{"a":1}';
+  const timestamp = now();
+  const header = signatureHeader([fresh, previous], 'job_rot', timestamp, body);
+  const parts = header.split(' ');
+  t.is(parts.length, 2);
+  t.is(parts[0], new Webhook(fresh).sign('job_rot', new Date(timestamp * 1000), body));
+  t.is(parts[1], new Webhook(previous).sign('job_rot', new Date(timestamp * 1000), body));
+  t.true(verifies(fresh, body, 'job_rot', timestamp, header));
+  t.true(verifies(previous, body, 'job_rot', timestamp, header));
+});
+
+test('a wrong secret, body, id or timestamp fails verification', (t) => {
+  const secret = freshSecret();
+  const body = '{"a":1}';
+  const timestamp = now();
+  const header = signatureHeader([secret], 'job_1', timestamp, body);
+  t.true(verifies(secret, body, 'job_1', timestamp, header));
+  t.false(verifies(freshSecret(), body, 'job_1', timestamp, header));
+  t.false(verifies(secret, '{"a":2}', 'job_1', timestamp, header));
+  t.false(verifies(secret, body, 'job_2', timestamp, header));
+  t.false(verifies(secret, body, 'job_1', timestamp + 1, header));
+});
+
+test('the key is the base64 decoding of the secret, as the library decodes it', (t) => {
+  // Not hex-only: a secret using the whole base64 alphabet, padded and unpadded.
+  const timestamp = now();
+  for (const secret of [`whsec_${randomBytes(24).toString('base64')}`, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw+/a', 'whsec_abcde']) {
+    t.is(signatureHeader([secret], 'job_x', timestamp, 'b'), new Webhook(secret).sign('job_x', new Date(timestamp * 1000), 'b'), secret);
+  }
+});
+
+test('a secret that is not base64 after whsec_ is refused, as the library refuses it', (t) => {
+  for (const secret of ['whsec_not*base64!', 'whsec_', 'whsec_ab', 'whsec_abcd====']) {
+    t.throws(() => new Webhook(secret), undefined, `library accepts ${secret}`);
+    t.throws(() => signatureHeader([secret], 'job_x', 1, 'b'), undefined, secret);
+  }
+});
