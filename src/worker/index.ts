@@ -4,15 +4,21 @@ import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import type { Queue } from '../queue.ts';
-import { makeAttempter } from './attempt.ts';
+import { makeAttempter, type Lookup } from './attempt.ts';
 import { startDeliveryLoop } from './delivery-loop.ts';
 import { makeRecorder } from './recorder.ts';
 import { startUpkeep } from './upkeep.ts';
 
 export type Worker = { stop(): Promise<void> };
 
-export async function startWorker(deps: { pool: DatabasePool; config: Config; logger: Logger; queue: Queue }): Promise<Worker> {
-  const attempter = makeAttempter({ connections: 64 });
+export type WorkerDependencies = {
+  pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
+  /** Name resolution (default: the system's); tests resolve made-up names to chosen addresses. */
+  lookup?: Lookup;
+};
+
+export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
+  const attempter = makeAttempter({ connections: 64, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
   const recorder = makeRecorder(deps);
   const loop = startDeliveryLoop({ ...deps, attempter, recorder });
   const upkeep = startUpkeep(deps);

@@ -9,6 +9,7 @@ import { newId } from '../../src/ids.ts';
 import { makeLogger } from '../../src/logger.ts';
 import { startQueue, type Queue } from '../../src/queue.ts';
 import { startWeb } from '../../src/web.ts';
+import type { Lookup } from '../../src/worker/attempt.ts';
 import { startWorker } from '../../src/worker/index.ts';
 import { createTestDatabase } from './database.ts';
 
@@ -33,11 +34,13 @@ export type TestApp = {
  * wants hooks and tests declared synchronously. The app starts in a `before` hook; the
  * returned handle delegates to it once started.
  */
-export function startTestApp(env: Record<string, string> = {}, options: { worker?: boolean } = {}): TestApp {
+export type TestAppOptions = { worker?: boolean; lookup?: Lookup };
+
+export function startTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
   const teardown: Array<() => Promise<void>> = [];
   let started: TestApp | undefined;
   test.before(async () => {
-    started = await start(env, teardown, options.worker ?? false);
+    started = await start(env, teardown, options);
   });
   test.after.always(async () => {
     for (const step of teardown.reverse()) await step();
@@ -57,7 +60,8 @@ export function startTestApp(env: Record<string, string> = {}, options: { worker
   };
 }
 
-async function start(env: Record<string, string>, teardown: Array<() => Promise<void>>, worker: boolean): Promise<TestApp> {
+async function start(env: Record<string, string>, teardown: Array<() => Promise<void>>, options: TestAppOptions): Promise<TestApp> {
+  const worker = options.worker ?? false;
   const database = await createTestDatabase();
   teardown.push(database.drop);
   const databaseUrl = database.url;
@@ -68,7 +72,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   const pool = await makePool(databaseUrl, { maximumPoolSize: 10 });
   teardown.push(() => pool.end());
   if (worker) {
-    const running = await startWorker({ pool, config, logger, queue });
+    const running = await startWorker({ pool, config, logger, queue, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);
   }
   const web = await startWeb({ pool, config, logger, queue });
