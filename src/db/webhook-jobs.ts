@@ -154,6 +154,9 @@ export async function restartJob(db: CommonQueryMethods, jobId: string): Promise
     where d.job_id = ${jobId}
       and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = ${jobId} and o.status <> 'succeeded'))
     returning d.id as delivery_id, d.round`);
+  // Attempts count from 1 again in the new round, for the targets left alone too (their
+  // earlier attempts stay in delivery_attempts): the job's attempt_count starts at 0.
+  await db.query(sql.unsafe`update deliveries set attempt_count = 0 where job_id = ${jobId} and attempt_count > 0`);
   await db.query(sql.unsafe`
     update webhook_jobs set status = 'created', expires_at = now() + interval '48 hours',
                             completed_at = null, discarded_at = null, discard_reason = null
