@@ -116,9 +116,14 @@ create or replace trigger applications_soft_delete_jobs
 -- Messages of another round, or whose delivery is no longer pending, are not returned: skip them.
 -- Rate limit: at most rate_limit_rps starts per endpoint in any second, as evenly spaced slots
 -- taken from endpoint_send_slots under its row lock, so it holds across worker processes.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer)
+-- Slots start p_lead_ms ahead (none is already past when its attempt is scheduled) and are
+-- spaced 2% wider than 1/rps, so a start a few milliseconds late cannot squeeze rps + 1
+-- starts into one second. start_in_ms is the wait measured by this database's clock, so the
+-- worker's own clock does not matter.
+drop function if exists claim_deliveries(jsonb, integer);
+create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
 returns table (
-  delivery_id bigint, round integer, action text, start_at timestamptz, attempt integer,
+  delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
   endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz
 )
@@ -156,14 +161,14 @@ begin
       join endpoints e on e.id = l.endpoint_id
       join applications a on a.id = j.application_id
   ), slots as (
-    select s.endpoint_id, greatest(s.next_slot_at, v_now) as frontier
+    select s.endpoint_id, greatest(s.next_slot_at, v_now + p_lead_ms * interval '1 millisecond') as frontier
     from endpoint_send_slots s
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
     order by s.endpoint_id
     for update
   ), sends as (
     select d.id, slots.frontier
-             + (row_number() over (partition by d.endpoint_id order by d.id) - 1) * (interval '1 second' / d.rate_limit_rps) as slot_at
+             + (row_number() over (partition by d.endpoint_id order by d.id) - 1) * (interval '1020 milliseconds' / d.rate_limit_rps) as slot_at
     from decided d join slots on slots.endpoint_id = d.endpoint_id
     where d.verdict = 'send'
   ), final as (
@@ -174,7 +179,7 @@ begin
   ), slot_update as (
     update endpoint_send_slots es set next_slot_at = x.next_slot_at
     from (
-      select f.endpoint_id, max(f.slot_at) + interval '1 second' / min(f.rate_limit_rps) as next_slot_at
+      select f.endpoint_id, max(f.slot_at) + interval '1020 milliseconds' / min(f.rate_limit_rps) as next_slot_at
       from final f where f.act = 'send' group by f.endpoint_id
     ) x
     where es.endpoint_id = x.endpoint_id
@@ -186,13 +191,15 @@ begin
       updated_at = now()
     from final f where dl.id = f.id
   )
-  select f.id, f.round, f.act, f.slot_at, f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
+  select f.id, f.round, f.act, f.slot_at,
+         greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
+         f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
          f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at
   from final f order by f.id;
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer) is
+comment on function claim_deliveries(jsonb, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
 
 -- Records a batch of attempt outcomes ({delivery_id, round, attempt, status_code, response_body,

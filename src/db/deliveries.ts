@@ -8,6 +8,8 @@ const claimRow = z.object({
   round: z.number(),
   action: z.enum(['send', 'defer', 'hold', 'drop', 'expire', 'cancel']),
   start_at: z.string().nullable(),
+  /** Milliseconds from the end of the claim to this attempt's slot (by the database's clock). */
+  start_in_ms: z.number().nullable(),
   attempt: z.number(),
   job_id: z.string(),
   endpoint_id: z.string(),

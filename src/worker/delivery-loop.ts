@@ -47,6 +47,9 @@ export function storableBody(body: string): string {
 
 export type DeliveryLoop = { stop(): Promise<void> };
 
+/** A claimed attempt, to start at `startAt` (this process's clock). */
+type Send = { message: Message; claim: Claim; startAt: number };
+
 export function startDeliveryLoop(deps: {
   pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder;
 }): DeliveryLoop {
@@ -64,14 +67,15 @@ export function startDeliveryLoop(deps: {
   async function claim(messages: readonly Message[]) {
     return pool.transaction(async (tx) => {
       const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS);
+      const claimedAt = Date.now();
       const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
-      const sends: Array<{ message: Message; claim: Claim }> = [];
+      const sends: Send[] = [];
       const settled: Message[] = [];
       const deferred: Array<{ deliveryId: number; round: number; startAfter: string | null }> = [];
       for (const message of messages) {
         const claimed = byDelivery.get(message.data.deliveryId);
         if (claimed?.action === 'send' && claimed.round === message.data.round) {
-          sends.push({ message, claim: claimed });
+          sends.push({ message, claim: claimed, startAt: claimedAt + (claimed.start_in_ms ?? 0) });
           continue;
         }
         settled.push(message); // skip, hold, drop, expire, cancel: this message is done
@@ -83,8 +87,8 @@ export function startDeliveryLoop(deps: {
     });
   }
 
-  async function attempt(claimed: Claim): Promise<AttemptResult> {
-    const wait = Date.parse(claimed.start_at ?? '') - Date.now();
+  async function attempt(claimed: Claim, startAt: number): Promise<AttemptResult> {
+    const wait = startAt - Date.now();
     if (wait > 0) await sleep(wait);
     const started = new Date();
     const outcome = await attempter.attempt({
@@ -117,9 +121,9 @@ export function startDeliveryLoop(deps: {
     };
   }
 
-  function start(send: { message: Message; claim: Claim }): void {
+  function start(send: Send): void {
     inFlight += 1;
-    attempt(send.claim)
+    attempt(send.claim, send.startAt)
       .then((result) => recorder.add(send.message, result))
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {
