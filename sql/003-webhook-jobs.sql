@@ -120,7 +120,6 @@ create or replace trigger applications_soft_delete_jobs
 -- spaced 2% wider than 1/rps, so a start a few milliseconds late cannot squeeze rps + 1
 -- starts into one second. start_in_ms is the wait measured by this database's clock, so the
 -- worker's own clock does not matter.
-drop function if exists claim_deliveries(jsonb, integer);
 create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,

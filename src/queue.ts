@@ -39,12 +39,16 @@ export type QueueOptions = {
 };
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
+  const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2)));
   const boss = new PgBoss({
     connectionString: options.databaseUrl,
     schema: 'pgboss',
     max: options.poolSize ?? 4,
     supervise: options.supervise,
-    superviseIntervalSeconds: Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2))),
+    // Leases are expired by the monitor step: both must run well inside a lease, or a dead
+    // worker's deliveries would wait a minute (the default) rather than a lease.
+    superviseIntervalSeconds: checkEvery,
+    monitorIntervalSeconds: checkEvery,
     schedule: false,
     application_name: 'hookline-queue',
   });

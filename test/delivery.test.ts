@@ -710,9 +710,12 @@ test('rate_limit_rps 5 with 20 jobs: never more than 5 arrivals in any 1 s windo
   const { ctx, r, ep, jobIds } = await rateLimited(t, 20);
   t.deepEqual(r.arrivals.map((a) => String(a.headers['webhook-id'])).sort(), [...jobIds].sort(), 'each job arrived exactly once');
   const times = r.arrivals.map((a) => a.at).sort((x, y) => x - y);
-  // Sliding window over arrival times at the receiver, a full second: starts are spaced with a
-  // little slack (2%), which also absorbs what lies between a start and its arrival.
-  const most = mostInWindow(times, 1000);
+  // Sliding window over arrival times at the receiver. The contract counts starts, checked
+  // exactly in the next test from the recorded attempted_at; arrivals also carry transport
+  // delay the service does not control (a first connection, a loaded machine: ~20 ms seen
+  // under the full suite), so this window allows 50 ms for it. A burst would still put several
+  // arrivals within a few milliseconds.
+  const most = mostInWindow(times, 1000 - 50);
   t.true(most <= 5, `at most 5 arrivals in any 1 s window, saw ${most}; arrival offsets (ms) ${offsets(times)}`);
 
   const rows = await ctx.on.pool.any(sql.type(z.object({ status: z.string(), attempt_count: z.number() }))`
