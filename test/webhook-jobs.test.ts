@@ -1185,3 +1185,29 @@ test('webhooks:read lists and retrieves but may not create, retry or cancel (403
   t.is((await getJob(writer, job.id)).status, 200);
   t.is((await cancel(writer, job.id)).status, 200);
 });
+
+test('cancel and retry racing on one awaiting_retry job: no 500, and the outcome is one of the two, whole', async (t) => {
+  const { key, appId } = await setup(t);
+  await createEventType(t, key, 'race.happened');
+  await createEndpoint(t, key, appId, ['race.happened']);
+  const job = await createJob(t, key, { application_id: appId, event_type: 'race.happened', payload: {} });
+  await setState(t, key, job.id, 'awaiting_retry');
+  const [cancelled, retried] = await Promise.all([cancel(key, job.id), retry(key, job.id)]);
+  // Each request sees the job locked by the other, or after it: both may succeed in either
+  // order (retry of a cancelled job is allowed), or cancel may find the retried job created.
+  t.true([200, 409].includes(cancelled.status), JSON.stringify(cancelled.body));
+  t.true([200, 409].includes(retried.status), JSON.stringify(retried.body));
+  const final = await getJob(key, job.id);
+  const [delivery] = await deliveriesOf(job.id);
+  if (final.body.status === 'discarded') {
+    // Cancel came last: it succeeded, and nothing may be waiting to be sent.
+    t.is(cancelled.status, 200);
+    t.is(delivery?.status, 'cancelled');
+  } else {
+    // Retry came last: it succeeded, and a fresh round is pending with one queue message.
+    t.is(retried.status, 200);
+    t.is(final.body.status, 'created');
+    t.is(delivery?.status, 'pending');
+    t.is(await messagesFor(delivery?.id ?? 0, delivery?.round), 1);
+  }
+});
