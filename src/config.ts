@@ -27,6 +27,9 @@ const schema = z.object({
   CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
   DELIVERY_LEASE_SECONDS: integer(2, 3600).default(180),
   WORKER_CONCURRENCY: integer(1, 10_000).default(200),
+  RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
+  RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
+  RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
   DATA_DIR: z.string().min(1).default('.data'),
@@ -42,6 +45,7 @@ export type Config = Readonly<{
   circuitBreakerCooldown: number;
   deliveryLeaseSeconds: number;
   workerConcurrency: number;
+  rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number }>;
   logLevel: string;
   shutdownTimeoutMs: number;
   dataDir: string;
@@ -72,6 +76,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     circuitBreakerCooldown: c.CIRCUIT_BREAKER_COOLDOWN,
     deliveryLeaseSeconds: c.DELIVERY_LEASE_SECONDS,
     workerConcurrency: c.WORKER_CONCURRENCY,
+    rateLimits: Object.freeze({
+      jobsPerSecond: c.RATE_LIMIT_JOBS_PER_SECOND,
+      apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,
+      endpointTestsPerMinute: c.RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE,
+    }),
     logLevel: c.LOG_LEVEL,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
     dataDir: c.DATA_DIR,

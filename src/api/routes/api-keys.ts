@@ -9,6 +9,8 @@ import { decodeCursor } from '../../db/cursor.ts';
 import { isId } from '../../ids.ts';
 import { forbidden, notFound, validationError } from '../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
+import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import type { Config } from '../../config.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -39,11 +41,13 @@ function assertGrantable(auth: Auth, requested: readonly string[]): void {
   if (excess.length > 0) throw forbidden(`This API key cannot grant scopes it does not hold: ${excess.join(', ')}.`);
 }
 
-export function makeApiKeysRouter(pool: DatabasePool): Router {
+export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
+  const { apiKeyCreation } = rateLimitRules(config);
 
   router.post('/', async (req, res) => {
     const auth = authOf(res);
+    await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     const body = parseBody(createBody, req.body);
     assertGrantable(auth, body.scopes);
     if (auth.environment === 'test' && body.environment === 'live') {

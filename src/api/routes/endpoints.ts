@@ -15,6 +15,7 @@ import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
 import { invalidState, notFound } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
+import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import { customHeaders, offsetQuery } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -24,6 +25,7 @@ const timeoutMs = z.number().int().min(1_000).max(120_000);
 
 export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Queue): Router {
   const router = Router();
+  const { endpointTest } = rateLimitRules(config);
 
   const url = z.string().superRefine((value, ctx) => {
     const checked = checkDestinationUrl(value, config.allowPrivateDestinations);
@@ -118,6 +120,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const tenant = authOf(res);
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, tenant, req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');
+    await enforceRateLimit(pool, res, endpointTest, endpoint.id);
     assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
     const body = parseBody(testBody, req.body);
     const { job } = await createJob(pool, queue, tenant, {

@@ -11,6 +11,8 @@ import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { notFound, payloadTooLarge, validationError } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
+import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import type { Config } from '../../config.ts';
 import { customHeaders, offsetQuery, timestamp } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -49,10 +51,12 @@ export function assertPayloadSize(value: unknown): void {
   }
 }
 
-export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router {
+export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
   const router = Router();
+  const { jobCreation } = rateLimitRules(config);
 
   router.post('/', async (req, res) => {
+    await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
     assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
     const body = parseBody(createBody, req.body);
     const { job, replayed } = await createJob(pool, queue, authOf(res), {

@@ -1,0 +1,28 @@
+// The one rate limiter (decisions section 9): a rule is data (limit, period, what it counts
+// per), checked with one statement before the operation runs, so a 429 creates nothing.
+// Responses of limited operations carry X-RateLimit-Limit, -Remaining and -Reset (Unix s).
+import type { Response } from 'express';
+import type { DatabasePool } from 'slonik';
+import type { Config } from '../../config.ts';
+import { takeRateLimit } from '../../db/rate-limits.ts';
+import { rateLimitExceeded } from '../errors.ts';
+
+export type RateLimitRule = { name: string; limit: number; periodSeconds: number };
+
+/** Every limit of the service; a new one is one line here and one call where it applies. */
+export function rateLimitRules(config: Config) {
+  return {
+    jobCreation: { name: 'jobs', limit: config.rateLimits.jobsPerSecond, periodSeconds: 1 },
+    apiKeyCreation: { name: 'api-keys', limit: config.rateLimits.apiKeysPerHour, periodSeconds: 3600 },
+    endpointTest: { name: 'endpoint-tests', limit: config.rateLimits.endpointTestsPerMinute, periodSeconds: 60 },
+  } satisfies Record<string, RateLimitRule>;
+}
+
+/** Counts this request against `rule` for `subject` (an organization or endpoint id); 429 past it. */
+export async function enforceRateLimit(pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string): Promise<void> {
+  const taken = await takeRateLimit(pool, `${rule.name}:${subject}`, rule.limit, rule.periodSeconds);
+  res.setHeader('X-RateLimit-Limit', String(rule.limit));
+  res.setHeader('X-RateLimit-Remaining', String(taken.remaining));
+  res.setHeader('X-RateLimit-Reset', String(Math.ceil(Date.parse(taken.reset_at) / 1000)));
+  if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
+}

@@ -1,0 +1,11 @@
+// Table rate_limit_counters, through take_rate_limit() (sql/004-rate-limits.sql).
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+
+const takenRow = z.object({ allowed: z.boolean(), remaining: z.number(), reset_at: z.string(), retry_after: z.number() });
+export type Taken = z.infer<typeof takenRow>;
+
+/** One statement: counts this request against `key` and says whether it is within `limit`. */
+export async function takeRateLimit(db: CommonQueryMethods, key: string, limit: number, periodSeconds: number): Promise<Taken> {
+  return db.one(sql.type(takenRow)`select * from take_rate_limit(${key}, ${limit}, ${periodSeconds})`);
+}
