@@ -30,6 +30,10 @@ const schema = z.object({
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
+  METRICS_PORT: integer(0, 65535).optional(),
+  ATTEMPT_RETENTION_DAYS: integer(1, 3650).default(30),
+  ARCHIVED_JOB_RETENTION_DAYS: integer(1, 3650).default(90),
+  QUEUE_RETENTION_HOURS: integer(1, 720).default(24),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
   DATA_DIR: z.string().min(1).default('.data'),
@@ -46,6 +50,9 @@ export type Config = Readonly<{
   deliveryLeaseSeconds: number;
   workerConcurrency: number;
   rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number }>;
+  /** Serve /metrics on this port instead of the API's (unset: on the API's port). */
+  metricsPort: number | undefined;
+  retention: Readonly<{ attemptDays: number; archivedJobDays: number; queueHours: number }>;
   logLevel: string;
   shutdownTimeoutMs: number;
   dataDir: string;
@@ -80,6 +87,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       jobsPerSecond: c.RATE_LIMIT_JOBS_PER_SECOND,
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,
       endpointTestsPerMinute: c.RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE,
+    }),
+    metricsPort: c.METRICS_PORT,
+    retention: Object.freeze({
+      attemptDays: c.ATTEMPT_RETENTION_DAYS,
+      archivedJobDays: c.ARCHIVED_JOB_RETENTION_DAYS,
+      queueHours: c.QUEUE_RETENTION_HOURS,
     }),
     logLevel: c.LOG_LEVEL,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
