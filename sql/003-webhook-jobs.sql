@@ -159,6 +159,9 @@ begin
       join webhook_jobs j on j.id = l.job_id
       join endpoints e on e.id = l.endpoint_id
       join applications a on a.id = j.application_id
+    -- A status change (un-pause, reset-circuit) holds the endpoint row while it releases held
+    -- deliveries: waiting for it here means a delivery is never held after its release ran.
+    for share of e
   ), slots as (
     select s.endpoint_id, greatest(s.next_slot_at, v_now + p_lead_ms * interval '1 millisecond') as frontier
     from endpoint_send_slots s

@@ -151,7 +151,7 @@ export async function resetCircuit(db: CommonQueryMethods, tenant: Tenant, id: s
     with target as (
       select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update
     ), reset as (
-      update endpoints e set status = 'active', failure_count = 0, disabled_at = null
+      update endpoints e set status = 'active', failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
       from target where e.id = target.id and target.status <> 'paused'
       returning e.id, e.status, e.failure_count
     )
