@@ -1,11 +1,13 @@
-// The Express application: request context, health, then the /v1 resources, each mounted
-// behind authentication, its family's scope check and the JSON body parser; then a JSON 404
-// (for any unknown route, with or without a key) and one error handler.
+// The Express application: request context, health, /metrics (only when METRICS_PORT is unset:
+// otherwise it is served on that port alone), then the /v1 resources, each mounted behind
+// authentication, its family's scope check and the JSON body parser; then a JSON 404 (for any
+// unknown route, with or without a key) and one error handler.
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Family } from '../core/scopes.ts';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { makeMetrics, sendMetrics, type Metrics } from '../metrics.ts';
 import { authenticate, authorize } from './middleware/auth.ts';
 import { errorHandler, notFoundRoute } from './middleware/errors.ts';
 import { jsonBody } from './middleware/json-body.ts';
@@ -18,14 +20,21 @@ import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 
-export type AppDependencies = { pool: DatabasePool; config: Config; logger: Logger; queue: Queue };
+export type AppDependencies = {
+  pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
+  /** The process's metrics (shared with its worker); a registry of the app's own when absent. */
+  metrics?: Metrics;
+};
 
-export function makeApp({ pool, config, logger, queue }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }) }: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(requestContext(logger));
+  app.use(requestContext(logger, metrics));
   app.use(makeHealthRouter(pool));
+  if (config.metricsPort === undefined) {
+    app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
+  }
 
   const authenticated = authenticate(pool);
   const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, router];

@@ -1,10 +1,12 @@
 // The delivery loop of one worker process: fetch queue messages in batches, claim them
 // (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
-// attempts at once, each at its rate-limit slot, and hand every outcome to the recorder.
+// attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
+// the recorder.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Message, Queue } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
 import type { Recorder } from './recorder.ts';
@@ -51,9 +53,9 @@ export type DeliveryLoop = { stop(): Promise<void> };
 type Send = { message: Message; claim: Claim; startAt: number };
 
 export function startDeliveryLoop(deps: {
-  pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder;
+  pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder; metrics: Metrics;
 }): DeliveryLoop {
-  const { pool, queue, config, logger, attempter, recorder } = deps;
+  const { pool, queue, config, logger, attempter, recorder, metrics } = deps;
   let running = true;
   let inFlight = 0;
   let wake: (() => void) | undefined;
@@ -99,6 +101,7 @@ export function startDeliveryLoop(deps: {
       timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
       allowPrivate: config.allowPrivateDestinations,
     });
+    metrics.observeAttempt(outcome);
     const retryAt = outcome.success ? null : nextAttemptAt({
       attempt: claimed.attempt,
       schedule: config.retrySchedule,

@@ -1,0 +1,207 @@
+// Prometheus metrics (text format, prom-client). One registry per process, made in src/main.ts
+// and handed to the web and worker roles (tests make one per app, so several apps can share a
+// process). Request durations come from the request-context middleware, attempts from the
+// delivery loop; queue depth and endpoint counts are read from the database on each scrape.
+// Served on GET /metrics: on METRICS_PORT by its own small server when set, else on the API port.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { sql, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+import type { Logger } from './logger.ts';
+import type { AttemptError } from './worker/attempt.ts';
+
+const PREFIX = 'hookline_';
+/** A scrape waits at most this long for the database (a free connection included); the gauges then keep their last values. */
+const COLLECT_TIMEOUT_MS = 2_000;
+/** The query's own statement_timeout: shorter, so a slow query is cancelled before the scrape gives up on it. */
+const QUERY_TIMEOUT_MS = 1_500;
+
+export type AttemptOutcomeLabel = 'success' | AttemptError;
+const ATTEMPT_OUTCOMES: readonly AttemptOutcomeLabel[] = [
+  'success', 'timeout', 'connection_error', 'dns_error', 'blocked_destination', 'tls_error', 'http_status',
+];
+const DELIVERY_STATES = ['pending_due', 'pending_scheduled', 'in_flight', 'held'] as const;
+const ENDPOINT_STATUSES = ['active', 'paused', 'disabled'] as const;
+
+export type Metrics = {
+  registry: Registry;
+  /** One finished HTTP request; `route` is a route pattern or `unmatched`, never a raw path. */
+  observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /** One delivery attempt, as the attempter returned it. */
+  observeAttempt(outcome: { success: boolean; error: AttemptError | null; latencyMs: number }): void;
+  /** The registry's exposition text. */
+  render(): Promise<string>;
+  contentType: string;
+};
+
+const snapshotRow = z.object({
+  pending_due: z.number(),
+  pending_scheduled: z.number(),
+  in_flight: z.number(),
+  held: z.number(),
+  oldest_due_age: z.number(),
+  endpoints_active: z.number(),
+  endpoints_paused: z.number(),
+  endpoints_disabled: z.number(),
+});
+type Snapshot = z.infer<typeof snapshotRow>;
+
+/**
+ * One statement, under its own statement_timeout. The filter on deliveries is the predicate of
+ * the partial index deliveries_endpoint_id_status_idx, so the planner reads the open deliveries
+ * through it (a bitmap scan) and never visits the finished ones, the bulk of the table. A pending
+ * delivery is due once next_attempt_at has passed. Endpoints are few: a plain count.
+ */
+async function readSnapshot(pool: DatabasePool): Promise<Snapshot> {
+  return pool.transaction(async (tx) => {
+    await tx.query(sql.unsafe`select set_config('statement_timeout', ${String(QUERY_TIMEOUT_MS)}, true)`);
+    return tx.one(sql.type(snapshotRow)`
+      with open as (
+        select status, coalesce(next_attempt_at, created_at) <= now() as due, coalesce(next_attempt_at, created_at) as due_at
+        from deliveries where status in ('pending', 'held', 'in_flight')
+      ),
+      live_endpoints as (
+        select status, count(*)::int as n from endpoints where deleted_at is null group by status
+      )
+      select
+        count(*) filter (where status = 'pending' and due)::int as pending_due,
+        count(*) filter (where status = 'pending' and not due)::int as pending_scheduled,
+        count(*) filter (where status = 'in_flight')::int as in_flight,
+        count(*) filter (where status = 'held')::int as held,
+        coalesce(extract(epoch from now() - min(due_at) filter (where status = 'pending' and due)), 0)::float8 as oldest_due_age,
+        coalesce((select n from live_endpoints where status = 'active'), 0) as endpoints_active,
+        coalesce((select n from live_endpoints where status = 'paused'), 0) as endpoints_paused,
+        coalesce((select n from live_endpoints where status = 'disabled'), 0) as endpoints_disabled
+      from open`);
+  });
+}
+
+export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: PREFIX });
+
+  const httpDuration = new Histogram({
+    name: `${PREFIX}http_request_duration_seconds`,
+    help: 'HTTP request duration, by method, route pattern and status code.',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const attempts = new Counter({
+    name: `${PREFIX}delivery_attempts_total`,
+    help: 'Delivery attempts made by this process, by outcome: success or the error.',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const attemptDuration = new Histogram({
+    name: `${PREFIX}delivery_attempt_duration_seconds`,
+    help: 'Delivery attempt latency, from name resolution to the answer read or the error (the attempt record\'s latency_ms), by success or failure.',
+    labelNames: ['outcome'] as const,
+    buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [registry],
+  });
+  // Every outcome is a series from the start, so rate() sees the first one.
+  for (const outcome of ATTEMPT_OUTCOMES) attempts.inc({ outcome }, 0);
+  attemptDuration.zero({ outcome: 'success' });
+  attemptDuration.zero({ outcome: 'failure' });
+
+  const deliveries = new Gauge({
+    name: `${PREFIX}deliveries`,
+    help: 'Open deliveries by state: pending_due (waiting for a worker), pending_scheduled (retry not yet due), in_flight, held.',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    collect: () => refresh(),
+  });
+  const oldestDue = new Gauge({
+    name: `${PREFIX}oldest_due_delivery_age_seconds`,
+    help: 'How long the oldest due pending delivery has been due (0 when none is due).',
+    registers: [registry],
+    collect: () => refresh(),
+  });
+  const endpoints = new Gauge({
+    name: `${PREFIX}endpoints`,
+    help: 'Endpoints that are not deleted, by status.',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    collect: () => refresh(),
+  });
+
+  // The database gauges share one query per scrape: the collect() calls of one scrape run
+  // together and join the read in flight. A scrape waits for it at most COLLECT_TIMEOUT_MS; on a
+  // timeout or an error the gauges keep the values of the last read that worked (and a series
+  // appears only after the first read that worked).
+  let reading: Promise<void> | undefined;
+  function refresh(): Promise<void> {
+    reading ??= readSnapshot(deps.pool)
+      .then((s) => {
+        for (const status of DELIVERY_STATES) deliveries.set({ status }, s[status]);
+        oldestDue.set(Math.max(0, s.oldest_due_age));
+        for (const status of ENDPOINT_STATUSES) endpoints.set({ status }, s[`endpoints_${status}`]);
+      })
+      .catch((error: unknown) => deps.logger.warn({ err: error }, 'metrics: reading queue depth and endpoint counts failed; serving the last values'))
+      .finally(() => { reading = undefined; });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, COLLECT_TIMEOUT_MS); });
+    return Promise.race([reading, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    observeRequest(method, route, status, seconds) {
+      httpDuration.observe({ method, route, status: String(status) }, seconds);
+    },
+    observeAttempt(outcome) {
+      const label: AttemptOutcomeLabel = outcome.success ? 'success' : (outcome.error ?? 'http_status');
+      attempts.inc({ outcome: label });
+      attemptDuration.observe({ outcome: outcome.success ? 'success' : 'failure' }, outcome.latencyMs / 1000);
+    },
+    render: () => registry.metrics(),
+  };
+}
+
+/** Answers a scrape: the exposition text with prom-client's content type. */
+export async function sendMetrics(metrics: Metrics, res: http.ServerResponse): Promise<void> {
+  try {
+    const body = await metrics.render();
+    res.writeHead(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store' });
+    res.end(body);
+  } catch {
+    if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' });
+    res.end('metrics unavailable\n');
+  }
+}
+
+export type MetricsServer = { port: number; stop(): Promise<void> };
+
+/** GET /metrics on its own port (METRICS_PORT), apart from the public API; everything else is a 404. */
+export async function startMetricsServer(deps: { metrics: Metrics; port: number; logger: Logger }): Promise<MetricsServer> {
+  const server = http.createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path === '/metrics' && (req.method === 'GET' || req.method === 'HEAD')) {
+      void sendMetrics(deps.metrics, res);
+      return;
+    }
+    res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
+    res.end('not found: metrics are served on GET /metrics\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(deps.port, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  deps.logger.info({ port }, 'metrics listening');
+  return {
+    port,
+    // A scrape takes at most a few seconds (the database read is bounded): let one finish.
+    stop: () => new Promise<void>((resolve) => {
+      const force = setTimeout(() => server.closeAllConnections(), COLLECT_TIMEOUT_MS + 1_000);
+      server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      server.closeIdleConnections();
+    }),
+  };
+}
