@@ -5,6 +5,7 @@ import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
 import { makePool } from './db/pool.ts';
 import { makeLogger, type Logger } from './logger.ts';
+import { makeMetrics, startMetricsServer } from './metrics.ts';
 import { startQueue } from './queue.ts';
 import { startWeb } from './web.ts';
 import { startWorker } from './worker/index.ts';
@@ -39,6 +40,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
     const queue = await startQueue({
       databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: runsWorker,
+      retentionHours: config.retention.queueHours,
     });
     stops.push(queue.stop);
     if (role === 'release') {
@@ -47,12 +49,19 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     }
     const pool = await makePool(database.url, { maximumPoolSize: config.databasePoolSize });
     stops.push(() => pool.end());
+    // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the
+    // API port (web and all; a worker alone then has none).
+    const metrics = makeMetrics({ pool, logger });
+    if (config.metricsPort !== undefined) {
+      const metricsServer = await startMetricsServer({ metrics, port: config.metricsPort, logger });
+      stops.push(metricsServer.stop);
+    }
     if (runsWorker) {
-      const worker = await startWorker({ pool, config, logger, queue });
+      const worker = await startWorker({ pool, config, logger, queue, metrics });
       stops.push(worker.stop);
     }
     if (role === 'web' || role === 'all') {
-      const web = await startWeb({ pool, config, logger, queue });
+      const web = await startWeb({ pool, config, logger, queue, metrics });
       stops.push(web.stop);
     }
   } catch (error) {

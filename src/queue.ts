@@ -35,8 +35,23 @@ export type QueueOptions = {
   leaseSeconds: number;
   /** Workers supervise (expire leases, clean up); web processes only enqueue. */
   supervise: boolean;
+  /**
+   * Hours a finished message (completed, failed or cancelled) stays in pg-boss's table before
+   * its maintenance deletes it (QUEUE_RETENTION_HOURS). Each message keeps the value it was
+   * enqueued with: a change applies to messages enqueued after the next start.
+   */
+  retentionHours: number;
   poolSize?: number;
 };
+
+/**
+ * How often pg-boss deletes finished messages. Its deletion runs inside the supervise pass
+ * (worker processes only, every `superviseIntervalSeconds`), but only once the queue's
+ * `maintain_on` claim is this old: the default is 24 h, which would let finished messages
+ * pile up for a day past their retention. The claim is shared, so it is once per interval
+ * across all workers, each time one DELETE of the messages past their retention.
+ */
+export const QUEUE_MAINTENANCE_SECONDS = 1800;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2)));
@@ -49,6 +64,7 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     // worker's deliveries would wait a minute (the default) rather than a lease.
     superviseIntervalSeconds: checkEvery,
     monitorIntervalSeconds: checkEvery,
+    maintenanceIntervalSeconds: QUEUE_MAINTENANCE_SECONDS,
     schedule: false,
     application_name: 'hookline-queue',
   });
@@ -58,7 +74,7 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     expireInSeconds: options.leaseSeconds,
     retryLimit: 1000, // a dying worker is not the delivery's fault: the 48 h window bounds it
     retryDelay: 0,
-    deleteAfterSeconds: 24 * 3600,
+    deleteAfterSeconds: options.retentionHours * 3600,
   };
   await boss.createQueue(DELIVERY_QUEUE, queueOptions);
   await boss.updateQueue(DELIVERY_QUEUE, queueOptions);

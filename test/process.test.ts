@@ -36,7 +36,7 @@ test('release applies migrations and sql/ definitions to an empty database; a se
     // Unchanged definitions are not re-applied: replacing triggers under running workers deadlocks.
     t.is(await appliedAt(), firstApplied);
     const tables = await pool.anyFirst(sql.type(z.object({ t: z.string() }))`
-      select table_name as t from information_schema.tables where table_schema = 'public' order by 1`);
+      select table_name as t from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by 1`);
     t.deepEqual(tables, [
       'api_keys', 'applications', 'deliveries', 'delivery_attempts', 'endpoint_attempt_stats', 'endpoint_event_types',
       'endpoint_send_slots', 'endpoints', 'event_types', 'organizations', 'pgmigrations', 'rate_limit_counters', 'sql_definitions',

@@ -3,6 +3,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { makeMetrics, type Metrics } from '../metrics.ts';
 import type { Queue } from '../queue.ts';
 import { makeAttempter, type Lookup } from './attempt.ts';
 import { startDeliveryLoop } from './delivery-loop.ts';
@@ -15,13 +16,16 @@ export type WorkerDependencies = {
   pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
   /** Name resolution (default: the system's); tests resolve made-up names to chosen addresses. */
   lookup?: Lookup;
+  /** The process's metrics (shared with its web role); a registry of the worker's own when absent. */
+  metrics?: Metrics;
 };
 
 export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
   const attempter = makeAttempter({ connections: 64, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
   const recorder = makeRecorder(deps);
-  const loop = startDeliveryLoop({ ...deps, attempter, recorder });
-  const upkeep = startUpkeep(deps);
+  const metrics = deps.metrics ?? makeMetrics(deps);
+  const loop = startDeliveryLoop({ ...deps, attempter, recorder, metrics });
+  const upkeep = startUpkeep({ pool: deps.pool, queue: deps.queue, logger: deps.logger, retention: deps.config.retention });
   deps.logger.info({ concurrency: deps.config.workerConcurrency }, 'worker started');
   return {
     stop: async () => {

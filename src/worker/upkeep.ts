@@ -1,12 +1,45 @@
 // Periodic work of every worker process: every second, held deliveries past their window and
-// recovery probes (run_delivery_upkeep); every hour, archiving and success-rate decay.
+// recovery probes (run_delivery_upkeep); every hour, archiving and success-rate decay, then
+// retention (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
 import { runDeliveryUpkeep, runHourlyUpkeep } from '../db/deliveries.ts';
+import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
 import type { Logger } from '../logger.ts';
 import type { Queue } from '../queue.ts';
 
-export function startUpkeep(deps: { pool: DatabasePool; queue: Queue; logger: Logger }, everyMs = 1000): { stop(): Promise<void> } {
+export type UpkeepDependencies = { pool: DatabasePool; queue: Queue; logger: Logger; retention: RetentionSettings };
+
+export type HourlySchedule = { firstAfterMs: number; everyMs: number };
+
+const HOURLY: HourlySchedule = { firstAfterMs: 10_000, everyMs: 3_600_000 };
+
+/**
+ * The hourly step: archiving and success-rate decay, then retention in batches (each its own
+ * transaction; `signal` stops between batches). Logs what was deleted; errors are logged, not
+ * thrown, so one failing step does not keep the other from running. Returns the retention run.
+ */
+export async function runHourlyTasks(
+  deps: { pool: DatabasePool; logger: Logger; retention: RetentionSettings }, signal?: AbortSignal,
+): Promise<RetentionRun | undefined> {
+  await runHourlyUpkeep(deps.pool).catch((error: unknown) => deps.logger.error({ err: error }, 'hourly upkeep failed'));
+  if (signal?.aborted) return undefined;
+  try {
+    const run = await runRetention(deps.pool, deps.retention, signal ? { signal } : {});
+    const level = run.complete ? 'info' : 'warn';
+    const { attemptDays, archivedJobDays } = deps.retention;
+    deps.logger[level]({ deleted: run.deleted, batches: run.batches, complete: run.complete, retention: { attemptDays, archivedJobDays } },
+      run.complete ? 'retention done' : 'retention stopped before the end of the backlog; the next run goes on');
+    return run;
+  } catch (error) {
+    deps.logger.error({ err: error }, 'retention failed');
+    return undefined;
+  }
+}
+
+export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySchedule: HourlySchedule = HOURLY): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
+  let hourlyRunning: Promise<unknown> | undefined;
+  const stopping = new AbortController();
   const tick = () => {
     running ??= deps.pool.transaction(async (tx) => {
       const probes = await runDeliveryUpkeep(tx);
@@ -14,16 +47,21 @@ export function startUpkeep(deps: { pool: DatabasePool; queue: Queue; logger: Lo
     }).catch((error: unknown) => deps.logger.error({ err: error }, 'delivery upkeep failed'))
       .finally(() => { running = undefined; });
   };
-  const hourly = () => void runHourlyUpkeep(deps.pool).catch((error: unknown) => deps.logger.error({ err: error }, 'hourly upkeep failed'));
+  // One hourly run at a time in this process: a long backlog must not start a second one.
+  const hourly = () => {
+    hourlyRunning ??= runHourlyTasks(deps, stopping.signal).finally(() => { hourlyRunning = undefined; });
+  };
   const every = setInterval(tick, everyMs);
-  const firstHourly = setTimeout(hourly, 10_000);
-  const everyHour = setInterval(hourly, 3_600_000);
+  const firstHourly = setTimeout(hourly, hourlySchedule.firstAfterMs);
+  const everyHour = setInterval(hourly, hourlySchedule.everyMs);
   return {
     async stop() {
       clearInterval(every);
       clearTimeout(firstHourly);
       clearInterval(everyHour);
+      stopping.abort();
       await running;
+      await hourlyRunning;
     },
   };
 }

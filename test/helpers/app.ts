@@ -7,6 +7,7 @@ import { insertOrganization } from '../../src/db/organizations.ts';
 import { makePool } from '../../src/db/pool.ts';
 import { newId } from '../../src/ids.ts';
 import { makeLogger } from '../../src/logger.ts';
+import { makeMetrics } from '../../src/metrics.ts';
 import { startQueue, type Queue } from '../../src/queue.ts';
 import { startWeb } from '../../src/web.ts';
 import type { Lookup } from '../../src/worker/attempt.ts';
@@ -67,15 +68,18 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   const databaseUrl = database.url;
   const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
   const logger = makeLogger(config.logLevel);
-  const queue = await startQueue({ databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker });
+  const queue = await startQueue({
+    databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker, retentionHours: config.retention.queueHours,
+  });
   teardown.push(queue.stop);
   const pool = await makePool(databaseUrl, { maximumPoolSize: 10 });
   teardown.push(() => pool.end());
+  const metrics = makeMetrics({ pool, logger }); // one registry per app, as per process: /metrics shows the worker's attempts too
   if (worker) {
-    const running = await startWorker({ pool, config, logger, queue, ...(options.lookup ? { lookup: options.lookup } : {}) });
+    const running = await startWorker({ pool, config, logger, queue, metrics, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);
   }
-  const web = await startWeb({ pool, config, logger, queue });
+  const web = await startWeb({ pool, config, logger, queue, metrics });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;
 
