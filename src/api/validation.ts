@@ -1,6 +1,8 @@
 // Request bodies and query strings checked by zod; every issue becomes a { path, message }
 // detail of one 400 validation_error.
 import type { z } from 'zod';
+import { decodeCursor, type Cursor } from '../db/cursor.ts';
+import { isId, type IdPrefix } from '../ids.ts';
 import { validationError, type ErrorDetail } from './errors.ts';
 
 function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
@@ -23,4 +25,12 @@ export function parseQuery<S extends z.ZodType>(schema: S, query: unknown): z.ou
   const result = schema.safeParse(query);
   if (!result.success) throw validationError('The query string is invalid.', details(result.error.issues, 'query'));
   return result.data;
+}
+
+/** The `cursor` of a cursor list: null when absent, a 400 when it is not one this list issued. */
+export function parseCursor(value: string | undefined, prefix: IdPrefix): Cursor | null {
+  if (value === undefined) return null;
+  const cursor = decodeCursor(value, (id) => isId(prefix, id));
+  if (!cursor) throw validationError('The query string is invalid.', [{ path: 'cursor', message: 'is not a cursor returned by this list' }]);
+  return cursor;
 }

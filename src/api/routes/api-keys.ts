@@ -5,14 +5,13 @@ import { z } from 'zod';
 import { createApiKey } from '../../core/api-keys.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
 import { deleteApiKey, findApiKey, listApiKeys, updateApiKey } from '../../db/api-keys.ts';
-import { decodeCursor } from '../../db/cursor.ts';
 import { isId } from '../../ids.ts';
 import { forbidden, notFound, validationError } from '../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
-import { parseBody, parseQuery } from '../validation.ts';
+import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 const scopes = z.array(z.enum(SCOPES), { message: 'must be an array of scope names' })
@@ -61,10 +60,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
-    const cursor = query.cursor === undefined ? null : decodeCursor(query.cursor, (id) => isId('key', id));
-    if (query.cursor !== undefined && !cursor) {
-      throw validationError('The query string is invalid.', [{ path: 'cursor', message: 'is not a cursor returned by this list' }]);
-    }
+    const cursor = parseCursor(query.cursor, 'key');
     const page = await listApiKeys(pool, authOf(res).orgId, { limit: query.limit, cursor, environment: query.environment });
     res.json({ data: page.rows, next_cursor: page.nextCursor });
   });

@@ -4,13 +4,12 @@ import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { compileSchema } from '../../core/json-schema.ts';
-import { decodeCursor } from '../../db/cursor.ts';
 import { deleteEventType, findEventType, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
 import { isId, newId } from '../../ids.ts';
 import { AppError, notFound, validationError } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
-import { parseBody, parseQuery } from '../validation.ts';
+import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string()
   .max(255)
@@ -46,10 +45,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
-    const cursor = query.cursor === undefined ? null : decodeCursor(query.cursor, (id) => isId('evt', id));
-    if (query.cursor !== undefined && !cursor) {
-      throw validationError('The query string is invalid.', [{ path: 'cursor', message: 'is not a cursor returned by this list' }]);
-    }
+    const cursor = parseCursor(query.cursor, 'evt');
     const page = await listEventTypes(pool, authOf(res), { limit: query.limit, cursor, search: query.search });
     res.json({ data: page.rows, next_cursor: page.nextCursor });
   });
