@@ -48,32 +48,26 @@ const snapshotRow = z.object({
 type Snapshot = z.infer<typeof snapshotRow>;
 
 /**
- * One statement, under its own statement_timeout. The filter on deliveries is the predicate of
- * the partial index deliveries_endpoint_id_status_idx, so the planner reads the open deliveries
- * through it (a bitmap scan) and never visits the finished ones, the bulk of the table. A pending
- * delivery is due once next_attempt_at has passed. Endpoints are few: a plain count.
+ * One statement, under its own statement_timeout: the delivery_queue_depth view (what a DBA
+ * reads; its pg-boss message count is not selected and not computed) and the live endpoints
+ * by status.
  */
 async function readSnapshot(pool: DatabasePool): Promise<Snapshot> {
   return pool.transaction(async (tx) => {
     await tx.query(sql.unsafe`select set_config('statement_timeout', ${String(QUERY_TIMEOUT_MS)}, true)`);
     return tx.one(sql.type(snapshotRow)`
-      with open as (
-        select status, coalesce(next_attempt_at, created_at) <= now() as due, coalesce(next_attempt_at, created_at) as due_at
-        from deliveries where status in ('pending', 'held', 'in_flight')
-      ),
-      live_endpoints as (
+      with live_endpoints as (
         select status, count(*)::int as n from endpoints where deleted_at is null group by status
       )
-      select
-        count(*) filter (where status = 'pending' and due)::int as pending_due,
-        count(*) filter (where status = 'pending' and not due)::int as pending_scheduled,
-        count(*) filter (where status = 'in_flight')::int as in_flight,
-        count(*) filter (where status = 'held')::int as held,
-        coalesce(extract(epoch from now() - min(due_at) filter (where status = 'pending' and due)), 0)::float8 as oldest_due_age,
-        coalesce((select n from live_endpoints where status = 'active'), 0) as endpoints_active,
-        coalesce((select n from live_endpoints where status = 'paused'), 0) as endpoints_paused,
-        coalesce((select n from live_endpoints where status = 'disabled'), 0) as endpoints_disabled
-      from open`);
+      select q.due::int as pending_due,
+             q.scheduled::int as pending_scheduled,
+             q.in_flight::int as in_flight,
+             q.held::int as held,
+             q.oldest_due_age_seconds::float8 as oldest_due_age,
+             coalesce((select n from live_endpoints where status = 'active'), 0) as endpoints_active,
+             coalesce((select n from live_endpoints where status = 'paused'), 0) as endpoints_paused,
+             coalesce((select n from live_endpoints where status = 'disabled'), 0) as endpoints_disabled
+      from delivery_queue_depth q`);
   });
 }
 
