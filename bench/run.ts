@@ -111,8 +111,10 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
   return out;
 }
 
+/** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, for profiling. */
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [path.join(root, 'src/main.ts'), role], {
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
     cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
   });
 }
