@@ -184,6 +184,7 @@ async function main() {
 
     const env = {
       DATABASE_URL: dbUrl, ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200',
+      ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
     };
     const webPort = await freePort();
     const web = startRole('web', { ...env, PORT: String(webPort) });
