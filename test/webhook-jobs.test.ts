@@ -85,6 +85,19 @@ async function createJob(t: ExecutionContext, key: string, body: Record<string, 
 const deliveryRow = z.object({ id: z.number(), endpoint_id: z.string(), status: z.string(), round: z.number(), attempt_count: z.number() });
 type DeliveryRow = z.infer<typeof deliveryRow>;
 
+/** A job with two targets, whose deliveries are then set to the given [status, attempt_count]. */
+async function twoTargetJob(t: ExecutionContext, key: string, appId: string, good: [string, number], bad: [string, number]) {
+  await createEventType(t, key, 'invoice.paid');
+  const goodId = await createEndpoint(t, key, appId, ['invoice.paid']);
+  const badId = await createEndpoint(t, key, appId, ['invoice.paid']);
+  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+  for (const [endpointId, [status, attempts]] of [[goodId, good], [badId, bad]] as const) {
+    await app.pool.query(sql.unsafe`
+      update deliveries set status = ${status}, attempt_count = ${attempts} where job_id = ${job.id} and endpoint_id = ${endpointId}`);
+  }
+  return { job, good: goodId, bad: badId };
+}
+
 async function deliveriesOf(jobId: string, on: TestApp = app): Promise<readonly DeliveryRow[]> {
   return on.pool.any(sql.type(deliveryRow)`
     select id::int as id, endpoint_id, status, round, attempt_count from deliveries where job_id = ${jobId} order by id`);
@@ -871,12 +884,7 @@ test('cancel from created: 200 exactly {id, status discarded, discarded_at}; its
 
 test('cancel from awaiting_retry: 200; waiting deliveries are cancelled, succeeded ones stay', async (t) => {
   const { key, appId } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const good = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const bad = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
-  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = ${job.id} and endpoint_id = ${good}`);
-  await app.pool.query(sql.unsafe`update deliveries set status = 'pending', attempt_count = 2 where job_id = ${job.id} and endpoint_id = ${bad}`);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 1], ['pending', 2]);
   t.is((await getJob(key, job.id)).body.status, 'awaiting_retry');
   const res = await cancel(key, job.id);
   t.is(res.status, 200, JSON.stringify(res.body));
@@ -954,12 +962,7 @@ for (const state of RETRY_STATES) {
 
 test('retry re-delivers only the targets that have not succeeded', async (t) => {
   const { key, appId } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const good = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const bad = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
-  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = ${job.id} and endpoint_id = ${good}`);
-  await app.pool.query(sql.unsafe`update deliveries set status = 'failed', attempt_count = 7 where job_id = ${job.id} and endpoint_id = ${bad}`);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 1], ['failed', 7]);
   const gaveUp = await getJob(key, job.id);
   t.is(gaveUp.body.status, 'discarded');
   t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), [job.id]);
@@ -980,12 +983,7 @@ test('retry re-delivers only the targets that have not succeeded', async (t) => 
 
 test('retry resets attempt_count to 0 even when a target that succeeded is not re-delivered', async (t) => {
   const { key, appId } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const good = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const bad = await createEndpoint(t, key, appId, ['invoice.paid']);
-  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
-  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 3 where job_id = ${job.id} and endpoint_id = ${good}`);
-  await app.pool.query(sql.unsafe`update deliveries set status = 'failed', attempt_count = 7 where job_id = ${job.id} and endpoint_id = ${bad}`);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 3], ['failed', 7]);
   t.is((await getJob(key, job.id)).body.attempt_count, 7);
   const res = await retry(key, job.id);
   t.is(res.status, 200, JSON.stringify(res.body));
