@@ -52,8 +52,8 @@ begin
     get diagnostics v_attempts = row_count;
 
     -- Archived jobs; the cascade removes their deliveries, attempts and keys. Each deleted row
-    -- runs a foreign-key lookup: cheap only with indexes on delivery_attempts (delivery_id) and
-    -- webhook_job_keys (job_id). An index on completed_at where status = 'archived' serves the pick.
+    -- runs a foreign-key lookup, cheap through the indexes on delivery_attempts (delivery_id) and
+    -- webhook_job_keys (job_id); the partial index on completed_at of archived jobs serves the pick.
     delete from webhook_jobs j
     where j.id = any(array(
       select j2.id from webhook_jobs j2
@@ -63,8 +63,8 @@ begin
       and j.status = 'archived' and j.completed_at < v_job_cutoff;
     get diagnostics v_jobs = row_count;
 
-    -- Keys and counters: small tables (a day of keys; one counter per limited subject), read
-    -- whole to pick a batch (an index on webhook_job_keys (expires_at) would save that read).
+    -- Keys (picked through their expires_at index) and counters (one per limited subject, a
+    -- small table read whole to pick a batch).
     delete from webhook_job_keys k
     where k.ctid = any(array(
       select k2.ctid from webhook_job_keys k2
