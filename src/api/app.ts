@@ -1,5 +1,5 @@
-// The Express application: request context, health, /metrics (only when METRICS_PORT is unset:
-// otherwise it is served on that port alone), then the /v1 resources, each mounted behind
+// The Express application: request context, health, /docs, /metrics (only when METRICS_PORT is
+// unset: otherwise it is served on that port alone), then the /v1 resources, each mounted behind
 // authentication, its family's scope check and the JSON body parser; then a JSON 404 (for any
 // unknown route, with or without a key) and one error handler.
 import express, { Router, type Express, type RequestHandler } from 'express';
@@ -19,6 +19,7 @@ import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
+import { makeDocsRouter } from './routes/docs.ts';
 
 export type AppDependencies = {
   pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
@@ -32,6 +33,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.set('etag', false);
   app.use(requestContext(logger, metrics));
   app.use(makeHealthRouter(pool));
+  app.use(makeDocsRouter());
   if (config.metricsPort === undefined) {
     app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
   }
