@@ -35,5 +35,10 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     idleTimeout: 10_000,
     connectionTimeout: 10_000,
     captureStackTrace: false,
+    // slonik's default runs DISCARD ALL whenever a connection returns to the pool, which also
+    // throws away every cached plan, the plpgsql functions' and triggers' included: each
+    // transaction then re-plans all of them. Nothing here keeps session state (settings are
+    // `set_config(..., true)`, transaction-local; record_attempts' temp table empties on commit).
+    resetConnection: async () => {},
   });
 }
