@@ -32,7 +32,26 @@ language sql as $$
     where j2.id = any(p_job_ids)
     group by j2.id
   ) s
-  where j.id = s.id;
+  where j.id = s.id
+    -- Rewriting an unchanged row costs a new row version, its index entries and, for a job
+    -- inserted in this same transaction, both foreign-key checks again.
+    and (j.status, j.attempt_count, j.completed_at, j.discarded_at, j.discard_reason) is distinct from (
+      case
+        when j.status = 'archived' then 'archived'
+        when j.discard_reason = 'cancelled' then 'discarded'
+        when s.open = 0 and s.gave_up > 0 then 'discarded'
+        when s.open = 0 then 'succeeded'
+        when s.in_flight > 0 then 'executing'
+        when s.retrying > 0 then 'awaiting_retry'
+        else 'created' end,
+      s.max_attempt,
+      case when s.open = 0 or j.discard_reason = 'cancelled' then coalesce(j.completed_at, now()) end,
+      case
+        when j.discard_reason = 'cancelled' then j.discarded_at
+        when s.open = 0 and s.gave_up > 0 then coalesce(j.discarded_at, now()) end,
+      case
+        when j.discard_reason = 'cancelled' then 'cancelled'
+        when s.open = 0 and s.gave_up > 0 then 'failed' end);
 $$;
 
 comment on function refresh_webhook_jobs(text[]) is
@@ -48,9 +67,10 @@ $$;
 
 comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of changed deliveries.';
 
-create or replace trigger deliveries_refresh_jobs_on_insert
-  after insert on deliveries referencing new table as changed
-  for each statement execute function deliveries_refresh_jobs();
+-- No trigger on insert: deliveries are inserted only with their job, pending at attempt 0,
+-- which is the job's status from its own insert ('created'); a job with no targets is
+-- completed by createJob itself. Refreshing there cost more than the rest of accepting a job.
+drop trigger if exists deliveries_refresh_jobs_on_insert on deliveries;
 
 create or replace trigger deliveries_refresh_jobs_on_update
   after update on deliveries referencing new table as changed
@@ -169,15 +189,19 @@ begin
     order by s.endpoint_id
     for update
   ), sends as (
-    select d.id, slots.frontier
-             + (row_number() over (partition by d.endpoint_id order by d.id) - 1) * (interval '1020 milliseconds' / d.rate_limit_rps) as slot_at
-    from decided d join slots on slots.endpoint_id = d.endpoint_id
-    where d.verdict = 'send'
-  ), final as (
-    select d.*, s.slot_at,
-           case when d.verdict = 'send' and s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
-                else d.verdict end as act
-    from decided d left join sends s on s.id = d.id
+    -- One pass: the n-th send of an endpoint in this batch takes the n-th slot from its frontier.
+    -- (A self-join back to `decided` here was planned as a nested loop re-running this window
+    -- per row: quadratic in the batch, 6 ms of a 100-message claim.)
+    select d.*,
+           case when d.verdict = 'send' then slots.frontier
+             + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
+               * (interval '1020 milliseconds' / d.rate_limit_rps) end as slot_at
+    from decided d left join slots on slots.endpoint_id = d.endpoint_id
+  ), final as materialized (
+    select s.*,
+           case when s.verdict = 'send' and s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
+                else s.verdict end as act
+    from sends s
   ), slot_update as (
     update endpoint_send_slots es set next_slot_at = x.next_slot_at
     from (
