@@ -403,6 +403,43 @@ test('a payload failing the event type\'s JSON schema: 400 with every schema err
   t.is(valid.status, 'created');
 });
 
+test('a changed event type is never validated against its old schema: schema replaced, removed, type deleted and recreated', async (t) => {
+  // The web process remembers event types it accepted jobs for; the database checks that
+  // memory against the current version on every job, so none of these changes is missed.
+  const { key, appId } = await setup(t);
+  const eventTypeId = await createEventType(t, key, 'order.placed', { type: 'object', required: ['a'] });
+  await createEndpoint(t, key, appId, ['order.placed']);
+  const job = (payload: object, event_id?: string) =>
+    postJob(key, { application_id: appId, event_type: 'order.placed', payload, ...(event_id ? { event_id } : {}) });
+  t.is((await job({ a: 1 }, 'e-1')).status, 201); // remembered with schema v1
+  assertError(t, await job({ b: 1 }), 400, 'validation_error');
+
+  const patched = await app.request('PATCH', `/v1/event-types/${eventTypeId}`, { key, body: { schema: { type: 'object', required: ['b'] } } });
+  ok(t, patched, 200, 'replace the schema');
+  const underNew = await job({ b: 1 });
+  t.is(underNew.status, 201, JSON.stringify(underNew.body));
+  const underOld = await job({ a: 1 });
+  assertError(t, underOld, 400, 'validation_error');
+  t.true(underOld.body.error.details.some((d: { message: string }) => d.message.includes('b')), JSON.stringify(underOld.body));
+  // A replay still wins over a payload the current schema refuses.
+  const replay = await job({ a: 1 }, 'e-1');
+  t.is(replay.status, 200);
+  t.is(replay.headers.get('idempotent-replayed'), 'true');
+
+  ok(t, await app.request('PATCH', `/v1/event-types/${eventTypeId}`, { key, body: { schema: null } }), 200, 'remove the schema');
+  t.is((await job({ anything: true })).status, 201);
+
+  ok(t, await app.request('DELETE', `/v1/event-types/${eventTypeId}?force=true`, { key }), 200, 'delete the event type');
+  const unknown = await job({ a: 1 });
+  assertError(t, unknown, 400, 'validation_error');
+  t.deepEqual(paths(unknown), ['event_type']);
+  await createEventType(t, key, 'order.placed', { type: 'object', required: ['c'] });
+  assertError(t, await job({ b: 1 }), 400, 'validation_error');
+  const recreated = await job({ c: 1 });
+  t.is(recreated.status, 201, JSON.stringify(recreated.body));
+  t.is(recreated.body.status, 'succeeded', 'the new event type has no subscriber: nothing to send');
+});
+
 /** A payload whose JSON is exactly `bytes` bytes long, made of `unit` repeated (ASCII, or 2-byte é). */
 function payloadOfBytes(bytes: number, unit: 'a' | 'é' = 'a'): Record<string, string> {
   const envelope = Buffer.byteLength(JSON.stringify({ data: '' }));

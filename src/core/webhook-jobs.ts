@@ -1,13 +1,12 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { ValidateFunction } from 'ajv';
-import type { DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { invalidState, notFound, validationError } from '../api/errors.ts';
-import { lockApplication } from '../db/applications.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  cancelJob as cancelJobRows, claimEventId, findJob, insertDeliveries, insertJob, lockJob, refreshJobs, restartJob, type JobRow,
+  acceptJob, cancelJob as cancelJobRows, findJob, lockJob, restartJob, type AcceptedRow, type JobRow,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import type { Queue } from '../queue.ts';
@@ -15,21 +14,32 @@ import { compileSchema } from './json-schema.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
-// Compiled payload validators by event type id and version; compiling costs far more than validating.
-const validators = new Map<string, ValidateFunction>();
-const MAX_VALIDATORS = 1000;
+// What accepting a job needs of an event type, by organization, environment and name: its id,
+// version and compiled payload validator (compiling costs far more than validating). An entry
+// is only a guess: accept_webhook_job checks the version under the insert's own snapshot and
+// answers 'stale' when the event type changed, and then it is looked up again.
+type KnownEventType = { id: string; version: number; validate: ValidateFunction | null };
+const eventTypes = new Map<string, KnownEventType>();
+const MAX_EVENT_TYPES = 1000;
 
-function validatorFor(eventType: { id: string; schema: Record<string, unknown>; updated_at: string }): ValidateFunction {
-  const key = `${eventType.id}@${eventType.updated_at}`;
-  let validate = validators.get(key);
-  if (!validate) {
-    const compiled = compileSchema(eventType.schema);
-    if ('problems' in compiled) throw new Error(`stored schema of ${eventType.id} does not compile`);
-    validate = compiled.validate;
-    if (validators.size >= MAX_VALIDATORS) validators.delete(validators.keys().next().value as string);
-    validators.set(key, validate);
+async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: string): Promise<KnownEventType | null> {
+  const key = `${tenant.orgId}/${tenant.environment}/${name}`;
+  const row = await findEventTypeForJob(db, tenant, name);
+  if (!row) {
+    eventTypes.delete(key);
+    return null;
   }
-  return validate;
+  let validate: ValidateFunction | null = null;
+  if (row.schema) {
+    const compiled = compileSchema(row.schema);
+    if ('problems' in compiled) throw new Error(`stored schema of ${row.id} does not compile`);
+    validate = compiled.validate;
+  }
+  const known = { id: row.id, version: row.version, validate };
+  eventTypes.delete(key);
+  if (eventTypes.size >= MAX_EVENT_TYPES) eventTypes.delete(eventTypes.keys().next().value as string);
+  eventTypes.set(key, known);
+  return known;
 }
 
 export type NewJobInput = {
@@ -42,45 +52,61 @@ export type NewJobInput = {
   endpointId?: string;
 };
 
+export type CreatedJob = Pick<JobRow, 'id' | 'application_id' | 'event_type' | 'status' | 'created_at' | 'expires_at' | 'attempt_count' | 'max_retries'>;
+
+function createdJob(row: AcceptedRow): CreatedJob {
+  const { id, application_id, event_type, status, created_at, expires_at, attempt_count, max_retries } = row;
+  if (id === null || application_id === null || event_type === null || status === null || created_at === null
+    || expires_at === null || attempt_count === null || max_retries === null) {
+    throw new Error(`accept_webhook_job answered ${row.outcome} without a job`);
+  }
+  return { id, application_id, event_type, status, created_at, expires_at, attempt_count, max_retries };
+}
+
+/**
+ * Creates a job with idempotency, schema validation, fan-out and enqueueing in one transaction:
+ * usually one call of accept_webhook_job and pg-boss's insert.
+ */
 export async function createJob(
   pool: DatabasePool, queue: Queue, tenant: Tenant, input: NewJobInput,
-): Promise<{ job: JobRow; replayed: boolean }> {
+): Promise<{ job: CreatedJob; replayed: boolean }> {
   if (!isId('app', input.applicationId)) throw notFound('Application');
   const payloadText = JSON.stringify(input.payload);
+  const id = newId('job');
+  const testJob = input.endpointId !== undefined;
+  const key = `${tenant.orgId}/${tenant.environment}/${input.eventType}`;
   return pool.transaction(async (tx) => {
-    if (!(await lockApplication(tx, tenant, input.applicationId))) throw notFound('Application');
-    // A duplicate event_id returns the first job even when this body differs (or is invalid).
-    const id = newId('job');
-    if (input.eventId !== null) {
-      const owner = await claimEventId(tx, input.applicationId, input.eventId, id);
-      if (owner !== id) {
-        const existing = await findJob(tx, tenant, owner);
-        if (existing) return { job: existing, replayed: true };
-      }
-    }
-    let eventTypeId: string | null = null;
-    if (!input.endpointId) {
-      const eventType = await findEventTypeForJob(tx, tenant, input.eventType);
-      if (!eventType) {
-        throw validationError(`Unknown event type: ${input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
-      }
-      if (eventType.schema) {
-        const validate = validatorFor({ ...eventType, schema: eventType.schema });
-        if (!validate(input.payload)) {
-          throw validationError('payload does not match the event type\'s schema.', (validate.errors ?? []).map((e) => ({
+    let known = testJob ? null : eventTypes.get(key) ?? await lookUpEventType(tx, tenant, input.eventType);
+    for (let tries = 0; tries < 3; tries += 1) {
+      const valid = known?.validate ? known.validate(input.payload) : true;
+      const errors = valid ? null : [...(known?.validate?.errors ?? [])];
+      const row = await acceptJob(tx, tenant, {
+        id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers,
+        eventTypeId: known?.id ?? null, eventTypeVersion: known?.version ?? null, payloadValid: valid, endpointId: input.endpointId ?? null,
+      });
+      switch (row.outcome) {
+        case 'no_application':
+          throw notFound('Application');
+        case 'replayed':
+          return { job: createdJob(row), replayed: true };
+        case 'unknown_event_type':
+          eventTypes.delete(key);
+          throw validationError(`Unknown event type: ${input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
+        case 'invalid':
+          throw validationError('payload does not match the event type\'s schema.', (errors ?? []).map((e) => ({
             path: `payload${e.instancePath.replaceAll('/', '.')}`, message: e.message ?? 'is invalid',
           })));
+        case 'stale':
+          known = await lookUpEventType(tx, tenant, input.eventType);
+          continue;
+        case 'created': {
+          const deliveryIds = row.delivery_ids ?? [];
+          await queue.enqueue(tx, deliveryIds.map((deliveryId, i) => ({ deliveryId, round: row.rounds?.[i] ?? 1 })));
+          return { job: createdJob(row), replayed: false };
         }
       }
-      eventTypeId = eventType.id;
     }
-    await insertJob(tx, tenant, { id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers });
-    const queued = await insertDeliveries(tx, { id, applicationId: input.applicationId, eventTypeId, endpointId: input.endpointId ?? null });
-    if (queued.length === 0) await refreshJobs(tx, [id]); // no targets: succeeded at once
-    await queue.enqueue(tx, queued.map((q) => ({ deliveryId: q.delivery_id, round: q.round })));
-    const job = await findJob(tx, tenant, id);
-    if (!job) throw new Error(`job ${id} vanished inside its own transaction`);
-    return { job, replayed: false };
+    throw new Error(`event type ${input.eventType} kept changing while job ${id} was being accepted`);
   });
 }
 

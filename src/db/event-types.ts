@@ -95,10 +95,11 @@ export async function deleteEventType(db: DatabasePool, tenant: Tenant, id: stri
   });
 }
 
-const forJobRow = z.object({ id: z.string(), schema: z.record(z.string(), z.unknown()).nullable(), updated_at: z.string() });
+const forJobRow = z.object({ id: z.string(), schema: z.record(z.string(), z.unknown()).nullable(), version: z.number() });
+export type EventTypeForJob = z.infer<typeof forJobRow>;
 
-/** What job creation needs of an event type: its id and schema (updated_at versions the schema). */
-export async function findEventTypeForJob(db: CommonQueryMethods, tenant: Tenant, name: string) {
+/** What job creation needs of an event type: its id, schema and version (see accept_webhook_job). */
+export async function findEventTypeForJob(db: CommonQueryMethods, tenant: Tenant, name: string): Promise<EventTypeForJob | null> {
   return db.maybeOne(sql.type(forJobRow)`
-    select id, schema, updated_at from event_types where ${ownedBy(tenant)} and name = ${name}`);
+    select id, schema, event_type_version(updated_at) as version from event_types where ${ownedBy(tenant)} and name = ${name}`);
 }

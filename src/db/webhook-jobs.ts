@@ -27,54 +27,39 @@ export type JobRow = z.infer<typeof jobRow>;
 const columns = sql.fragment`id, application_id, event_type, event_id, status, attempt_count, max_retries, payload,
   headers, created_at, expires_at, completed_at, discarded_at`;
 
+const acceptedRow = z.object({
+  outcome: z.enum(['created', 'replayed', 'no_application', 'unknown_event_type', 'stale', 'invalid']),
+  id: z.string().nullable(),
+  application_id: z.string().nullable(),
+  event_type: z.string().nullable(),
+  status: status.nullable(),
+  created_at: z.string().nullable(),
+  expires_at: z.string().nullable(),
+  attempt_count: z.number().nullable(),
+  max_retries: z.number().nullable(),
+  delivery_ids: z.array(z.coerce.number()).nullable(), // bigint[] arrives as strings
+  rounds: z.array(z.number()).nullable(),
+});
+export type AcceptedRow = z.infer<typeof acceptedRow>;
+
 export type NewJob = {
   id: string; applicationId: string; eventType: string; eventId: string | null; payloadText: string; headers: Record<string, string>;
+  /** The event type version the payload was validated against (null for a test job or an unknown type). */
+  eventTypeId: string | null; eventTypeVersion: number | null; payloadValid: boolean;
+  /** A test job: this endpoint alone. */
+  endpointId: string | null;
 };
 
-export async function insertJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<void> {
-  await db.query(sql.unsafe`
-    insert into webhook_jobs (id, org_id, environment, application_id, event_type, event_id, payload, headers, expires_at)
-    values (${job.id}, ${tenant.orgId}, ${tenant.environment}, ${job.applicationId}, ${job.eventType}, ${job.eventId},
-            ${job.payloadText}::json, ${sql.jsonb(job.headers as SerializableValue)}, now() + interval '48 hours')`);
-}
-
-/**
- * Claims `eventId` for `jobId` for 24 h, unless a live claim exists: then that job's id.
- * A concurrent duplicate waits on the first claim's row and sees it once committed.
- */
-export async function claimEventId(db: CommonQueryMethods, applicationId: string, eventId: string, jobId: string): Promise<string> {
-  const claimed = await db.maybeOneFirst(sql.type(z.object({ job_id: z.string() }))`
-    insert into webhook_job_keys (application_id, event_id, job_id, expires_at)
-    values (${applicationId}, ${eventId}, ${jobId}, now() + interval '24 hours')
-    on conflict on constraint webhook_job_keys_pkey do update
-      set job_id = excluded.job_id, expires_at = excluded.expires_at
-      where webhook_job_keys.expires_at <= now()
-    returning job_id`);
-  if (claimed) return claimed;
-  return db.oneFirst(sql.type(z.object({ job_id: z.string() }))`
-    select job_id from webhook_job_keys where application_id = ${applicationId} and event_id = ${eventId}`);
+/** One call of accept_webhook_job (sql/008-accept-job.sql): see there for the outcomes. */
+export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<AcceptedRow> {
+  return db.one(sql.type(acceptedRow)`
+    select * from accept_webhook_job(${tenant.orgId}, ${tenant.environment}, ${job.applicationId}, ${job.id}, ${job.eventType},
+      ${job.eventTypeId}, ${job.eventTypeVersion}, ${job.payloadValid}, ${job.eventId}, ${job.payloadText},
+      ${sql.jsonb(job.headers as SerializableValue)}, ${job.endpointId})`);
 }
 
 const queuedRow = z.object({ delivery_id: z.number(), round: z.number() });
 export type Queued = z.infer<typeof queuedRow>;
-
-/**
- * One delivery per target, in one statement: every live endpoint of the application
- * subscribed to the event type, or the one endpoint of a test job.
- */
-export async function insertDeliveries(
-  db: CommonQueryMethods,
-  job: { id: string; applicationId: string; eventTypeId: string | null; endpointId: string | null },
-): Promise<readonly Queued[]> {
-  const targets = job.endpointId
-    ? sql.fragment`select e.id, e.org_id from endpoints e where e.id = ${job.endpointId} and e.deleted_at is null`
-    : sql.fragment`select e.id, e.org_id from endpoint_event_types s join endpoints e on e.id = s.endpoint_id
-                   where s.event_type_id = ${job.eventTypeId} and e.application_id = ${job.applicationId} and e.deleted_at is null`;
-  return db.any(sql.type(queuedRow)`
-    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at)
-    select ${job.id}, t.id, t.org_id, ${job.applicationId}, now() from (${targets}) t order by t.id
-    returning id as delivery_id, round`);
-}
 
 export async function refreshJobs(db: CommonQueryMethods, jobIds: readonly string[]): Promise<void> {
   await db.query(sql.unsafe`select refresh_webhook_jobs(${sql.array(jobIds, 'text')})`);

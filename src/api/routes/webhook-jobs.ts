@@ -3,7 +3,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { cancelJob, createJob, retryJob } from '../../core/webhook-jobs.ts';
+import { cancelJob, createJob, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
 import { findApplication } from '../../db/applications.ts';
 import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
@@ -39,7 +39,7 @@ const listQuery = z.strictObject({
 });
 
 /** The create response (and an idempotent replay): the fields the spec shows for it. */
-export const createdView = (job: JobRow) => ({
+export const createdView = (job: CreatedJob) => ({
   id: job.id, application_id: job.application_id, event_type: job.event_type, status: job.status,
   created_at: job.created_at, expires_at: job.expires_at, attempt_count: job.attempt_count, max_retries: job.max_retries,
 });

@@ -1,0 +1,127 @@
+-- Accepting a webhook job in one statement: POST /v1/webhook-jobs and the endpoint test.
+-- One call replaces six round trips (application lock, idempotency claim, event type lookup,
+-- job insert, fan-out, re-read), which were most of the cost of accepting a job.
+--
+-- The payload is validated by the caller (Ajv, in the web process) against the schema of the
+-- event type version it names (p_event_type_id, p_event_type_version from event_type_version()); this
+-- function checks, under the same snapshot as the insert, that this is still the event type's
+-- current version, and answers 'stale' otherwise, having written nothing the caller keeps (the
+-- caller looks the event type up again and calls again inside the same transaction).
+--
+-- outcome:
+--   created             the job, its deliveries (one per target, pending) and the ids to enqueue
+--   replayed            p_event_id was already used for this application in the last 24 h: that job
+--   no_application      no live application with this id in this organization and environment
+--   unknown_event_type  no event type of this name
+--   stale               the event type is not the version the caller validated against
+--   invalid             the caller found the payload invalid, and it is not a replay
+-- A replay wins over every other answer but a missing application, as before this function:
+-- a duplicate event_id returns the first job even when this body differs or is invalid.
+-- An event type's version: its updated_at in microseconds (exact, unlike a parsed timestamp).
+create or replace function event_type_version(p_updated_at timestamptz) returns bigint
+language sql immutable as $$ select (extract(epoch from p_updated_at) * 1000000)::bigint $$;
+
+comment on function event_type_version(timestamptz) is
+  'The version of an event type (its updated_at in microseconds) that accept_webhook_job compares.';
+
+create or replace function accept_webhook_job(
+  p_org_id text, p_environment text, p_application_id text, p_job_id text, p_event_type text,
+  p_event_type_id text, p_event_type_version bigint, p_payload_valid boolean,
+  p_event_id text, p_payload text, p_headers jsonb, p_endpoint_id text
+)
+returns table (
+  outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
+  expires_at timestamptz, attempt_count integer, max_retries integer, delivery_ids bigint[], rounds integer[]
+)
+language plpgsql as $$
+declare
+  v_owner text;
+  v_event_type_id text;
+  v_version bigint;
+  v_delivery_ids bigint[];
+  v_rounds integer[];
+begin
+  -- The application row stays locked to the end: a concurrent soft delete waits for this job.
+  perform 1 from applications a
+    where a.org_id = p_org_id and a.environment = p_environment and a.id = p_application_id and a.deleted_at is null
+    for no key update;
+  if not found then
+    return query select 'no_application', null::text, null::text, null::text, null::text, null::timestamptz,
+                        null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+    return;
+  end if;
+
+  if p_event_id is not null then
+    -- A concurrent duplicate waits on the first claim's row and sees it once committed (the
+    -- select below is a new statement, so it reads what committed meanwhile).
+    insert into webhook_job_keys as k (application_id, event_id, job_id, expires_at)
+      values (p_application_id, p_event_id, p_job_id, now() + interval '24 hours')
+      on conflict on constraint webhook_job_keys_pkey do update
+        set job_id = excluded.job_id, expires_at = excluded.expires_at
+        where k.expires_at <= now()
+      returning k.job_id into v_owner;
+    if v_owner is null then
+      select k.job_id into v_owner from webhook_job_keys k where k.application_id = p_application_id and k.event_id = p_event_id;
+    end if;
+    if v_owner <> p_job_id then
+      return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
+                          j.attempt_count, j.max_retries, null::bigint[], null::integer[]
+        from webhook_jobs j
+        where j.id = v_owner and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null;
+      if found then
+        return;
+      end if;
+    end if;
+  end if;
+
+  if p_endpoint_id is null then
+    select t.id, event_type_version(t.updated_at) into v_event_type_id, v_version
+      from event_types t where t.org_id = p_org_id and t.environment = p_environment and t.name = p_event_type;
+    if v_event_type_id is null then
+      return query select 'unknown_event_type', null::text, null::text, null::text, null::text, null::timestamptz,
+                          null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+      return;
+    end if;
+    if v_event_type_id is distinct from p_event_type_id or v_version is distinct from p_event_type_version then
+      return query select 'stale', null::text, null::text, null::text, null::text, null::timestamptz,
+                          null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+      return;
+    end if;
+  end if;
+  if not p_payload_valid then
+    return query select 'invalid', null::text, null::text, null::text, null::text, null::timestamptz,
+                        null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+    return;
+  end if;
+
+  insert into webhook_jobs (id, org_id, environment, application_id, event_type, event_id, payload, headers, expires_at)
+    values (p_job_id, p_org_id, p_environment, p_application_id, p_event_type, p_event_id, p_payload::json, p_headers,
+            now() + interval '48 hours');
+
+  -- One delivery per target: every live endpoint of the application subscribed to the event
+  -- type, or the one endpoint of a test job.
+  with inserted as (
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at)
+    select p_job_id, e.id, e.org_id, p_application_id, now()
+    from endpoints e
+    where e.application_id = p_application_id and e.deleted_at is null
+      and case when p_endpoint_id is not null then e.id = p_endpoint_id
+               else exists (select 1 from endpoint_event_types s where s.endpoint_id = e.id and s.event_type_id = v_event_type_id) end
+    order by e.id
+    returning deliveries.id, deliveries.round
+  )
+  select coalesce(array_agg(i.id order by i.id), '{}'), coalesce(array_agg(i.round order by i.id), '{}')
+    into v_delivery_ids, v_rounds from inserted i;
+
+  if cardinality(v_delivery_ids) = 0 then
+    perform refresh_webhook_jobs(array[p_job_id]); -- nothing to send: succeeded at once
+  end if;
+
+  return query select 'created', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
+                      j.attempt_count, j.max_retries, v_delivery_ids, v_rounds
+    from webhook_jobs j where j.id = p_job_id;
+end;
+$$;
+
+comment on function accept_webhook_job(text, text, text, text, text, text, bigint, boolean, text, text, jsonb, text) is
+  'Accepts a webhook job in one call: application lock, idempotency claim, event type version check, job, fan-out.';
