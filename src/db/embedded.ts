@@ -36,8 +36,12 @@ export type EmbeddedDatabase = {
 export type EmbeddedOptions = {
   dataDir: string;
   logger: Logger;
-  /** Throw-away clusters (tests, benchmarks): no fsync, no crash safety. */
+  /** Throw-away clusters (tests, benchmarks): removed on stop; no fsync, no crash safety unless `durable`. */
   ephemeral?: boolean;
+  /** Keep fsync and synchronous commit on a throw-away cluster, as `npm start` has them (benchmarks). */
+  durable?: boolean;
+  /** Extra `-c name=value` server settings. */
+  settings?: Record<string, string>;
   /** Share a running cluster even when its owner is gone (short-lived commands such as the admin CLI). */
   shareOrphan?: boolean;
 };
@@ -75,6 +79,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     logger.trace({ postgres: text });
   };
   const isRoot = process.getuid?.() === 0;
+  const fast = options.ephemeral && !options.durable;
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const postgres = new EmbeddedPostgres({
     databaseDir: clusterDir,
@@ -83,12 +88,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     port,
     persistent: !options.ephemeral,
     createPostgresUser: isRoot,
-    initdbFlags: ['--encoding=UTF8', ...(options.ephemeral ? ['--no-sync'] : [])],
+    initdbFlags: ['--encoding=UTF8', ...(fast ? ['--no-sync'] : [])],
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1',
       '-c', 'unix_socket_directories=',
       '-c', 'max_connections=200',
-      ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+      ...(fast ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     ],
     onLog: remember,
     onError: remember,
