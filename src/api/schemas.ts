@@ -8,22 +8,29 @@ export const timestamp = z.iso
   .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, e.g. 2026-11-22T10:00:00Z' })
   .transform((value) => new Date(value).toISOString());
 
-/** A positive whole number written in a query string. */
-export const queryInteger = (min: number, max: number, fallback: number) =>
+/** A positive whole number written in a query string (documented as the integer it stands for). */
+export const queryInteger = (min: number, max: number, fallback: number, description: string) =>
   z.string().regex(/^\d+$/, { message: 'must be a whole number' }).transform(Number)
     .pipe(z.number().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }))
-    .default(fallback);
+    .default(fallback)
+    .meta({
+      description,
+      override: ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
+        for (const key of Object.keys(jsonSchema)) delete jsonSchema[key];
+        Object.assign(jsonSchema, { type: 'integer', minimum: min, maximum: max, default: fallback });
+      },
+    });
 
 /** `limit` and `cursor` of a cursor list (decisions section 5). */
 export const cursorQuery = {
-  limit: queryInteger(1, 100, 20),
-  cursor: z.string().min(1).optional(),
+  limit: queryInteger(1, 100, 20, 'Items per page.'),
+  cursor: z.string().min(1).optional().meta({ description: 'The `next_cursor` of the previous page; omit for the first page.' }),
 };
 
 /** `page` and `per_page` of an offset list (decisions section 5). */
 export const offsetQuery = {
-  page: queryInteger(1, 1_000_000, 1),
-  per_page: queryInteger(1, 100, 25),
+  page: queryInteger(1, 1_000_000, 1, 'Page number, from 1.'),
+  per_page: queryInteger(1, 100, 25, 'Items per page.'),
 };
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;

@@ -4,7 +4,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 
-const apiKeyRow = z.object({
+export const apiKeyRow = z.object({
   id: z.string(),
   org_id: z.string(),
   name: z.string(),

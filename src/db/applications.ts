@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { containing, ownedBy, type Tenant } from './tenant.ts';
 
-const applicationRow = z.object({
+export const applicationRow = z.object({
   id: z.string(),
   name: z.string(),
   uid: z.string().nullable(),
@@ -17,7 +17,7 @@ const applicationRow = z.object({
 });
 export type ApplicationRow = z.infer<typeof applicationRow>;
 
-const summaryRow = applicationRow.omit({ metadata: true, updated_at: true });
+export const applicationSummaryRow = applicationRow.omit({ metadata: true, updated_at: true });
 const columns = sql.fragment`id, name, uid, metadata, endpoints_count, webhook_jobs_count, success_rate, created_at, updated_at`;
 const summaryColumns = sql.fragment`id, name, uid, endpoints_count, webhook_jobs_count, success_rate, created_at`;
 
@@ -58,7 +58,7 @@ export async function listApplications(db: CommonQueryMethods, tenant: Tenant, p
     : sql.fragment`and (name ilike ${containing(page.search)} or uid ilike ${containing(page.search)})`;
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from applications where ${ownedBy(tenant)} and deleted_at is null ${search}`);
-  const rows = await db.any(sql.type(summaryRow)`
+  const rows = await db.any(sql.type(applicationSummaryRow)`
     select ${summaryColumns} from applications
     where ${ownedBy(tenant)} and deleted_at is null ${search}
     order by created_at desc, id desc ${limitOffset(page)}`);
@@ -67,7 +67,7 @@ export async function listApplications(db: CommonQueryMethods, tenant: Tenant, p
 
 export type ApplicationPatch = { name?: string; uid?: string | null; metadata?: Record<string, unknown> };
 
-const patchedRow = applicationRow.pick({ id: true, name: true, uid: true, metadata: true, updated_at: true });
+export const applicationPatchedRow = applicationRow.pick({ id: true, name: true, uid: true, metadata: true, updated_at: true });
 
 export async function updateApplication(db: CommonQueryMethods, tenant: Tenant, id: string, patch: ApplicationPatch) {
   const sets = [
@@ -75,7 +75,7 @@ export async function updateApplication(db: CommonQueryMethods, tenant: Tenant, 
     patch.uid !== undefined ? sql.fragment`uid = ${patch.uid}` : null,
     patch.metadata !== undefined ? sql.fragment`metadata = ${sql.jsonb(patch.metadata as SerializableValue)}` : null,
   ].filter((s) => s !== null);
-  return db.maybeOne(sql.type(patchedRow)`
+  return db.maybeOne(sql.type(applicationPatchedRow)`
     update applications set ${sql.join(sets.length ? sets : [sql.fragment`name = name`], sql.fragment`, `)}
     where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
     returning id, name, uid, metadata, updated_at`);

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 
-const endpointRow = z.object({
+export const endpointRow = z.object({
   id: z.string(),
   application_id: z.string(),
   url: z.string(),
@@ -65,7 +65,7 @@ export async function lockEndpoint(db: CommonQueryMethods, tenant: Tenant, id: s
     select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
 }
 
-const summaryRow = endpointRow.pick({
+export const endpointSummaryRow = endpointRow.pick({
   id: true, application_id: true, url: true, status: true, event_types: true, failure_count: true, created_at: true,
 });
 
@@ -79,14 +79,14 @@ export async function listEndpoints(
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from endpoints
     where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}`);
-  const rows = await db.any(sql.type(summaryRow)`
+  const rows = await db.any(sql.type(endpointSummaryRow)`
     select id, application_id, url, status, ${eventTypeNames}, failure_count, created_at from endpoints
     where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}
     order by created_at desc, id desc ${limitOffset(page)}`);
   return { rows, total };
 }
 
-const applicationEndpointRow = z.object({ id: z.string(), url: z.string(), status: z.string(), success_rate: z.number() });
+export const applicationEndpointRow = endpointRow.pick({ id: true, url: true, status: true }).extend({ success_rate: z.number() });
 
 /** The `endpoints` array of an application's retrieve response, oldest first. */
 export async function listApplicationEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string) {
@@ -123,7 +123,7 @@ export async function softDeleteEndpoint(db: CommonQueryMethods, tenant: Tenant,
     returning id, deleted_at`);
 }
 
-const rotatedRow = z.object({ id: z.string(), secret: z.string(), secret_version: z.number(), old_secret_expires_at: z.string() });
+export const rotatedRow = z.object({ id: z.string(), secret: z.string(), secret_version: z.number(), old_secret_expires_at: z.string() });
 
 /** The current secret becomes the previous one for 24 h; an older previous secret is dropped. */
 export async function rotateSecret(db: CommonQueryMethods, tenant: Tenant, id: string, secret: string) {
@@ -135,7 +135,7 @@ export async function rotateSecret(db: CommonQueryMethods, tenant: Tenant, id: s
     returning id, secret, secret_version, old_secret_expires_at`);
 }
 
-const resetRow = z.object({
+export const resetRow = z.object({
   id: z.string(),
   previous_status: z.enum(['active', 'paused', 'disabled']),
   status: z.enum(['active', 'paused', 'disabled']),

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 import { containing, ownedBy, type Tenant } from './tenant.ts';
 
-const eventTypeRow = z.object({
+export const eventTypeRow = z.object({
   id: z.string(),
   org_id: z.string(),
   name: z.string(),

@@ -10,6 +10,7 @@ import { forbidden, notFound } from '../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
+import { apiKey, apiKeyCreated, deletedView, shaper, type apiKeyList } from '../responses.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
 import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
@@ -32,7 +33,16 @@ const patchBody = z.strictObject({
   expires_at: futureTimestamp.nullable().optional(),
 });
 
-const listQuery = z.strictObject({ ...cursorQuery, environment: environment.optional() });
+const listQuery = z.strictObject({
+  ...cursorQuery,
+  environment: environment.optional().meta({ description: 'Only keys of this environment.' }),
+});
+
+/** What the OpenAPI document says this resource accepts. */
+export const apiKeyRequests = { createBody, patchBody, listQuery };
+
+const toApiKey = shaper(apiKey);
+const toCreated = shaper(apiKeyCreated);
 
 /** No key can hand out more than it holds (decisions section 4). */
 function assertGrantable(auth: Auth, requested: readonly string[]): void {
@@ -55,20 +65,20 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     const created = await createApiKey(pool, {
       orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
-    res.status(201).json(created);
+    res.status(201).json(toCreated(created));
   });
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const cursor = parseCursor(query.cursor, 'key');
     const page = await listApiKeys(pool, authOf(res).orgId, { limit: query.limit, cursor, environment: query.environment });
-    res.json({ data: page.rows, next_cursor: page.nextCursor });
+    res.json({ data: page.rows.map(toApiKey), next_cursor: page.nextCursor } satisfies z.output<typeof apiKeyList>);
   });
 
   router.get('/:id', async (req, res) => {
     const key = isId('key', req.params.id) ? await findApiKey(pool, authOf(res).orgId, req.params.id) : null;
     if (!key) throw notFound('API key');
-    res.json(key);
+    res.json(toApiKey(key));
   });
 
   router.patch('/:id', async (req, res) => {
@@ -80,13 +90,13 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
     if (!updated) throw notFound('API key');
-    res.json(updated);
+    res.json(toApiKey(updated));
   });
 
   router.delete('/:id', async (req, res) => {
     const deleted = isId('key', req.params.id) ? await deleteApiKey(pool, authOf(res).orgId, req.params.id) : null;
     if (!deleted) throw notFound('API key');
-    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+    res.json(deletedView(deleted));
   });
 
   return router;

@@ -13,6 +13,7 @@ import type { Tenant } from '../../db/tenant.ts';
 import { isId, newId } from '../../ids.ts';
 import { notFound } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
+import { application, applicationDetail, applicationEndpoint, applicationPatched, applicationSummary, deletedView, shaper, type applicationList } from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -21,7 +22,19 @@ const uid = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, { message: 'must be 1 to 
 
 const createBody = z.strictObject({ name, uid: uid.nullable().default(null), metadata: metadata.default({}) });
 const patchBody = z.strictObject({ name: name.optional(), uid: uid.nullable().optional(), metadata: metadata.optional() });
-const listQuery = z.strictObject({ ...offsetQuery, search: searchText.optional() });
+const listQuery = z.strictObject({
+  ...offsetQuery,
+  search: searchText.optional().meta({ description: 'Case-insensitive part of the name or uid.' }),
+});
+
+/** What the OpenAPI document says this resource accepts. */
+export const applicationRequests = { createBody, patchBody, listQuery, uid };
+
+const toApplication = shaper(application);
+const toDetail = shaper(applicationDetail);
+const toSummary = shaper(applicationSummary);
+const toPatched = shaper(applicationPatched);
+const toEndpoint = shaper(applicationEndpoint);
 
 export function makeApplicationsRouter(pool: DatabasePool): Router {
   const router = Router();
@@ -29,20 +42,21 @@ export function makeApplicationsRouter(pool: DatabasePool): Router {
   /** The retrieve response: the application and its live endpoints. */
   async function detail(tenant: Tenant, app: ApplicationRow | null) {
     if (!app) throw notFound('Application');
-    return { ...app, endpoints: await listApplicationEndpoints(pool, tenant, app.id) };
+    const endpoints = await listApplicationEndpoints(pool, tenant, app.id);
+    return toDetail({ ...app, endpoints: endpoints.map(toEndpoint) });
   }
 
   router.post('/', async (req, res) => {
     const body = parseBody(createBody, req.body);
     const app = await insertApplication(pool, authOf(res), { id: newId('app'), ...body });
-    res.status(201).json(app);
+    res.status(201).json(toApplication(app));
   });
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const page = { page: query.page, perPage: query.per_page };
     const { rows, total } = await listApplications(pool, authOf(res), { ...page, search: query.search });
-    res.json({ data: rows, pagination: pagination(page, total) });
+    res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof applicationList>);
   });
 
   router.get('/by-uid/:uid', async (req, res) => {
@@ -62,13 +76,13 @@ export function makeApplicationsRouter(pool: DatabasePool): Router {
     const body = parseBody(patchBody, req.body);
     const updated = await updateApplication(pool, authOf(res), req.params.id, body);
     if (!updated) throw notFound('Application');
-    res.json(updated);
+    res.json(toPatched(updated));
   });
 
   router.delete('/:id', async (req, res) => {
     const deleted = isId('app', req.params.id) ? await softDeleteApplication(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Application');
-    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+    res.json(deletedView(deleted));
   });
 
   return router;

@@ -16,6 +16,9 @@ import { isId } from '../../ids.ts';
 import { invalidState, notFound } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import {
+  circuitReset, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper, type endpointList,
+} from '../responses.ts';
 import { customHeaders, offsetQuery } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -23,12 +26,10 @@ const eventTypes = z.array(z.string().max(255), { message: 'must be an array of 
 const rateLimitRps = z.number().int().min(1).max(10_000);
 const timeoutMs = z.number().int().min(1_000).max(120_000);
 
-export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Queue): Router {
-  const router = Router();
-  const { endpointTest } = rateLimitRules(config);
-
+/** The request schemas (also what the OpenAPI document says this resource accepts). */
+export function endpointRequests(allowPrivateDestinations: boolean) {
   const url = z.string().superRefine((value, ctx) => {
-    const checked = checkDestinationUrl(value, config.allowPrivateDestinations);
+    const checked = checkDestinationUrl(value, allowPrivateDestinations);
     if (!checked.ok) ctx.addIssue({ code: 'custom', message: checked.reason });
   });
   const createBody = z.strictObject({
@@ -49,9 +50,24 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
   });
   const listQuery = z.strictObject({
     ...offsetQuery,
-    application_id: z.string({ message: 'is required' }),
-    status: z.enum(['active', 'paused', 'disabled']).optional(),
+    application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose endpoints to list.' }),
+    status: z.enum(['active', 'paused', 'disabled']).optional().meta({ description: 'Only endpoints in this status.' }),
   });
+  const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
+  return { createBody, patchBody, listQuery, testBody };
+}
+
+const toCreated = shaper(endpointCreated);
+const toEndpoint = shaper(endpoint);
+const toSummary = shaper(endpointSummary);
+const toRotated = shaper(rotatedSecret);
+const toReset = shaper(circuitReset);
+const toQueued = shaper(endpointTestQueued);
+
+export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Queue): Router {
+  const router = Router();
+  const { endpointTest } = rateLimitRules(config);
+  const { createBody, patchBody, listQuery, testBody } = endpointRequests(config.allowPrivateDestinations);
 
   router.post('/', async (req, res) => {
     const body = parseBody(createBody, req.body);
@@ -59,8 +75,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
       applicationId: body.application_id, url: body.url, eventTypes: body.event_types, headers: body.headers,
       rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
     });
-    const { disabled_at: _disabledAt, updated_at: _updatedAt, ...created } = endpoint;
-    res.status(201).json(created);
+    res.status(201).json(toCreated(endpoint));
   });
 
   router.get('/', async (req, res) => {
@@ -70,34 +85,34 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     if (!app) throw notFound('Application');
     const page = { page: query.page, perPage: query.per_page };
     const { rows, total } = await listEndpoints(pool, tenant, app.id, { ...page, status: query.status });
-    res.json({ data: rows, pagination: pagination(page, total) });
+    res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
   });
 
   router.get('/:id', async (req, res) => {
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, authOf(res), req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');
-    res.json(endpoint);
+    res.json(toEndpoint(endpoint));
   });
 
   router.patch('/:id', async (req, res) => {
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(patchBody, req.body);
-    res.json(await patchEndpoint(pool, queue, authOf(res), req.params.id, {
+    res.json(toEndpoint(await patchEndpoint(pool, queue, authOf(res), req.params.id, {
       url: body.url, status: body.status, eventTypes: body.event_types, headers: body.headers,
       rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
-    }));
+    })));
   });
 
   router.delete('/:id', async (req, res) => {
     const deleted = isId('ep', req.params.id) ? await softDeleteEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Endpoint');
-    res.json({ id: deleted.id, deleted: true, deleted_at: deleted.deleted_at });
+    res.json(deletedView(deleted));
   });
 
   router.post('/:id/rotate-secret', async (req, res) => {
     const rotated = isId('ep', req.params.id) ? await rotateSecret(pool, authOf(res), req.params.id, newSecret()) : null;
     if (!rotated) throw notFound('Endpoint');
-    res.json(rotated);
+    res.json(toRotated(rotated));
   });
 
   router.post('/:id/reset-circuit', async (req, res) => {
@@ -106,13 +121,11 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     if (reset.previous_status === 'paused') {
       throw invalidState('This endpoint is paused; set its status to active with PATCH instead.');
     }
-    res.json({
+    res.json(toReset({
       id: reset.id, status: reset.status, failure_count: reset.failure_count,
       message: reset.previous_status === 'disabled' ? 'Circuit closed: the endpoint is active again.' : 'The endpoint was active; its failure count is reset.',
-    });
+    }));
   });
-
-  const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
 
   // A webhook.test job aimed at this endpoint alone, whatever its subscriptions; it is
   // delivered like any job (held while the endpoint is paused or disabled).
@@ -131,7 +144,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
       headers: {},
       endpointId: endpoint.id,
     });
-    res.status(202).json({ job_id: job.id, status: 'queued', message: 'A webhook.test job was queued for this endpoint.' });
+    res.status(202).json(toQueued({ job_id: job.id, status: 'queued', message: 'A webhook.test job was queued for this endpoint.' }));
   });
 
   return router;

@@ -8,6 +8,7 @@ import { deleteEventType, findEventType, insertEventType, listEventTypes, update
 import { isId, newId } from '../../ids.ts';
 import { AppError, notFound, validationError } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
+import { deletedView, eventType, shaper, type eventTypeList } from '../responses.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
 import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
@@ -19,10 +20,16 @@ const jsonSchema = z.record(z.string(), z.unknown(), { message: 'must be a JSON 
 
 const createBody = z.strictObject({ name, description: description.default(null), schema: jsonSchema.default(null) });
 const patchBody = z.strictObject({ description: description.optional(), schema: jsonSchema.optional() });
-const listQuery = z.strictObject({ ...cursorQuery, search: searchText.optional() });
+const listQuery = z.strictObject({ ...cursorQuery, search: searchText.optional().meta({ description: 'Case-insensitive part of the name.' }) });
 const deleteQuery = z.strictObject({
-  force: z.enum(['true', 'false'], { message: 'must be true or false' }).default('false').transform((v) => v === 'true'),
+  force: z.enum(['true', 'false'], { message: 'must be true or false' }).default('false').transform((v) => v === 'true')
+    .meta({ description: '`true` unsubscribes every endpoint first; without it a subscribed event type is not deleted (409).' }),
 });
+
+/** What the OpenAPI document says this resource accepts. */
+export const eventTypeRequests = { createBody, patchBody, listQuery, deleteQuery };
+
+const toEventType = shaper(eventType);
 
 /** A schema must compile; its problems become the 400's details. */
 function assertValidSchema(schema: Record<string, unknown> | null | undefined): void {
@@ -40,20 +47,20 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
   router.post('/', async (req, res) => {
     const body = parseBody(createBody, req.body);
     assertValidSchema(body.schema);
-    res.status(201).json(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body }));
+    res.status(201).json(toEventType(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body })));
   });
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const cursor = parseCursor(query.cursor, 'evt');
     const page = await listEventTypes(pool, authOf(res), { limit: query.limit, cursor, search: query.search });
-    res.json({ data: page.rows, next_cursor: page.nextCursor });
+    res.json({ data: page.rows.map(toEventType), next_cursor: page.nextCursor } satisfies z.output<typeof eventTypeList>);
   });
 
   router.get('/:id', async (req, res) => {
-    const eventType = isId('evt', req.params.id) ? await findEventType(pool, authOf(res), req.params.id) : null;
-    if (!eventType) throw notFound('Event type');
-    res.json(eventType);
+    const found = isId('evt', req.params.id) ? await findEventType(pool, authOf(res), req.params.id) : null;
+    if (!found) throw notFound('Event type');
+    res.json(toEventType(found));
   });
 
   router.patch('/:id', async (req, res) => {
@@ -65,7 +72,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
     assertValidSchema(body.schema);
     const updated = await updateEventType(pool, authOf(res), req.params.id, body);
     if (!updated) throw notFound('Event type');
-    res.json(updated);
+    res.json(toEventType(updated));
   });
 
   router.delete('/:id', async (req, res) => {
@@ -73,7 +80,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
     const outcome = isId('evt', req.params.id) ? await deleteEventType(pool, authOf(res), req.params.id, force) : null;
     if (!outcome) throw notFound('Event type');
     if ('inUse' in outcome) throw eventTypeInUse();
-    res.json({ id: outcome.deleted.id, deleted: true, deleted_at: outcome.deleted.deleted_at });
+    res.json(deletedView(outcome.deleted));
   });
 
   return router;

@@ -13,6 +13,10 @@ import { notFound, payloadTooLarge, validationError } from '../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
+import {
+  deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
+  type webhookJobDetail, type webhookJobList,
+} from '../responses.ts';
 import { customHeaders, offsetQuery, timestamp } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -30,19 +34,25 @@ const createBody = z.strictObject({
 
 const listQuery = z.strictObject({
   ...offsetQuery,
-  application_id: z.string({ message: 'is required' }),
-  status: z.enum(['created', 'executing', 'succeeded', 'awaiting_retry', 'discarded', 'archived', 'failed']).optional(),
-  event_type: z.string().max(255).optional(),
-  endpoint_id: z.string().max(64).optional(),
-  created_after: timestamp.optional(),
-  created_before: timestamp.optional(),
+  application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose jobs to list.' }),
+  status: z.enum(['created', 'executing', 'succeeded', 'awaiting_retry', 'discarded', 'archived', 'failed']).optional()
+    .meta({ description: 'Only jobs in this status; `failed`: discarded because delivery gave up (not cancelled).' }),
+  event_type: z.string().max(255).optional().meta({ description: 'Only jobs of this event type.' }),
+  endpoint_id: z.string().max(64).optional().meta({ description: 'Only jobs with a delivery to this endpoint.' }),
+  created_after: timestamp.optional().meta({ description: 'Only jobs created at or after this time.' }),
+  created_before: timestamp.optional().meta({ description: 'Only jobs created before this time.' }),
 });
 
+/** What the OpenAPI document says this resource accepts. */
+export const webhookJobRequests = { createBody, listQuery };
+
 /** The create response (and an idempotent replay): the fields the spec shows for it. */
-export const createdView = (job: CreatedJob) => ({
-  id: job.id, application_id: job.application_id, event_type: job.event_type, status: job.status,
-  created_at: job.created_at, expires_at: job.expires_at, attempt_count: job.attempt_count, max_retries: job.max_retries,
-});
+export const createdView: (job: CreatedJob) => z.output<typeof webhookJobCreated> = shaper(webhookJobCreated);
+const toJob = shaper(webhookJob);
+const toSummary = shaper(webhookJobSummary);
+const toAttempt = shaper(deliveryAttempt);
+const toRetried = shaper(webhookJobRetried);
+const toCancelled = shaper(webhookJobCancelled);
 
 /** 256 KB of the payload's JSON (decisions section 3), checked before anything else about it. */
 export function assertPayloadSize(value: unknown): void {
@@ -79,21 +89,22 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
       applicationId: query.application_id, status: query.status, eventType: query.event_type, endpointId: query.endpoint_id,
       createdAfter: query.created_after, createdBefore: query.created_before,
     }, page);
-    res.json({ data: rows, pagination: pagination(page, total) });
+    res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof webhookJobList>);
   });
 
   router.get('/:id', async (req, res) => {
     const job = isId('job', req.params.id) ? await findJob(pool, authOf(res), req.params.id) : null;
     if (!job) throw notFound('Webhook job');
-    res.json({ ...job, deliveries: await listJobAttempts(pool, job.id) });
+    const attempts = await listJobAttempts(pool, job.id);
+    res.json({ ...toJob(job), deliveries: attempts.map(toAttempt) } satisfies z.output<typeof webhookJobDetail>);
   });
 
   router.post('/:id/retry', async (req, res) => {
-    res.json(await retryJob(pool, queue, authOf(res), req.params.id));
+    res.json(toRetried(await retryJob(pool, queue, authOf(res), req.params.id)));
   });
 
   router.post('/:id/cancel', async (req, res) => {
-    res.json(await cancelJob(pool, authOf(res), req.params.id));
+    res.json(toCancelled(await cancelJob(pool, authOf(res), req.params.id)));
   });
 
   return router;
