@@ -1,7 +1,7 @@
-// The Express application: request context, health, /docs, /metrics (only when METRICS_PORT is
-// unset: otherwise it is served on that port alone), then the /v1 resources, each mounted behind
-// authentication, its family's scope check and the JSON body parser; then a JSON 404 (for any
-// unknown route, with or without a key) and one error handler.
+// The Express application: request context, health, /docs, /v1/openapi.json, /metrics (only
+// when METRICS_PORT is unset: otherwise it is served on that port alone), then the /v1
+// resources, each mounted behind authentication, its family's scope check and the JSON body
+// parser; then a JSON 404 (for any unknown route, with or without a key) and one error handler.
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Family } from '../core/scopes.ts';
 import type { DatabasePool } from 'slonik';
@@ -20,6 +20,7 @@ import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
+import { makeOpenApiRouter } from './routes/openapi.ts';
 
 export type AppDependencies = {
   pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
@@ -34,6 +35,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.use(requestContext(logger, metrics));
   app.use(makeHealthRouter(pool));
   app.use(makeDocsRouter());
+  app.use(makeOpenApiRouter());
   if (config.metricsPort === undefined) {
     app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
   }

@@ -1,0 +1,119 @@
+// The OpenAPI 3.1 document: built from the zod schemas the routes validate requests with and
+// shape responses through, served at GET /v1/openapi.json and written to openapi.json by
+// `npm run openapi`. Its `webhooks` section describes the requests we send to receivers.
+import { createRequire } from 'node:module';
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { USER_AGENT } from '../../worker/delivery-loop.ts';
+import { paths } from './paths.ts';
+import { SECURITY_SCHEME } from './operations.ts';
+
+const { version } = createRequire(import.meta.url)('../../../package.json') as { version: string };
+
+const DESCRIPTION = `Hookline delivers webhooks on behalf of organizations to their customers' HTTPS endpoints.
+
+Every request under \`/v1\` carries \`Authorization: Bearer <API key>\`; keys start with \`sk_live_\` or \`sk_test_\`, and
+resources belong to the environment (\`live\` or \`test\`) of the key that created them. Each operation names the scope it
+needs: \`GET\` needs \`<family>:read\`, any other method \`<family>:write\`; \`write\` implies \`read\` and \`*\` implies all.
+
+Errors share one body, \`{ "error": { "code", "message" } }\`, with \`details\` on validation errors and \`retry_after\` on 429.
+An unknown route is a 404 with that body. Every response carries \`X-Request-Id\`.`;
+
+/** The request we POST to an endpoint for each attempt (decisions section 8). */
+const deliveryHeaders = z.object({
+  'webhook-id': z.string().regex(/^job_[0-9A-Za-z]{27}$/).meta({
+    description: 'The job id: the same on every attempt and every endpoint of a job, so a receiver can drop duplicates.',
+    examples: ['job_3MRoiRC7lM63hufv2gelggih9ok'],
+  }),
+  'webhook-timestamp': z.string().regex(/^\d+$/).meta({
+    description: 'When this attempt was signed, in Unix seconds. Reject timestamps too far from your clock (Standard Webhooks uses 5 minutes).',
+    examples: ['1795341600'],
+  }),
+  'webhook-signature': z.string().regex(/^v1,[A-Za-z0-9+/]+={0,2}( v1,[A-Za-z0-9+/]+={0,2})*$/).meta({
+    description: '`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the base64 decoding of the '
+      + 'endpoint secret after `whsec_`. During a rotation\'s grace period two space-separated signatures, the new secret\'s first: accept '
+      + 'the request when any of them matches. Any Standard Webhooks library verifies it given the secret as displayed.',
+    examples: ['v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4='],
+  }),
+  'user-agent': z.string().meta({ description: 'The service and its version.', examples: [USER_AGENT] }),
+});
+
+const webhooks: ZodOpenApiPathsObject = {
+  'webhook-job': {
+    post: {
+      operationId: 'receiveWebhookJob',
+      summary: 'A delivery of a webhook job to an endpoint',
+      description: 'For each subscribed endpoint, attempts are POSTed to its URL until one gets a 2xx answer within the endpoint\'s '
+        + '`timeout_ms` (at most 1 + `max_retries` attempts within 48 hours). Besides the headers below, the request carries '
+        + '`content-type: application/json`, then the endpoint\'s custom `headers`, then the job\'s (the job\'s win on the same name; '
+        + 'names are matched case-insensitively). Redirects are not followed.',
+      tags: ['Deliveries'],
+      security: [],
+      requestParams: { header: deliveryHeaders },
+      requestBody: {
+        required: true,
+        description: 'The job\'s `payload`, as JSON, byte for byte the same on every attempt.',
+        content: {
+          'application/json': {
+            schema: z.record(z.string(), z.unknown()).meta({ id: 'WebhookPayload', description: 'The job payload (a JSON object).' }),
+            example: { invoice_id: 'in_1', amount: 4200 },
+          },
+        },
+      },
+      responses: {
+        '2XX': { description: 'Delivered: the job is done for this endpoint. The first 4 KB of the body are kept in the delivery record.' },
+        '4XX': { description: 'A failed attempt, retried on the schedule; on 429 a `Retry-After` header sets the least wait.' },
+        default: { description: 'Any other answer, a timeout or a connection failure is a failed attempt, retried on the schedule.' },
+      },
+    },
+  },
+};
+
+let built: Record<string, unknown> | undefined;
+
+/** The document (built once per process; it depends on no configuration). */
+export function openApiDocument(): Record<string, unknown> {
+  built ??= createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Hookline API',
+      version,
+      description: DESCRIPTION,
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
+    },
+    servers: [{ url: '/', description: 'The server this document is served from (`npm start`: http://localhost:3000)' }],
+    tags: [
+      { name: 'API keys', description: 'Keys of the organization, for both environments.' },
+      { name: 'Applications', description: 'One per customer (or product) of yours: it owns endpoints and webhook jobs.' },
+      { name: 'Endpoints', description: 'Destination URLs of an application, with their subscriptions, secret and circuit breaker.' },
+      { name: 'Event types', description: 'The names (and optional payload schemas) of the events you send.' },
+      { name: 'Webhook jobs', description: 'One event to deliver to every subscribed endpoint of an application.' },
+      { name: 'Service', description: 'Health and this document; no authentication.' },
+      { name: 'Deliveries', description: 'What receivers get from us.' },
+    ],
+    paths,
+    webhooks,
+    components: {
+      securitySchemes: {
+        [SECURITY_SCHEME]: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'sk_live_… or sk_test_… (API key)',
+          description: 'An API key: `Authorization: Bearer sk_live_…`. The list in each security requirement is the scope the operation needs.',
+        },
+      },
+    },
+  }, {
+    // zod bounds every integer by the safe-integer range; that says nothing to a reader.
+    override: ({ jsonSchema }) => {
+      if (jsonSchema.maximum === Number.MAX_SAFE_INTEGER) delete jsonSchema.maximum;
+      if (jsonSchema.minimum === Number.MIN_SAFE_INTEGER) delete jsonSchema.minimum;
+    },
+  }) as unknown as Record<string, unknown>;
+  return built;
+}
+
+/** The document as `npm run openapi` writes it: pretty-printed, with a final newline. */
+export function openApiText(): string {
+  return `${JSON.stringify(openApiDocument(), null, 2)}\n`;
+}

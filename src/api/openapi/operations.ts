@@ -1,0 +1,124 @@
+// How one operation of the OpenAPI document is written: its scope (from the scope table of
+// src/core/scopes.ts), the error responses of decisions section 3 it can return (one shared
+// error schema), the rate-limit headers where a limit applies, and X-Request-Id everywhere.
+import { z } from 'zod';
+import type { ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi';
+import { accessFor, type Family } from '../../core/scopes.ts';
+import { errorBody } from '../responses.ts';
+
+export const SECURITY_SCHEME = 'apiKey';
+
+const requestId = z.string().meta({
+  description: 'The caller\'s X-Request-Id when it sent a sane one, else a new UUID; quote it when reporting a problem.',
+  examples: ['5b0f1c7e-5d43-4c6a-9a7e-2f2a3c1d9e10'],
+  header: { id: 'X-Request-Id' },
+});
+const rateLimitHeaders = {
+  'X-RateLimit-Limit': z.string().regex(/^\d+$/)
+    .meta({ description: 'Requests allowed in the current window.', examples: ['100'], header: { id: 'X-RateLimit-Limit' } }),
+  'X-RateLimit-Remaining': z.string().regex(/^\d+$/)
+    .meta({ description: 'Requests left in the current window.', examples: ['99'], header: { id: 'X-RateLimit-Remaining' } }),
+  'X-RateLimit-Reset': z.string().regex(/^\d+$/)
+    .meta({ description: 'When the window ends, in Unix seconds.', examples: ['1795341601'], header: { id: 'X-RateLimit-Reset' } }),
+};
+const retryAfter = z.string().regex(/^\d+$/)
+  .meta({ description: 'Whole seconds to wait before trying again (at least 1).', examples: ['1'], header: { id: 'Retry-After' } });
+export const idempotentReplayed = z.literal('true')
+  .meta({ description: 'Present when an `event_id` repeated within 24 h returned the existing job.', header: { id: 'Idempotent-Replayed' } });
+
+/** Response headers: X-Request-Id, plus the rate-limit headers when `limited`, plus `extra`. */
+export function headers(limited: boolean, extra: z.core.$ZodLooseShape = {}) {
+  return z.object({ 'X-Request-Id': requestId, ...(limited ? rateLimitHeaders : {}), ...extra });
+}
+
+const json = (schema: z.ZodType, example?: unknown) =>
+  ({ 'application/json': example === undefined ? { schema } : { schema, example } });
+
+const error = (id: string, description: string, code: string, message: string, extra: z.core.$ZodLooseShape = {}, limited = false) => ({
+  id, description, headers: headers(limited, extra), content: json(errorBody, { error: { code, message } }),
+}) satisfies ZodOpenApiResponseObject;
+
+/** The error responses of decisions section 3, by status. 409 is per operation (its codes differ). */
+const ERRORS = {
+  400: error('ValidationError', 'Malformed JSON, a wrong type, an out-of-range value, or an unknown field or query parameter (`validation_error`, with `details`).',
+    'validation_error', 'The request body is invalid.'),
+  401: error('Unauthorized', 'API key missing, malformed, unknown, deleted or expired (`unauthorized`).', 'unauthorized', 'A valid API key is required.'),
+  403: error('Forbidden', 'The key lacks the scope for the operation, or tries to grant a scope it lacks (`forbidden`).',
+    'forbidden', 'This API key lacks the webhooks:write scope.'),
+  404: error('NotFound', 'Unknown or deleted resource, or one of another organization or environment (`not_found`).', 'not_found', 'Resource not found.'),
+  413: error('PayloadTooLarge', 'A job payload over 256 KB of JSON, or a request body over 1 MiB (`payload_too_large`).',
+    'payload_too_large', 'The request body is too large.'),
+  415: error('UnsupportedMediaType', 'A request body that is not `application/json` (`unsupported_media_type`).',
+    'unsupported_media_type', 'Request bodies must be JSON with Content-Type: application/json.'),
+  429: error('RateLimited', 'A rate limit is exceeded (`rate_limit_exceeded`); `error.retry_after` and `Retry-After` say how long to wait.',
+    'rate_limit_exceeded', 'Rate limit exceeded; retry after 1 s.', { 'Retry-After': retryAfter }, true),
+  500: error('InternalError', 'Something unexpected; logged with the request id (`internal_error`).', 'internal_error', 'An unexpected error occurred.'),
+};
+export type ErrorStatus = keyof typeof ERRORS | 409;
+
+export type Success = { description: string; schema: z.ZodType; headers?: z.core.$ZodLooseShape };
+
+export type OperationSpec = {
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  /** The scope family; absent for public operations (no authentication). */
+  family?: Family;
+  path?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: { schema: z.ZodType; required?: boolean; example?: unknown };
+  /** Responses with a body of their own: the successes (and health's 503). */
+  responses: Partial<Record<'200' | '201' | '202' | '503', Success>>;
+  /** Client errors beside 401/403 (added for authenticated operations) and 500 (added to all). */
+  errors: readonly ErrorStatus[];
+  /** What a 409 means here, when the operation can return one. */
+  conflict?: { description: string; code: string; message: string };
+  /** Counted by a rate limit: success and 429 responses carry the X-RateLimit-* headers. */
+  rateLimit?: string;
+};
+
+/** The OpenAPI operation for `method` (lowercase) described by `spec`. */
+export function operation(method: string, spec: OperationSpec): ZodOpenApiOperationObject {
+  const scope = spec.family ? `${spec.family}:${accessFor(method.toUpperCase())}` : null;
+  const notes = [
+    spec.description,
+    scope ? `Requires the \`${scope}\` scope (\`${spec.family}:write\` and \`*\` include it).` : 'No authentication.',
+    spec.rateLimit ? `Rate limit: ${spec.rateLimit}.` : undefined,
+  ].filter((line) => line !== undefined);
+  const responses: ZodOpenApiOperationObject['responses'] = {};
+  for (const [status, success] of Object.entries(spec.responses) as Array<[string, Success | undefined]>) {
+    if (!success) continue;
+    responses[status as '200'] = {
+      description: success.description,
+      headers: headers(spec.rateLimit !== undefined, success.headers),
+      content: json(success.schema),
+    };
+  }
+  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403] as const : []), 500]);
+  for (const status of [...statuses].sort((a, b) => a - b)) {
+    if (status === 409) {
+      if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);
+      const { description, code, message } = spec.conflict;
+      responses['409'] = { description, headers: headers(false), content: json(errorBody, { error: { code, message } }) };
+    } else {
+      responses[`${status}`] = status === 429 && !spec.rateLimit ? fail(spec.operationId) : ERRORS[status];
+    }
+  }
+  return {
+    operationId: spec.operationId,
+    summary: spec.summary,
+    description: notes.join('\n\n'),
+    tags: [spec.tag],
+    security: scope ? [{ [SECURITY_SCHEME]: [scope] }] : [],
+    ...(spec.path || spec.query ? { requestParams: { ...(spec.path ? { path: spec.path } : {}), ...(spec.query ? { query: spec.query } : {}) } } : {}),
+    ...(spec.body ? {
+      requestBody: { required: spec.body.required ?? true, content: json(spec.body.schema, spec.body.example) },
+    } : {}),
+    responses,
+  };
+}
+
+function fail(operationId: string): never {
+  throw new Error(`${operationId}: a 429 needs a rate limit`);
+}

@@ -1,0 +1,258 @@
+// Every operation of src/api/routes, with the request schemas the routes validate with and the
+// response schemas they shape their bodies through (src/api/responses.ts).
+import { z } from 'zod';
+import type { ZodOpenApiPathsObject } from 'zod-openapi';
+import * as r from '../responses.ts';
+import { apiKeyRequests } from '../routes/api-keys.ts';
+import { applicationRequests } from '../routes/applications.ts';
+import { endpointRequests } from '../routes/endpoints.ts';
+import { eventTypeRequests } from '../routes/event-types.ts';
+import { webhookJobRequests } from '../routes/webhook-jobs.ts';
+import { idempotentReplayed, operation } from './operations.ts';
+
+const idParam = (what: string, example: string) => z.object({
+  id: z.string().meta({ description: `The ${what}'s id (a malformed id is a 404).`, examples: [example] }),
+});
+const keyId = idParam('API key', 'key_3MRoiVPSnLFTg3GfRKw6aSZ1y1j');
+const appId = idParam('application', 'app_3MRoiSEQHlSh21uw49EYrYZcUFW');
+const endpointId = idParam('endpoint', 'ep_3MRoiOGljZNTyxKbuM2hR2jeyER');
+const eventTypeId = idParam('event type', 'evt_3MRoiSwQvqxDNcd75R7S0fZWF1d');
+const jobId = idParam('webhook job', 'job_3MRoiRC7lM63hufv2gelggih9ok');
+
+// The document does not depend on ALLOW_PRIVATE_DESTINATIONS: the URL rules are a refinement.
+const endpoints = endpointRequests(false);
+const ok = (description: string, schema: z.ZodType) => ({ description, schema });
+const deleted = (what: string) => ok(`${what} deleted: \`{ id, deleted: true, deleted_at }\`.`, r.deleted);
+
+const KEYS = { tag: 'API keys', family: 'api-keys' } as const;
+const APPS = { tag: 'Applications', family: 'applications' } as const;
+const ENDPOINTS = { tag: 'Endpoints', family: 'endpoints' } as const;
+const EVENT_TYPES = { tag: 'Event types', family: 'event-types' } as const;
+const JOBS = { tag: 'Webhook jobs', family: 'webhooks' } as const;
+
+const invalidState = (message: string) => ({ description: 'Not allowed in the resource\'s current state (`invalid_state`).', code: 'invalid_state', message });
+
+export const paths: ZodOpenApiPathsObject = {
+  '/health': {
+    get: operation('get', {
+      operationId: 'getHealth', summary: 'Health check', tag: 'Service',
+      description: '200 when the database answers within 2 s, else 503.',
+      responses: {
+        200: ok('The service and its database answer: `{"status":"ok"}`.', r.health),
+        503: ok('The database did not answer within 2 s: `{"status":"unavailable"}`.', r.health),
+      },
+      errors: [],
+    }),
+  },
+  '/v1/openapi.json': {
+    get: operation('get', {
+      operationId: 'getOpenApiDocument', summary: 'This OpenAPI document', tag: 'Service',
+      responses: { 200: ok('The OpenAPI 3.1 document of this API.', z.record(z.string(), z.unknown())) },
+      errors: [],
+    }),
+  },
+
+  '/v1/api-keys': {
+    post: operation('post', {
+      ...KEYS, operationId: 'createApiKey', summary: 'Create an API key',
+      description: 'The response is the only one that shows `key`. A test-mode key cannot create live keys, and no key can grant a scope it lacks (403).',
+      body: { schema: apiKeyRequests.createBody, example: { name: 'dashboard', environment: 'test', scopes: ['webhooks:read', 'endpoints:read'] } },
+      responses: { 201: ok('The new key, with its value.', r.apiKeyCreated) },
+      errors: [400, 413, 415, 429], rateLimit: 'per organization, `RATE_LIMIT_API_KEYS_PER_HOUR` per hour (default 10)',
+    }),
+    get: operation('get', {
+      ...KEYS, operationId: 'listApiKeys', summary: 'List API keys', description: 'Keys of both environments, newest first; never with their value.',
+      query: apiKeyRequests.listQuery,
+      responses: { 200: ok('A page of keys.', r.apiKeyList) },
+      errors: [400],
+    }),
+  },
+  '/v1/api-keys/{id}': {
+    get: operation('get', {
+      ...KEYS, operationId: 'getApiKey', summary: 'Retrieve an API key', path: keyId,
+      responses: { 200: ok('The key, without its value.', r.apiKey) }, errors: [404],
+    }),
+    patch: operation('patch', {
+      ...KEYS, operationId: 'updateApiKey', summary: 'Update an API key', description: 'The key value itself never changes.',
+      path: keyId, body: { schema: apiKeyRequests.patchBody, example: { name: 'ci', expires_at: '2027-01-01T00:00:00Z' } },
+      responses: { 200: ok('The updated key.', r.apiKey) }, errors: [400, 404, 413, 415],
+    }),
+    delete: operation('delete', {
+      ...KEYS, operationId: 'deleteApiKey', summary: 'Delete an API key', description: 'For good: the next request with the key gets 401.',
+      path: keyId, responses: { 200: deleted('The key was') }, errors: [404],
+    }),
+  },
+
+  '/v1/applications': {
+    post: operation('post', {
+      ...APPS, operationId: 'createApplication', summary: 'Create an application',
+      body: { schema: applicationRequests.createBody, example: { name: 'Globex', uid: 'globex-42', metadata: { plan: 'pro' } } },
+      responses: { 201: ok('The new application (counts 0, success_rate 100).', r.application) },
+      errors: [400, 409, 413, 415],
+      conflict: { description: 'Another live application of this environment has this `uid` (`conflict`).', code: 'conflict', message: 'An application with this uid already exists.' },
+    }),
+    get: operation('get', {
+      ...APPS, operationId: 'listApplications', summary: 'List applications', description: 'Newest first; `search` matches name or uid, case-insensitively.',
+      query: applicationRequests.listQuery, responses: { 200: ok('A page of application summaries.', r.applicationList) }, errors: [400],
+    }),
+  },
+  '/v1/applications/by-uid/{uid}': {
+    get: operation('get', {
+      ...APPS, operationId: 'getApplicationByUid', summary: 'Retrieve an application by uid',
+      path: z.object({ uid: z.string().meta({ description: 'The application\'s `uid`.', examples: ['globex-42'] }) }),
+      responses: { 200: ok('The application and its endpoints.', r.applicationDetail) }, errors: [404],
+    }),
+  },
+  '/v1/applications/{id}': {
+    get: operation('get', {
+      ...APPS, operationId: 'getApplication', summary: 'Retrieve an application', path: appId,
+      responses: { 200: ok('The application and its endpoints.', r.applicationDetail) }, errors: [404],
+    }),
+    patch: operation('patch', {
+      ...APPS, operationId: 'updateApplication', summary: 'Update an application',
+      description: '`metadata` is replaced whole; `uid` may be cleared with null.',
+      path: appId, body: { schema: applicationRequests.patchBody, example: { metadata: { plan: 'enterprise' } } },
+      responses: { 200: ok('The changed fields.', r.applicationPatched) }, errors: [400, 404, 409, 413, 415],
+      conflict: { description: 'Another live application of this environment has this `uid` (`conflict`).', code: 'conflict', message: 'An application with this uid already exists.' },
+    }),
+    delete: operation('delete', {
+      ...APPS, operationId: 'deleteApplication', summary: 'Delete an application',
+      description: 'Soft delete: its endpoints and jobs go with it and their pending deliveries stop.',
+      path: appId, responses: { 200: deleted('The application was') }, errors: [404],
+    }),
+  },
+
+  '/v1/endpoints': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'createEndpoint', summary: 'Create an endpoint',
+      description: 'The URL must be https and must not point at a private or loopback address. `event_types` must name existing event types.',
+      body: { schema: endpoints.createBody, example: { application_id: 'app_3MRoiSEQHlSh21uw49EYrYZcUFW', url: 'https://example.com/hooks', event_types: ['invoice.paid'] } },
+      responses: { 201: ok('The new endpoint, with its secret.', r.endpointCreated) }, errors: [400, 404, 413, 415],
+    }),
+    get: operation('get', {
+      ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List an application\'s endpoints', description: 'Newest first; never with secrets.',
+      query: endpoints.listQuery, responses: { 200: ok('A page of endpoint summaries.', r.endpointList) }, errors: [400, 404],
+    }),
+  },
+  '/v1/endpoints/{id}': {
+    get: operation('get', {
+      ...ENDPOINTS, operationId: 'getEndpoint', summary: 'Retrieve an endpoint', path: endpointId,
+      responses: { 200: ok('The endpoint, with its secret.', r.endpoint) }, errors: [404],
+    }),
+    patch: operation('patch', {
+      ...ENDPOINTS, operationId: 'updateEndpoint', summary: 'Update an endpoint',
+      description: '`status` may be set to `active` or `paused`; a `disabled` endpoint is re-enabled only by reset-circuit or automatic recovery.',
+      path: endpointId, body: { schema: endpoints.patchBody, example: { status: 'paused' } },
+      responses: { 200: ok('The full endpoint.', r.endpoint) }, errors: [400, 404, 409, 413, 415],
+      conflict: invalidState('This endpoint is disabled by its circuit breaker; re-enable it with POST /v1/endpoints/{id}/reset-circuit.'),
+    }),
+    delete: operation('delete', {
+      ...ENDPOINTS, operationId: 'deleteEndpoint', summary: 'Delete an endpoint', description: 'Soft delete: its waiting deliveries are dropped.',
+      path: endpointId, responses: { 200: deleted('The endpoint was') }, errors: [404],
+    }),
+  },
+  '/v1/endpoints/{id}/rotate-secret': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'rotateEndpointSecret', summary: 'Rotate an endpoint\'s secret',
+      description: 'Deliveries are signed with both secrets until `old_secret_expires_at` (24 h); a second rotation drops the older one at once.',
+      path: endpointId, responses: { 200: ok('The new secret.', r.rotatedSecret) }, errors: [404, 413, 415],
+    }),
+  },
+  '/v1/endpoints/{id}/reset-circuit': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'resetEndpointCircuit', summary: 'Reset an endpoint\'s circuit breaker',
+      description: 'From `disabled` or `active`: `active` with `failure_count` 0, and held deliveries resume.',
+      path: endpointId, responses: { 200: ok('The endpoint is active.', r.circuitReset) }, errors: [404, 409, 413, 415],
+      conflict: invalidState('This endpoint is paused; set its status to active with PATCH instead.'),
+    }),
+  },
+  '/v1/endpoints/{id}/test': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'testEndpoint', summary: 'Send a test webhook to an endpoint',
+      description: 'Creates a `webhook.test` job aimed at this endpoint alone, whatever its subscriptions and status. '
+        + 'Default payload: `{"type":"webhook.test","endpoint_id":…,"sent_at":…}`.',
+      path: endpointId, body: { schema: endpoints.testBody, required: false, example: { payload: { hello: 'world' } } },
+      responses: { 202: ok('The job was queued; read it at GET /v1/webhook-jobs/{job_id}.', r.endpointTestQueued) },
+      errors: [400, 404, 413, 415, 429], rateLimit: 'per endpoint, `RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE` per minute (default 10)',
+    }),
+  },
+
+  '/v1/event-types': {
+    post: operation('post', {
+      ...EVENT_TYPES, operationId: 'createEventType', summary: 'Create an event type',
+      description: '`schema`, when given, must be a valid JSON Schema (2020-12 unless `$schema` names 2019-09 or draft-07).',
+      body: { schema: eventTypeRequests.createBody, example: { name: 'invoice.paid', description: 'An invoice was paid', schema: { type: 'object', required: ['invoice_id'] } } },
+      responses: { 201: ok('The new event type.', r.eventType) }, errors: [400, 409, 413, 415],
+      conflict: { description: 'An event type of this environment has this name (`conflict`).', code: 'conflict', message: 'An event type with this name already exists.' },
+    }),
+    get: operation('get', {
+      ...EVENT_TYPES, operationId: 'listEventTypes', summary: 'List event types', description: 'Newest first; `search` matches part of the name.',
+      query: eventTypeRequests.listQuery, responses: { 200: ok('A page of event types.', r.eventTypeList) }, errors: [400],
+    }),
+  },
+  '/v1/event-types/{id}': {
+    get: operation('get', {
+      ...EVENT_TYPES, operationId: 'getEventType', summary: 'Retrieve an event type', path: eventTypeId,
+      responses: { 200: ok('The event type.', r.eventType) }, errors: [404],
+    }),
+    patch: operation('patch', {
+      ...EVENT_TYPES, operationId: 'updateEventType', summary: 'Update an event type', description: 'The name cannot change.',
+      path: eventTypeId, body: { schema: eventTypeRequests.patchBody, example: { description: 'An invoice was paid in full' } },
+      responses: { 200: ok('The updated event type.', r.eventType) }, errors: [400, 404, 413, 415],
+    }),
+    delete: operation('delete', {
+      ...EVENT_TYPES, operationId: 'deleteEventType', summary: 'Delete an event type',
+      description: 'Permanent. Refused while endpoints subscribe unless `force=true`, which unsubscribes them first.',
+      path: eventTypeId, query: eventTypeRequests.deleteQuery,
+      responses: { 200: deleted('The event type was') }, errors: [400, 404, 409],
+      conflict: {
+        description: 'Endpoints subscribe to it and `force=true` was not given (`event_type_in_use`).', code: 'event_type_in_use',
+        message: 'Endpoints subscribe to this event type; delete it with force=true to unsubscribe them first.',
+      },
+    }),
+  },
+
+  '/v1/webhook-jobs': {
+    post: operation('post', {
+      ...JOBS, operationId: 'createWebhookJob', summary: 'Create a webhook job',
+      description: 'Delivered to every live endpoint of the application subscribed to `event_type`. The payload must match the event type\'s '
+        + '`schema` when it has one. An `event_id` repeated within 24 h returns the first job (200, `Idempotent-Replayed: true`).',
+      body: {
+        schema: webhookJobRequests.createBody,
+        example: { application_id: 'app_3MRoiSEQHlSh21uw49EYrYZcUFW', event_type: 'invoice.paid', event_id: 'inv-1', payload: { invoice_id: 'in_1', amount: 4200 } },
+      },
+      responses: {
+        200: { description: 'Idempotent replay: the job first created with this `event_id`, in its current status.', schema: r.webhookJobCreated, headers: { 'Idempotent-Replayed': idempotentReplayed } },
+        201: ok('The job was accepted (status `created`, or `succeeded` at once when nothing subscribes).', r.webhookJobCreated),
+      },
+      errors: [400, 404, 413, 415, 429], rateLimit: 'per organization, `RATE_LIMIT_JOBS_PER_SECOND` per second (default 100)',
+    }),
+    get: operation('get', {
+      ...JOBS, operationId: 'listWebhookJobs', summary: 'List an application\'s webhook jobs',
+      description: 'Newest first. `status=failed` lists jobs discarded because delivery gave up (not cancelled ones). `created_after` is inclusive, `created_before` exclusive.',
+      query: webhookJobRequests.listQuery, responses: { 200: ok('A page of job summaries.', r.webhookJobList) }, errors: [400, 404],
+    }),
+  },
+  '/v1/webhook-jobs/{id}': {
+    get: operation('get', {
+      ...JOBS, operationId: 'getWebhookJob', summary: 'Retrieve a webhook job', path: jobId,
+      responses: { 200: ok('The job and its delivery attempts.', r.webhookJobDetail) }, errors: [404],
+    }),
+  },
+  '/v1/webhook-jobs/{id}/retry': {
+    post: operation('post', {
+      ...JOBS, operationId: 'retryWebhookJob', summary: 'Retry a webhook job',
+      description: 'From `succeeded`, `discarded`, `awaiting_retry` or `archived`: re-delivers to every target that has not succeeded (all of them when all had), in a new 48 h window.',
+      path: jobId, responses: { 200: ok('The job restarted: status `created`, `attempt_count` 0.', r.webhookJobRetried) }, errors: [404, 409, 413, 415],
+      conflict: invalidState('A job in status executing cannot be retried.'),
+    }),
+  },
+  '/v1/webhook-jobs/{id}/cancel': {
+    post: operation('post', {
+      ...JOBS, operationId: 'cancelWebhookJob', summary: 'Cancel a webhook job',
+      description: 'From `created` or `awaiting_retry`: no further attempt starts; one in flight finishes and is recorded.',
+      path: jobId, responses: { 200: ok('The job is discarded.', r.webhookJobCancelled) }, errors: [404, 409, 413, 415],
+      conflict: invalidState('A job in status succeeded cannot be cancelled.'),
+    }),
+  },
+};
