@@ -10,6 +10,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { webhookRequestProblems } from './helpers/conformance.ts';
 
 const FAST = { ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1' };
 
@@ -270,6 +271,7 @@ test('signed delivery: standardwebhooks verifies it; headers, webhook-id and bod
       t.is(rawHeader(arrival, name).length, 1, `${name} is sent once`);
     }
     t.deepEqual(JSON.parse(arrival.body.toString('utf8')), payload);
+    t.deepEqual(webhookRequestProblems(arrival.headers, arrival.body), [], 'the request is the one the OpenAPI webhooks section describes');
     // Job headers reach every endpoint.
     t.deepEqual(rawHeader(arrival, 'x-job-only'), ['job-value']);
     t.deepEqual(rawHeader(arrival, 'x-shared'), ['from-job'], 'the job header wins over the endpoint header of the same name, once');

@@ -12,6 +12,7 @@ import { startQueue, type Queue } from '../../src/queue.ts';
 import { startWeb } from '../../src/web.ts';
 import type { Lookup } from '../../src/worker/attempt.ts';
 import { startWorker } from '../../src/worker/index.ts';
+import { assertConforms } from './conformance.ts';
 import { createTestDatabase } from './database.ts';
 
 export type Response = { status: number; headers: Headers; body: any };
@@ -93,8 +94,11 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     }
     const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
     const text = await res.text();
-    const isJson = res.headers.get('content-type')?.includes('application/json');
-    return { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
+    const isJson = res.headers.get('content-type')?.includes('application/json') ?? false;
+    const response = { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
+    // Every response a test receives must be one the OpenAPI document describes.
+    assertConforms({ method, path, ...response, isJson });
+    return response;
   }
 
   async function createOrg(options: { environment?: 'live' | 'test'; scopes?: string[] } = {}): Promise<TestOrg> {
