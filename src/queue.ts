@@ -53,6 +53,9 @@ export type QueueOptions = {
  */
 export const QUEUE_MAINTENANCE_SECONDS = 1800;
 
+/** Messages per pg-boss insert statement. */
+const ENQUEUE_CHUNK = 5000;
+
 export async function startQueue(options: QueueOptions): Promise<Queue> {
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2)));
   const boss = new PgBoss({
@@ -81,11 +84,14 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
 
   return {
     async enqueue(db, items) {
-      if (items.length === 0) return;
-      await boss.insert(DELIVERY_QUEUE, items.map((item) => ({
-        data: { deliveryId: item.deliveryId, round: item.round },
-        ...(item.startAfter ? { startAfter: item.startAfter } : {}),
-      })), { db: inside(db) });
+      // pg-boss sends a batch as one JSON parameter: chunks keep a large release (an endpoint
+      // back from a long outage) from building one huge string and statement.
+      for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
+        await boss.insert(DELIVERY_QUEUE, items.slice(start, start + ENQUEUE_CHUNK).map((item) => ({
+          data: { deliveryId: item.deliveryId, round: item.round },
+          ...(item.startAfter ? { startAfter: item.startAfter } : {}),
+        })), { db: inside(db) });
+      }
     },
     async fetch(batchSize) {
       return (await boss.fetch(DELIVERY_QUEUE, { batchSize })) as unknown as Message[];
