@@ -377,9 +377,12 @@ create or replace function run_delivery_upkeep()
 returns table (delivery_id bigint, round integer, start_after timestamptz)
 language plpgsql as $$
 begin
+  -- From the few unfinished jobs past their window (index webhook_jobs_open_expires_at_idx),
+  -- not from every held delivery: a long outage holds many.
   update deliveries d set status = 'failed', updated_at = now()
     from webhook_jobs j
-    where j.id = d.job_id and d.status = 'held' and j.expires_at <= now();
+    where j.status in ('created', 'executing', 'awaiting_retry') and j.expires_at <= now()
+      and d.job_id = j.id and d.status = 'held';
 
   update endpoints e set next_probe_at = now()
     where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at is null

@@ -580,6 +580,29 @@ test('circuit breaker: 3 failures disable the endpoint, later deliveries are hel
   t.false(after.disabled);
 });
 
+test('a delivery held past its job\'s 48 h window fails without an attempt; the job is discarded as failed', async (t) => {
+  const ctx = await setup(t);
+  const r = await receiver(() => ({ status: 200 }));
+  const ep = await createEndpoint(t, ctx, r.url);
+  const paused = await ctx.on.request('PATCH', `/v1/endpoints/${ep.id}`, { key: ctx.key, body: { status: 'paused' } });
+  t.is(paused.status, 200, JSON.stringify(paused.body));
+  const expiring = await createJob(t, ctx);
+  const waiting = await createJob(t, ctx);
+  await waitDeliveryStatus(ctx, expiring, ep.id, 'held');
+  await waitDeliveryStatus(ctx, waiting, ep.id, 'held');
+  // The window ends (written in SQL: 48 hours are not waited for); the worker's upkeep,
+  // every second, finds the expired job and fails its held delivery. The other job waits on.
+  await ctx.on.pool.query(sql.unsafe`update webhook_jobs set expires_at = now() - interval '1 second' where id = ${expiring}`);
+  const failed = await waitDeliveryStatus(ctx, expiring, ep.id, 'failed');
+  t.is(failed.attempt_count, 0);
+  const job = await waitStatus(ctx, expiring, 'discarded');
+  t.truthy(job.discarded_at);
+  const listed = await ctx.on.request('GET', `/v1/webhook-jobs?application_id=${ctx.appId}&status=failed`, { key: ctx.key });
+  t.deepEqual(listed.body.data.map((j: { id: string }) => j.id), [expiring]);
+  t.is((await getJob(ctx, waiting)).status, 'created');
+  t.is(r.arrivals.length, 0);
+});
+
 test('reset-circuit on a disabled endpoint releases its held deliveries at once', async (t) => {
   const ctx = await setup(t, resetApp);
   let healthy = false;
