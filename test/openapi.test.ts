@@ -166,6 +166,7 @@ test('the conformance check catches a body, a status or a header that drifted fr
   // An error with a body that is not the shared error body.
   t.regex(problems({ status: 401, body: { message: 'no key' } }), /answered 401: .*must have required property 'error'/);
   t.regex(problems({ status: 400, body: { error: { code: 'oops', message: 'x' } } }), /body\/error\/code must be equal to one of the allowed values/);
+  t.regex(problems({ status: 401, body: { error: { code: 'forbidden', message: 'x' } } }), /body\/error\/code must be equal to constant/);
   // An undocumented route may only refuse, with the error body.
   t.regex(conformanceProblems({ ...real, path: '/v1/secret-admin', status: 200 }).join(), /undocumented route answered 200/);
   // What request() does with such a response: it throws, naming the operation, the status and Ajv's findings.

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { USER_AGENT } from '../../worker/delivery-loop.ts';
 import { paths } from './paths.ts';
-import { SECURITY_SCHEME } from './operations.ts';
+import { SECURITY_SCHEME, sharedSchemas } from './operations.ts';
 
 const { version } = createRequire(import.meta.url)('../../../package.json') as { version: string };
 
@@ -94,6 +94,7 @@ export function openApiDocument(): Record<string, unknown> {
     paths,
     webhooks,
     components: {
+      schemas: sharedSchemas,
       securitySchemes: {
         [SECURITY_SCHEME]: {
           type: 'http',

@@ -2,9 +2,14 @@
 // src/core/scopes.ts), the error responses of decisions section 3 it can return (one shared
 // error schema), the rate-limit headers where a limit applies, and X-Request-Id everywhere.
 import { z } from 'zod';
-import type { ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi';
+import type { oas31, ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { accessFor, type Family } from '../../core/scopes.ts';
 import { errorBody } from '../responses.ts';
+
+type SchemaObject = oas31.SchemaObject;
+
+/** Components every document built from these operations must register. */
+export const sharedSchemas = { Error: errorBody };
 
 export const SECURITY_SCHEME = 'apiKey';
 
@@ -31,11 +36,23 @@ export function headers(limited: boolean, extra: z.core.$ZodLooseShape = {}) {
   return z.object({ 'X-Request-Id': requestId, ...(limited ? rateLimitHeaders : {}), ...extra });
 }
 
-const json = (schema: z.ZodType, example?: unknown) =>
+const json = (schema: z.ZodType | SchemaObject, example?: unknown) =>
   ({ 'application/json': example === undefined ? { schema } : { schema, example } });
 
+/**
+ * The shared error body, with `code` narrowed to what this status means. The narrowing branch
+ * says `additionalProperties: true` (the default) because linters' example checks otherwise
+ * read it as closed.
+ */
+const errorWithCode = (code: string): SchemaObject => ({
+  allOf: [
+    { $ref: '#/components/schemas/Error' },
+    { properties: { error: { properties: { code: { const: code } }, additionalProperties: true } }, additionalProperties: true },
+  ],
+});
+
 const error = (id: string, description: string, code: string, message: string, extra: z.core.$ZodLooseShape = {}, limited = false) => ({
-  id, description, headers: headers(limited, extra), content: json(errorBody, { error: { code, message } }),
+  id, description, headers: headers(limited, extra), content: json(errorWithCode(code), { error: { code, message } }),
 }) satisfies ZodOpenApiResponseObject;
 
 /** The error responses of decisions section 3, by status. 409 is per operation (its codes differ). */
@@ -100,7 +117,7 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
     if (status === 409) {
       if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);
       const { description, code, message } = spec.conflict;
-      responses['409'] = { description, headers: headers(false), content: json(errorBody, { error: { code, message } }) };
+      responses['409'] = { description, headers: headers(false), content: json(errorWithCode(code), { error: { code, message } }) };
     } else {
       responses[`${status}`] = status === 429 && !spec.rateLimit ? fail(spec.operationId) : ERRORS[status];
     }
