@@ -237,6 +237,7 @@ returns table (delivery_id bigint, round integer, start_after timestamptz)
 language plpgsql as $$
 declare
   v_endpoints text[];
+  v_breaker text[];
   v_recovered text[];
 begin
   create temporary table if not exists pg_temp.recorded (
@@ -276,7 +277,16 @@ begin
 
   -- Consecutive failures per endpoint, in attempt order: reset by a success.
   select array_agg(distinct r.endpoint_id order by r.endpoint_id) into v_endpoints from pg_temp.recorded r;
-  perform 1 from endpoints where id = any(v_endpoints) order by id for no key update;
+  -- Only endpoints whose breaker state can change are locked and written: a failure or a probe
+  -- in this batch, or a failure count or status to reset. An active endpoint with no failures
+  -- that only succeeded is left alone, so claims of a busy endpoint (which take its row FOR
+  -- SHARE) do not queue behind every recording. (A failure recorded concurrently by another
+  -- worker, not yet committed when this reads the row, is then not reset by these successes.)
+  select array_agg(x.endpoint_id order by x.endpoint_id) into v_breaker
+    from (select r.endpoint_id from pg_temp.recorded r join endpoints e on e.id = r.endpoint_id
+          group by r.endpoint_id, e.failure_count, e.status
+          having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active') x;
+  perform 1 from endpoints where id = any(v_breaker) order by id for no key update;
 
   with per_endpoint as (
     select r.endpoint_id,
@@ -286,7 +296,7 @@ begin
            count(*) filter (where not r.success and r.attempted_at > coalesce(
              (select max(r2.attempted_at) from pg_temp.recorded r2 where r2.endpoint_id = r.endpoint_id and r2.success),
              '-infinity')) as failures_after_success
-    from pg_temp.recorded r group by r.endpoint_id
+    from pg_temp.recorded r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
   ), next as (
     select e.id, e.status as old_status, p.any_success, p.probed,
            case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
@@ -354,16 +364,21 @@ comment on function release_held_deliveries(text[]) is
   'Held deliveries of endpoints that are active again become pending; returns them for enqueueing.';
 
 -- Success rate over the trailing 24 h: successful attempts in percent, two decimals, 100 when none.
+-- Rows whose rate did not change are not rewritten (no lock held against claims, no new row version).
 create or replace function refresh_success_rates(p_endpoint_ids text[]) returns void
 language sql as $$
-  update endpoints e set success_rate = coalesce(
-      (select round(100.0 * sum(s.successes) / nullif(sum(s.attempts), 0), 2)
-       from endpoint_attempt_stats s where s.endpoint_id = e.id and s.minute > now() - interval '24 hours'), 100)
-  where e.id = any(p_endpoint_ids);
-  update applications a set success_rate = coalesce(
-      (select round(100.0 * sum(s.successes) / nullif(sum(s.attempts), 0), 2)
-       from endpoint_attempt_stats s where s.application_id = a.id and s.minute > now() - interval '24 hours'), 100)
-  where a.id in (select e.application_id from endpoints e where e.id = any(p_endpoint_ids));
+  update endpoints e set success_rate = x.rate
+  from (select e2.id, coalesce(
+          (select round(100.0 * sum(s.successes) / nullif(sum(s.attempts), 0), 2)
+           from endpoint_attempt_stats s where s.endpoint_id = e2.id and s.minute > now() - interval '24 hours'), 100) as rate
+        from endpoints e2 where e2.id = any(p_endpoint_ids)) x
+  where e.id = x.id and e.success_rate is distinct from x.rate;
+  update applications a set success_rate = x.rate
+  from (select a2.id, coalesce(
+          (select round(100.0 * sum(s.successes) / nullif(sum(s.attempts), 0), 2)
+           from endpoint_attempt_stats s where s.application_id = a2.id and s.minute > now() - interval '24 hours'), 100) as rate
+        from applications a2 where a2.id in (select e.application_id from endpoints e where e.id = any(p_endpoint_ids))) x
+  where a.id = x.id and a.success_rate is distinct from x.rate;
 $$;
 
 comment on function refresh_success_rates(text[]) is
