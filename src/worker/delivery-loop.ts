@@ -89,9 +89,21 @@ export function startDeliveryLoop(deps: {
     });
   }
 
+  // The last start of each endpoint in this process: its planned slot and when it really began.
+  // A start that ran late (a busy event loop, a slow machine) pushes the next one of the same
+  // endpoint by as much, so the slots' spacing, and with it the rate limit, survives lateness.
+  const lastStarts = new Map<string, { planned: number; actual: number }>();
+
   async function attempt(claimed: Claim, startAt: number): Promise<AttemptResult> {
     const wait = startAt - Date.now();
     if (wait > 0) await sleep(wait);
+    const previous = lastStarts.get(claimed.endpoint_id);
+    if (previous && previous.planned < startAt) {
+      const behind = previous.actual + (startAt - previous.planned) - Date.now();
+      if (behind > 0) await sleep(behind);
+    }
+    if (lastStarts.size >= 10_000) lastStarts.clear();
+    lastStarts.set(claimed.endpoint_id, { planned: startAt, actual: Date.now() });
     const started = new Date();
     const outcome = await attempter.attempt({
       url: claimed.url,
