@@ -140,11 +140,14 @@ create or replace trigger applications_soft_delete_jobs
 -- spaced 2% wider than 1/rps, so a start a few milliseconds late cannot squeeze rps + 1
 -- starts into one second. start_in_ms is the wait measured by this database's clock, so the
 -- worker's own clock does not matter.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
+-- spacing_ms is the endpoint's slot spacing, which a worker keeps between its own starts of one
+-- endpoint even when one of them ran late.
+drop function if exists claim_deliveries(jsonb, integer, integer); -- its result gained spacing_ms
+create function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, spacing_ms double precision
 )
 language plpgsql as $$
 declare
@@ -220,7 +223,7 @@ begin
   select f.id, f.round, f.act, f.slot_at,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at
+         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, (1020.0 / f.rate_limit_rps)::double precision
   from final f order by f.id;
 end;
 $$;

@@ -20,6 +20,8 @@ const claimRow = z.object({
   job_headers: z.record(z.string(), z.string()),
   secrets: z.array(z.string()),
   expires_at: z.string(),
+  /** The endpoint's rate-limit slot spacing in milliseconds (1020 / rate_limit_rps). */
+  spacing_ms: z.number(),
 });
 export type Claim = z.infer<typeof claimRow>;
 

@@ -89,21 +89,22 @@ export function startDeliveryLoop(deps: {
     });
   }
 
-  // The last start of each endpoint in this process: its planned slot and when it really began.
-  // A start that ran late (a busy event loop, a slow machine) pushes the next one of the same
-  // endpoint by as much, so the slots' spacing, and with it the rate limit, survives lateness.
-  const lastStarts = new Map<string, { planned: number; actual: number }>();
+  // The last real start of each endpoint in this process. A start that ran late (a busy event
+  // loop, a slow machine) would otherwise fall closer to the next one than the slot spacing:
+  // the next start of that endpoint waits until a spacing after it. Only the spacing is kept,
+  // not the whole planned gap, so lateness is absorbed as soon as the slots leave room.
+  const lastStarts = new Map<string, number>();
 
   async function attempt(claimed: Claim, startAt: number): Promise<AttemptResult> {
     const wait = startAt - Date.now();
     if (wait > 0) await sleep(wait);
     const previous = lastStarts.get(claimed.endpoint_id);
-    if (previous && previous.planned < startAt) {
-      const behind = previous.actual + (startAt - previous.planned) - Date.now();
-      if (behind > 0) await sleep(behind);
+    if (previous !== undefined) {
+      const behind = previous + claimed.spacing_ms - Date.now();
+      if (behind >= 1) await sleep(behind); // below a timer's resolution the slots alone keep the pace
     }
     if (lastStarts.size >= 10_000) lastStarts.clear();
-    lastStarts.set(claimed.endpoint_id, { planned: startAt, actual: Date.now() });
+    lastStarts.set(claimed.endpoint_id, Date.now());
     const started = new Date();
     const outcome = await attempter.attempt({
       url: claimed.url,
