@@ -347,24 +347,30 @@ begin
     from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
     where d.status = 'pending' and d.round = r.round and not r.success
     union all
-    select * from release_held_deliveries(coalesce(v_recovered, '{}'));
+    -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.
+    select * from release_held_deliveries(coalesce(v_recovered, '{}'), 10000);
 end;
 $$;
 
 comment on function record_attempts(jsonb, integer, integer) is
   'Records attempt outcomes: attempts rows, delivery states, failure_count, circuit breaker, stats and success rates.';
 
--- Puts the held deliveries of these endpoints back to pending (the caller enqueues them).
-create or replace function release_held_deliveries(p_endpoint_ids text[])
+-- Puts held deliveries of these endpoints back to pending, at most p_limit of them (oldest
+-- first; null: all), and returns them for the caller to enqueue. Callers release in batches,
+-- so an endpoint back from a long outage never becomes one huge statement or result.
+drop function if exists release_held_deliveries(text[]); -- gained p_limit
+create or replace function release_held_deliveries(p_endpoint_ids text[], p_limit integer)
 returns table (delivery_id bigint, round integer, start_after timestamptz)
 language sql as $$
   update deliveries d set status = 'pending', next_attempt_at = now(), updated_at = now()
-  where d.endpoint_id = any(p_endpoint_ids) and d.status = 'held'
+  where d.id in (select h.id from deliveries h
+                 where h.endpoint_id = any(p_endpoint_ids) and h.status = 'held'
+                 order by h.id limit p_limit)
   returning d.id, d.round, d.next_attempt_at;
 $$;
 
-comment on function release_held_deliveries(text[]) is
-  'Held deliveries of endpoints that are active again become pending; returns them for enqueueing.';
+comment on function release_held_deliveries(text[], integer) is
+  'Held deliveries (at most p_limit) of endpoints that are active again become pending; returns them for enqueueing.';
 
 -- Success rate over the trailing 24 h: successful attempts in percent, two decimals, 100 when none.
 -- Rows whose rate did not change are not rewritten (no lock held against claims, no new row version).
@@ -406,6 +412,16 @@ begin
     where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at is null
       and not exists (select 1 from deliveries d where d.endpoint_id = e.id and d.is_probe and d.status in ('pending', 'in_flight'));
 
+  -- Held deliveries of active endpoints go back on the queue, 10,000 per run: the rest of a
+  -- release too big for one batch (a recovered endpoint), and endpoints activated by hand.
+  return query
+  select * from release_held_deliveries(array(
+    select e.id from endpoints e
+    where e.status = 'active' and e.deleted_at is null
+      and exists (select 1 from deliveries d where d.endpoint_id = e.id and d.status = 'held')
+    order by e.id
+    for no key update skip locked), 10000);
+
   return query
   with due as (
     select e.id from endpoints e
@@ -428,7 +444,7 @@ end;
 $$;
 
 comment on function run_delivery_upkeep() is
-  'Fails held deliveries past their window, heals lost probes, and picks one probe delivery per disabled endpoint due for one.';
+  'Fails held deliveries past their window, releases held deliveries of active endpoints, heals lost probes, and picks one probe delivery per disabled endpoint due for one.';
 
 -- Finished jobs older than p_after become archived; old per-minute stats are dropped and the
 -- success rates of endpoints with recent traffic recomputed (the 24 h window moves on).

@@ -32,7 +32,7 @@ select e.org_id,
        case when b.held = 0 then null
             when e.status = 'paused' then 'paused'
             when e.status = 'disabled' then 'disabled (circuit open)'
-            else 'stranded (endpoint active, nothing will release them)' end as held_because,
+            else 'releasing (endpoint active: worker upkeep re-queues them, 10,000 a second)' end as held_because,
        extract(epoch from now() - b.oldest_due_at)::integer as oldest_due_age_seconds
 from endpoints e
 cross join lateral (

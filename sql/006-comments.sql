@@ -174,7 +174,7 @@ comment on column delivery_backlog.due is 'Pending deliveries due now (next_atte
 comment on column delivery_backlog.scheduled is 'Pending deliveries due later (retry back-off or rate-limit slot).';
 comment on column delivery_backlog.in_flight is 'Deliveries a worker is attempting (or whose worker died, until its lease expires).';
 comment on column delivery_backlog.held is 'Held deliveries: out of the queue until the endpoint is released.';
-comment on column delivery_backlog.held_because is 'paused | disabled (circuit open) | stranded (endpoint active, nothing will release them: see docs/sql.md); null when nothing is held.';
+comment on column delivery_backlog.held_because is 'paused | disabled (circuit open) | releasing (endpoint active: worker upkeep re-queues them, 10,000 a second); null when nothing is held.';
 comment on column delivery_backlog.oldest_due_age_seconds is 'Seconds the longest-waiting due delivery is overdue; null when none is due.';
 
 comment on view endpoint_health is 'Per live endpoint: circuit breaker state and the latest outcomes.';

@@ -603,6 +603,21 @@ test('a delivery held past its job\'s 48 h window fails without an attempt; the 
   t.is(r.arrivals.length, 0);
 });
 
+test('an endpoint activated by hand in SQL: upkeep puts its held deliveries back on the queue and they are delivered', async (t) => {
+  const ctx = await setup(t);
+  const r = await receiver(() => ({ status: 200 }));
+  const ep = await createEndpoint(t, ctx, r.url);
+  const paused = await ctx.on.request('PATCH', `/v1/endpoints/${ep.id}`, { key: ctx.key, body: { status: 'paused' } });
+  t.is(paused.status, 200, JSON.stringify(paused.body));
+  const jobs = [await createJob(t, ctx), await createJob(t, ctx)];
+  for (const job of jobs) await waitDeliveryStatus(ctx, job, ep.id, 'held');
+  t.is(r.arrivals.length, 0);
+  // What a DBA might do instead of the API: no queue message is written here.
+  await ctx.on.pool.query(sql.unsafe`update endpoints set status = 'active' where id = ${ep.id}`);
+  for (const job of jobs) await waitStatus(ctx, job, 'succeeded');
+  t.is(r.arrivals.length, 2);
+});
+
 test('reset-circuit on a disabled endpoint releases its held deliveries at once', async (t) => {
   const ctx = await setup(t, resetApp);
   let healthy = false;

@@ -88,11 +88,19 @@ export async function patchEndpoint(
   });
 }
 
-/** Deliveries held while the endpoint was paused or disabled go back on the queue. */
+/**
+ * Deliveries held while the endpoint was paused or disabled go back on the queue, all of them
+ * in this transaction, in batches (memory stays bounded however long the outage was).
+ */
 export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<void> {
-  const released = await releaseHeld(tx, [endpointId]);
-  await queue.enqueue(tx, released.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+  for (;;) {
+    const released = await releaseHeld(tx, [endpointId], RELEASE_BATCH);
+    await queue.enqueue(tx, released.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+    if (released.length < RELEASE_BATCH) return;
+  }
 }
+
+const RELEASE_BATCH = 10_000;
 
 /** reset-circuit: the circuit closes and held deliveries resume; null when there is no such endpoint. */
 export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {

@@ -161,7 +161,8 @@ export async function cancelJob(db: CommonQueryMethods, jobId: string) {
     select id, status, discarded_at from webhook_jobs where id = ${jobId}`);
 }
 
-export async function releaseHeld(db: CommonQueryMethods, endpointIds: readonly string[]): Promise<readonly Queued[]> {
+/** At most `limit` held deliveries of these endpoints become pending (oldest first). */
+export async function releaseHeld(db: CommonQueryMethods, endpointIds: readonly string[], limit: number): Promise<readonly Queued[]> {
   return db.any(sql.type(queuedRow)`
-    select delivery_id, round from release_held_deliveries(${sql.array(endpointIds, 'text')})`);
+    select delivery_id, round from release_held_deliveries(${sql.array(endpointIds, 'text')}, ${limit})`);
 }
