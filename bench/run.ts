@@ -26,6 +26,7 @@ import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
 const quick = process.argv.includes('--quick');
 const full = process.argv.includes('--full');
 const SECONDS = quick ? 5 : 20;
@@ -116,9 +117,12 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
   return out;
 }
 
-/** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, for profiling. */
+/** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, BENCH_WEB_ARGS and BENCH_WORKER_ARGS to one. */
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  // The Node flags `npm run <role>` (and so the Procfile) starts the role with, then the bench's own.
+  const script = packageJson.scripts[role] ?? '';
+  const productArgs = /^node (.*)src\/main\.ts/.exec(script)?.[1] ?? '';
+  const nodeArgs = [productArgs, process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
     cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
   });
