@@ -163,11 +163,17 @@ begin
   with items as (
     select (i->>'delivery_id')::bigint as id, (i->>'round')::integer as round from jsonb_array_elements(p_items) i
   ), locked as (
-    select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe
-    from deliveries d join items on items.id = d.id and items.round = d.round
-    where d.status in ('pending', 'in_flight')
+    -- By primary key only. A status condition here let the planner read the batch through
+    -- the partial index of open deliveries instead, i.e. every pending delivery per claim,
+    -- whenever statistics still said few were pending (right after an outage's release):
+    -- drains of 20,000 ran at ~470/s instead of ~2,500/s in one run out of two.
+    select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.status
+    from items join deliveries d on d.id = items.id and d.round = items.round
     order by d.id
     for update of d
+  ), open as (
+    select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe
+    from locked l where l.status in ('pending', 'in_flight')
   ), decided as (
     select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers,
            e.url, e.timeout_ms, e.headers as endpoint_headers, e.rate_limit_rps,
@@ -178,7 +184,7 @@ begin
              when v_now >= j.expires_at then 'expire'
              when e.status = 'paused' or (e.status = 'disabled' and not l.is_probe) then 'hold'
              else 'send' end as verdict
-    from locked l
+    from open l
       join webhook_jobs j on j.id = l.job_id
       join endpoints e on e.id = l.endpoint_id
       join applications a on a.id = j.application_id
