@@ -7,8 +7,6 @@ import { makePool } from './db/pool.ts';
 import { makeLogger, type Logger } from './logger.ts';
 import { makeMetrics, startMetricsServer } from './metrics.ts';
 import { startQueue } from './queue.ts';
-import { startWeb } from './web.ts';
-import { startWorker } from './worker/index.ts';
 
 const ROLES = ['web', 'worker', 'all', 'release'] as const;
 type Role = (typeof ROLES)[number];
@@ -56,11 +54,14 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
       const metricsServer = await startMetricsServer({ metrics, port: config.metricsPort, logger });
       stops.push(metricsServer.stop);
     }
+    // Each role loads only its own code: a web process never holds the worker's modules in memory.
     if (runsWorker) {
+      const { startWorker } = await import('./worker/index.ts');
       const worker = await startWorker({ pool, config, logger, queue, metrics });
       stops.push(worker.stop);
     }
     if (role === 'web' || role === 'all') {
+      const { startWeb } = await import('./web.ts');
       const web = await startWeb({ pool, config, logger, queue, metrics });
       stops.push(web.stop);
     }
