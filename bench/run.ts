@@ -22,6 +22,7 @@ import { insertEventType } from '../src/db/event-types.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
+import { releaseHeld } from '../src/db/webhook-jobs.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 
@@ -233,6 +234,25 @@ async function seedOutage(port: number, org: Fixture, db: pg.Client): Promise<vo
   await db.query('analyze webhook_jobs; analyze deliveries');
 }
 
+/** What the workers' upkeep does for an active endpoint's held deliveries, to the last one. */
+async function releaseRest(url: string, endpointId: string): Promise<void> {
+  const pool = await makePool(url, { maximumPoolSize: 2 });
+  const queue = await startQueue({ databaseUrl: url, logger, leaseSeconds: 180, supervise: false, retentionHours: 24 });
+  try {
+    for (;;) {
+      const released = await pool.transaction(async (tx) => {
+        const rows = await releaseHeld(tx, [endpointId], 10_000);
+        await queue.enqueue(tx, rows.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+        return rows.length;
+      });
+      if (released === 0) return;
+    }
+  } finally {
+    await queue.stop();
+    await pool.end();
+  }
+}
+
 /**
  * The fetch-sort trap, measured directly: pg-boss's fetch of 100 messages with the whole
  * backlog due, with its fetch-order index (job_i11, here job_common_i11; new in pg-boss 12.30) and with that index
@@ -345,6 +365,11 @@ async function main() {
     await seedOutage(webPort, big, db);
     const releaseStarted = performance.now();
     await api(webPort, big.key, 'PATCH', `/v1/endpoints/${big.endpointId}`, { status: 'active' });
+    const patchSeconds = (performance.now() - releaseStarted) / 1000;
+    // The request re-queues the oldest 10,000; the workers' upkeep does the rest, 10,000 a
+    // second. No worker runs yet, so the same release step runs here until nothing is held:
+    // the whole backlog is due before the fetch is measured and the drain starts.
+    await releaseRest(dbUrl, big.endpointId);
     const releaseSeconds = (performance.now() - releaseStarted) / 1000;
     phase('pg-boss fetch with the backlog due');
     const fetchMs = await fetchCost(dbUrl);
@@ -372,7 +397,7 @@ async function main() {
         ratio_to_post_ceiling: +(deliveredPerSecond / postsPerSecond).toFixed(3),
         cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, cpuCounted)) },
       latency: { rate: LATENCY_RATE, ...lat },
-      drain: { backlog: BACKLOG, delivered: drained.count, release_seconds: +releaseSeconds.toFixed(1),
+      drain: { backlog: BACKLOG, delivered: drained.count, release_request_seconds: +patchSeconds.toFixed(2), release_seconds: +releaseSeconds.toFixed(1),
         deliveries_per_second: Math.round(drainPerSecond), ratio_to_delivery_rate: +(drainPerSecond / deliveredPerSecond).toFixed(2),
         cpu_us_per_delivery: Math.round(((drainUsage.cpuSeconds - drainCpuBefore) * 1e6) / Math.max(1, drained.count - drainFirst.count)),
         pgboss_fetch_100_ms: fetchMs },
