@@ -32,30 +32,18 @@ language sql as $$
     where j2.id = any(p_job_ids)
     group by j2.id
   ) s
-  where j.id = s.id
-    -- Rewriting an unchanged row costs a new row version, its index entries and, for a job
-    -- inserted in this same transaction, both foreign-key checks again.
-    and (j.status, j.attempt_count, j.completed_at, j.discarded_at, j.discard_reason) is distinct from (
-      case
-        when j.status = 'archived' then 'archived'
-        when j.discard_reason = 'cancelled' then 'discarded'
-        when s.open = 0 and s.gave_up > 0 then 'discarded'
-        when s.open = 0 then 'succeeded'
-        when s.in_flight > 0 then 'executing'
-        when s.retrying > 0 then 'awaiting_retry'
-        else 'created' end,
-      s.max_attempt,
-      case when s.open = 0 or j.discard_reason = 'cancelled' then coalesce(j.completed_at, now()) end,
-      case
-        when j.discard_reason = 'cancelled' then j.discarded_at
-        when s.open = 0 and s.gave_up > 0 then coalesce(j.discarded_at, now()) end,
-      case
-        when j.discard_reason = 'cancelled' then 'cancelled'
-        when s.open = 0 and s.gave_up > 0 then 'failed' end);
+  where j.id = s.id;
 $$;
 
 comment on function refresh_webhook_jobs(text[]) is
   'Recomputes status, attempt_count, completed_at and discarded_at of jobs from their deliveries.';
+
+-- A job whose recomputed state equals the stored one is not rewritten (PostgreSQL's own
+-- suppress_redundant_updates_trigger): no new row version, no index entries and, for a job
+-- inserted in the same transaction, no second round of its foreign-key checks.
+create or replace trigger webhook_jobs_skip_unchanged
+  before update on webhook_jobs
+  for each row execute function suppress_redundant_updates_trigger();
 
 create or replace function deliveries_refresh_jobs() returns trigger
 language plpgsql as $$
