@@ -46,8 +46,8 @@ begin
     where a.org_id = p_org_id and a.environment = p_environment and a.id = p_application_id and a.deleted_at is null
     for no key update;
   if not found then
-    return query select 'no_application', null::text, null::text, null::text, null::text, null::timestamptz,
-                        null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+    outcome := 'no_application';
+    return next; -- the other columns stay null
     return;
   end if;
 
@@ -78,19 +78,19 @@ begin
     select t.id, event_type_version(t.updated_at) into v_event_type_id, v_version
       from event_types t where t.org_id = p_org_id and t.environment = p_environment and t.name = p_event_type;
     if v_event_type_id is null then
-      return query select 'unknown_event_type', null::text, null::text, null::text, null::text, null::timestamptz,
-                          null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+      outcome := 'unknown_event_type';
+      return next; -- the other columns stay null
       return;
     end if;
     if v_event_type_id is distinct from p_event_type_id or v_version is distinct from p_event_type_version then
-      return query select 'stale', null::text, null::text, null::text, null::text, null::timestamptz,
-                          null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+      outcome := 'stale';
+      return next; -- the other columns stay null
       return;
     end if;
   end if;
   if not p_payload_valid then
-    return query select 'invalid', null::text, null::text, null::text, null::text, null::timestamptz,
-                        null::timestamptz, null::integer, null::integer, null::bigint[], null::integer[];
+    outcome := 'invalid';
+    return next; -- the other columns stay null
     return;
   end if;
 
