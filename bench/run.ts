@@ -15,14 +15,13 @@ import { pino } from 'pino';
 import { PgBoss } from 'pg-boss';
 import { Pool } from 'undici';
 import { createApiKey } from '../src/core/api-keys.ts';
-import { createEndpoint } from '../src/core/endpoints.ts';
+import { createEndpoint, RELEASE_BATCH, releaseHeldDeliveries } from '../src/core/endpoints.ts';
 import { insertApplication } from '../src/db/applications.ts';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { insertEventType } from '../src/db/event-types.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
-import { releaseHeld } from '../src/db/webhook-jobs.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 
@@ -239,14 +238,9 @@ async function releaseRest(url: string, endpointId: string): Promise<void> {
   const pool = await makePool(url, { maximumPoolSize: 2 });
   const queue = await startQueue({ databaseUrl: url, logger, leaseSeconds: 180, supervise: false, retentionHours: 24 });
   try {
-    for (;;) {
-      const released = await pool.transaction(async (tx) => {
-        const rows = await releaseHeld(tx, [endpointId], 10_000);
-        await queue.enqueue(tx, rows.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
-        return rows.length;
-      });
-      if (released === 0) return;
-    }
+    let released: number;
+    do released = await pool.transaction((tx) => releaseHeldDeliveries(tx, queue, endpointId));
+    while (released === RELEASE_BATCH);
   } finally {
     await queue.stop();
     await pool.end();

@@ -92,13 +92,15 @@ export async function patchEndpoint(
  * Deliveries held while the endpoint was paused or disabled go back on the queue: the oldest
  * 10,000 in this transaction, the rest by the workers' upkeep, 10,000 a second (releasing a
  * million in the request took 70 s). The request stays short however long the outage was.
+ * Returns how many it released.
  */
-export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<void> {
+export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<number> {
   const released = await releaseHeld(tx, [endpointId], RELEASE_BATCH);
   await queue.enqueue(tx, released.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+  return released.length;
 }
 
-const RELEASE_BATCH = 10_000;
+export const RELEASE_BATCH = 10_000;
 
 /** reset-circuit: the circuit closes and held deliveries resume; null when there is no such endpoint. */
 export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {

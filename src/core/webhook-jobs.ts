@@ -22,8 +22,10 @@ type KnownEventType = { id: string; version: number; validate: ValidateFunction 
 const eventTypes = new Map<string, KnownEventType>();
 const MAX_EVENT_TYPES = 1000;
 
+const eventTypeKey = (tenant: Tenant, name: string) => `${tenant.orgId}/${tenant.environment}/${name}`;
+
 async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: string): Promise<KnownEventType | null> {
-  const key = `${tenant.orgId}/${tenant.environment}/${name}`;
+  const key = eventTypeKey(tenant, name);
   const row = await findEventTypeForJob(db, tenant, name);
   if (!row) {
     eventTypes.delete(key);
@@ -74,7 +76,7 @@ export async function createJob(
   const payloadText = JSON.stringify(input.payload);
   const id = newId('job');
   const testJob = input.endpointId !== undefined;
-  const key = `${tenant.orgId}/${tenant.environment}/${input.eventType}`;
+  const key = eventTypeKey(tenant, input.eventType);
   return pool.transaction(async (tx) => {
     let known = testJob ? null : eventTypes.get(key) ?? await lookUpEventType(tx, tenant, input.eventType);
     for (let tries = 0; tries < 3; tries += 1) {
