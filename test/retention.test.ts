@@ -1,4 +1,4 @@
-// Retention: run_retention() (sql/007-retention.sql) deletes exactly what is past retention
+// Retention: run_retention() (sql/013-retention.sql) deletes exactly what is past retention
 // (old attempts of finished jobs, old archived jobs with everything below them, expired
 // idempotency keys, stale rate-limit counters) in bounded batches; the workers' hourly upkeep
 // runs it with the configured settings; pg-boss deletes finished queue messages after

@@ -1,4 +1,4 @@
-// The DBA's side of the schema: the views of sql/005-views.sql checked against real deliveries,
+// The DBA's side of the schema: the views of sql/015-views.sql checked against real deliveries,
 // every ready query of docs/sql.md run against that data, a comment on every object of schema
 // public, and invariants as named CHECK constraints.
 import test from 'ava';

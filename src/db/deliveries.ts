@@ -1,5 +1,6 @@
 // Table deliveries as the worker sees it: claim a batch, record a batch of outcomes, upkeep.
-// The rules live in SQL (sql/003-webhook-jobs.sql); these are their typed doors.
+// The rules live in SQL (sql/006-claim.sql, 008-record-attempts.sql, 011-delivery-upkeep.sql and
+// 012-hourly-upkeep.sql); these are their typed doors.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 

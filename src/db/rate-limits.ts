@@ -1,4 +1,4 @@
-// Table rate_limit_counters, through take_rate_limit() (sql/004-rate-limits.sql).
+// Table rate_limit_counters, through take_rate_limit() (sql/014-rate-limits.sql).
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 

@@ -1,4 +1,4 @@
-// Retention of our own tables, through run_retention() (sql/007-retention.sql): old attempts
+// Retention of our own tables, through run_retention() (sql/013-retention.sql): old attempts
 // of finished jobs, archived jobs past their retention, expired idempotency keys and stale
 // rate-limit counters. pg-boss bounds its own table (src/queue.ts).
 import { sql, type CommonQueryMethods } from 'slonik';

@@ -50,7 +50,7 @@ export type NewJob = {
   endpointId: string | null;
 };
 
-/** One call of accept_webhook_job (sql/008-accept-job.sql): see there for the outcomes. */
+/** One call of accept_webhook_job (sql/005-accept-job.sql): see there for the outcomes. */
 export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<AcceptedRow> {
   return db.one(sql.type(acceptedRow)`
     select * from accept_webhook_job(${tenant.orgId}, ${tenant.environment}, ${job.applicationId}, ${job.id}, ${job.eventType},

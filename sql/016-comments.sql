@@ -1,5 +1,5 @@
 -- What every table, column and view of schema public means, for whoever reads it in psql (\d+)
--- or a GUI. Functions carry their comment beside their definition (001-005). A new table,
+-- or a GUI. Functions carry their comment beside their definition (the other files of sql/). A new table,
 -- column or view gets its comment here: test/sql-guide.test.ts fails on any object without one.
 -- Times are timestamptz; ids are text '<prefix>_' + 27 base62 characters unless said otherwise.
 
@@ -163,7 +163,7 @@ comment on column sql_definitions.id is 'Always true: keeps the table to one row
 comment on column sql_definitions.hash is 'SHA-256 over the names and texts of sql/*.sql.';
 comment on column sql_definitions.applied_at is 'When those definitions were applied.';
 
--- ------------------------------------------------------------------ views (005-views.sql)
+-- ------------------------------------------------------------------ views (015-views.sql)
 
 comment on view delivery_backlog is 'Per live endpoint: open deliveries by state and why held ones wait. One index probe per endpoint: filter by org_id, application_id or endpoint_id.';
 comment on column delivery_backlog.org_id is 'Owning organization.';

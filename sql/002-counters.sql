@@ -1,6 +1,7 @@
 -- Counts kept by the database, so the numbers a DBA reads are the numbers the API returns:
 --   applications.endpoints_count  = live (not deleted) endpoints of the application
 --   event_types.subscriber_count  = rows of endpoint_event_types for the event type
+--   applications.webhook_jobs_count = jobs ever created for the application
 -- Increments and decrements run under the counted row's lock, so concurrent changes add up.
 
 create or replace function endpoints_maintain_counts() returns trigger
@@ -64,20 +65,19 @@ create or replace trigger endpoint_event_types_count_deletes
   after delete on endpoint_event_types referencing old table as changed
   for each statement execute function endpoint_event_types_maintain_counts();
 
--- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
-create or replace function applications_cascade_soft_delete() returns trigger
+-- applications.webhook_jobs_count: jobs ever created for the application.
+create or replace function webhook_jobs_count_insert() returns trigger
 language plpgsql as $$
 begin
-  update endpoints set deleted_at = new.deleted_at
-    where application_id = new.id and deleted_at is null;
+  update applications a set webhook_jobs_count = a.webhook_jobs_count + c.n
+    from (select application_id, count(*) as n from changed group by application_id) c
+    where a.id = c.application_id;
   return null;
 end;
 $$;
 
-comment on function applications_cascade_soft_delete() is
-  'Trigger function: soft-deleting an application soft-deletes its endpoints (and so their subscriptions).';
+comment on function webhook_jobs_count_insert() is 'Trigger function: counts created jobs into applications.webhook_jobs_count.';
 
-create or replace trigger applications_cascade_soft_delete
-  after update of deleted_at on applications
-  for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function applications_cascade_soft_delete();
+create or replace trigger webhook_jobs_count_insert
+  after insert on webhook_jobs referencing new table as changed
+  for each statement execute function webhook_jobs_count_insert();

@@ -1,5 +1,5 @@
 -- Read-only views for operators: the delivery state a DBA asks about, in one place each.
--- Their comments (and their columns') are in 006-comments.sql; docs/sql.md shows them at work.
+-- Their comments (and their columns') are in 016-comments.sql; docs/sql.md shows them at work.
 -- `create or replace view` can add columns at the end only: renaming or reordering one needs
 -- a `drop view` first in this file.
 

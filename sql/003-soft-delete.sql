@@ -1,0 +1,54 @@
+-- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints and
+-- jobs, an endpoint's reaches its waiting deliveries (and, in endpoints_maintain_counts of
+-- 002-counters.sql, its subscriptions). In-flight attempts finish and are recorded.
+
+-- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
+create or replace function applications_cascade_soft_delete() returns trigger
+language plpgsql as $$
+begin
+  update endpoints set deleted_at = new.deleted_at
+    where application_id = new.id and deleted_at is null;
+  return null;
+end;
+$$;
+
+comment on function applications_cascade_soft_delete() is
+  'Trigger function: soft-deleting an application soft-deletes its endpoints (and so their subscriptions).';
+
+create or replace trigger applications_cascade_soft_delete
+  after update of deleted_at on applications
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function applications_cascade_soft_delete();
+
+-- Deleting an endpoint (soft) drops its waiting deliveries; deleting an application (soft)
+-- also soft-deletes its jobs. In-flight attempts finish and are recorded.
+create or replace function endpoints_drop_deliveries() returns trigger
+language plpgsql as $$
+begin
+  update deliveries set status = 'dropped', updated_at = now()
+    where endpoint_id = new.id and status in ('pending', 'held');
+  return null;
+end;
+$$;
+
+comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops its pending and held deliveries.';
+
+create or replace trigger endpoints_drop_deliveries
+  after update of deleted_at on endpoints
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function endpoints_drop_deliveries();
+
+create or replace function applications_soft_delete_jobs() returns trigger
+language plpgsql as $$
+begin
+  update webhook_jobs set deleted_at = new.deleted_at where application_id = new.id and deleted_at is null;
+  return null;
+end;
+$$;
+
+comment on function applications_soft_delete_jobs() is 'Trigger function: a soft-deleted application soft-deletes its jobs.';
+
+create or replace trigger applications_soft_delete_jobs
+  after update of deleted_at on applications
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function applications_soft_delete_jobs();
