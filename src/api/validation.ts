@@ -3,7 +3,7 @@
 import type { z } from 'zod';
 import { decodeCursor, type Cursor } from '../db/cursor.ts';
 import { isId, type IdPrefix } from '../ids.ts';
-import { validationError, type ErrorDetail } from './errors.ts';
+import { validationError, type ErrorDetail } from '../errors.ts';
 
 function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
   return issues.flatMap((issue) => {

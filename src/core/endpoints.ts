@@ -2,7 +2,7 @@
 // concurrent delete, subscriptions resolved by name) and patch (state rules under a row lock).
 import { randomBytes } from 'node:crypto';
 import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
-import { invalidState, notFound, validationError } from '../api/errors.ts';
+import { invalidState, notFound, validationError } from '../errors.ts';
 import { lockApplication } from '../db/applications.ts';
 import {
   findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow,

@@ -2,7 +2,7 @@
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { ValidateFunction } from 'ajv';
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
-import { invalidState, notFound, validationError } from '../api/errors.ts';
+import { invalidState, notFound, validationError } from '../errors.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {

@@ -4,7 +4,7 @@ import type { DatabasePool } from 'slonik';
 import { findApiKeyByHash } from '../../db/api-keys.ts';
 import { hashKey, KEY_PATTERN } from '../../core/api-keys.ts';
 import { accessFor, allows, type Family } from '../../core/scopes.ts';
-import { forbidden, unauthorized } from '../errors.ts';
+import { forbidden, unauthorized } from '../../errors.ts';
 
 export type Auth = Readonly<{ keyId: string; orgId: string; environment: 'live' | 'test'; scopes: readonly string[] }>;
 

@@ -2,7 +2,7 @@
 // unexpected errors become a bare 500 and are logged with the request id.
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../logger.ts';
-import { AppError, internalError, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../errors.ts';
+import { AppError, internalError, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
 
 /** body-parser reports client mistakes as errors with a `type`. */
 function fromBodyParser(error: { type?: unknown }): AppError | null {

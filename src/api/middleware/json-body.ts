@@ -1,6 +1,6 @@
 // Request bodies are JSON or nothing: any other content type is a 415 before parsing.
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { unsupportedMediaType } from '../errors.ts';
+import { unsupportedMediaType } from '../../errors.ts';
 
 /** Large enough for a 256 KB job payload with its envelope; job payloads have their own limit. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;

@@ -5,7 +5,7 @@ import type { Response } from 'express';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../../config.ts';
 import { takeRateLimit } from '../../db/rate-limits.ts';
-import { rateLimitExceeded } from '../errors.ts';
+import { rateLimitExceeded } from '../../errors.ts';
 
 export type RateLimitRule = { name: string; limit: number; periodSeconds: number };
 

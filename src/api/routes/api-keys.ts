@@ -6,7 +6,7 @@ import { createApiKey } from '../../core/api-keys.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
 import { deleteApiKey, findApiKey, listApiKeys, updateApiKey } from '../../db/api-keys.ts';
 import { isId } from '../../ids.ts';
-import { forbidden, notFound } from '../errors.ts';
+import { forbidden, notFound } from '../../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';

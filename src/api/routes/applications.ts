@@ -11,7 +11,7 @@ import { listApplicationEndpoints } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import type { Tenant } from '../../db/tenant.ts';
 import { isId, newId } from '../../ids.ts';
-import { notFound } from '../errors.ts';
+import { notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { application, applicationDetail, applicationEndpoint, applicationPatched, applicationSummary, deletedView, shaper, type applicationList } from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';

@@ -13,7 +13,7 @@ import { findApplication } from '../../db/applications.ts';
 import { findEndpoint, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
-import { invalidState, notFound } from '../errors.ts';
+import { invalidState, notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { compileSchema } from '../../core/json-schema.ts';
 import { deleteEventType, findEventType, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
 import { isId, newId } from '../../ids.ts';
-import { AppError, notFound, validationError } from '../errors.ts';
+import { AppError, notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { deletedView, eventType, shaper, type eventTypeList } from '../responses.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';

@@ -9,7 +9,7 @@ import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
-import { notFound, payloadTooLarge, validationError } from '../errors.ts';
+import { notFound, payloadTooLarge, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';

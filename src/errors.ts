@@ -1,5 +1,5 @@
-// The one error type of the API: a constructor per row of decisions section 3, and the
-// translation of database constraint names into those rows.
+// The one error type of the service, shared by the API and core/: a constructor per row of
+// decisions section 3, and the translation of database constraint names into those rows.
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
 
 export type ErrorDetail = { path: string; message: string };
