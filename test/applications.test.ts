@@ -4,6 +4,7 @@ import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { assertError, startTestApp, type Response } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
 
 const app = startTestApp();
 
@@ -23,23 +24,19 @@ type Detail = { path: string; message: string };
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-async function createApp(key: string, body: Record<string, unknown> = { name: 'Acme' }) {
-  const res = await app.request('POST', '/v1/applications', { key, body });
-  if (res.status !== 201) throw new Error(`creating an application failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body as { id: string; name: string; uid: string | null; metadata: Record<string, unknown>; created_at: string; updated_at: string };
+type Application = { id: string; name: string; uid: string | null; metadata: Record<string, unknown>; created_at: string; updated_at: string };
+
+async function createApp(key: string, body: Record<string, unknown> = { name: 'Acme' }): Promise<Application> {
+  return fixtures.createApplication({ on: app, key }, body);
 }
 
 async function createEndpoint(key: string, applicationId: string, eventTypes: string[] = [], url = 'https://example.com/x') {
-  const res = await app.request('POST', '/v1/endpoints', { key, body: { application_id: applicationId, url, event_types: eventTypes } });
-  if (res.status !== 201) throw new Error(`creating an endpoint failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body as { id: string; url: string };
+  return fixtures.createEndpoint({ on: app, key }, { application_id: applicationId, url, event_types: eventTypes }) as Promise<{ id: string; url: string }>;
 }
 
 /** A second key of the same organization, in the `test` environment (or with other scopes). */
 async function createKey(key: string, body: Record<string, unknown>): Promise<string> {
-  const res = await app.request('POST', '/v1/api-keys', { key, body: { name: 'second', ...body } });
-  if (res.status !== 201) throw new Error(`creating a key failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body.key as string;
+  return (await fixtures.createApiKey({ on: app, key }, { name: 'second', ...body })).key;
 }
 
 async function countApps(orgId: string, where = sql.fragment`true`): Promise<number> {

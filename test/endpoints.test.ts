@@ -7,6 +7,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../src/ids.ts';
 import { assertError, startTestApp, type Response, type TestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
 
 const app = startTestApp();
 const privateApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
@@ -33,31 +34,19 @@ async function setup(t: ExecutionContext, on: TestApp = app): Promise<Org> {
 }
 
 async function createApplication(t: ExecutionContext, key: string, on: TestApp = app): Promise<string> {
-  const res = await on.request('POST', '/v1/applications', { key, body: { name: 'Acme' } });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create an application: ${JSON.stringify(res.body)}`);
-  return res.body.id;
+  return (await fixtures.createApplication({ t, on, key })).id;
 }
 
 async function createEventType(t: ExecutionContext, key: string, name: string): Promise<string> {
-  const res = await app.request('POST', '/v1/event-types', { key, body: { name } });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create an event type: ${JSON.stringify(res.body)}`);
-  return res.body.id;
+  return (await fixtures.createEventType({ t, on: app, key }, name)).id;
 }
 
 async function createEndpoint(t: ExecutionContext, key: string, body: Record<string, unknown>, on: TestApp = app) {
-  const res = await on.request('POST', '/v1/endpoints', { key, body: { url: URL_OK, ...body } });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create an endpoint: ${JSON.stringify(res.body)}`);
-  return res.body;
+  return fixtures.createEndpoint({ t, on, key }, { url: URL_OK, ...body });
 }
 
 async function createKey(t: ExecutionContext, byKey: string, body: { scopes?: string[]; environment?: 'live' | 'test' }): Promise<string> {
-  const res = await app.request('POST', '/v1/api-keys', { key: byKey, body: { name: 'helper', ...body } });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create a key: ${JSON.stringify(res.body)}`);
-  return res.body.key;
+  return (await fixtures.createApiKey({ t, on: app, key: byKey }, body)).key;
 }
 
 const getEndpoint = (key: string, id: string) => app.request('GET', `/v1/endpoints/${id}`, { key });

@@ -5,6 +5,7 @@ import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { assertError, startTestApp, type Response } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
 
 const app = startTestApp();
 
@@ -27,15 +28,11 @@ function assertDetail(t: ExecutionContext, res: Response, path: string): void {
 }
 
 async function createEventType(key: string, body: Record<string, unknown>): Promise<EventType> {
-  const res = await app.request('POST', '/v1/event-types', { key, body });
-  if (res.status !== 201) throw new Error(`event type not created: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return fixtures.createEventType({ on: app, key }, body);
 }
 
 async function createApplication(key: string, name = 'Customer'): Promise<string> {
-  const res = await app.request('POST', '/v1/applications', { key, body: { name } });
-  if (res.status !== 201) throw new Error(`application not created: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body.id;
+  return (await fixtures.createApplication({ on: app, key }, { name })).id;
 }
 
 async function createEndpoint(key: string, applicationId: string, eventTypes: string[]) {
@@ -51,9 +48,7 @@ async function subscribe(key: string, applicationId: string, eventTypes: string[
 }
 
 async function testKeyOf(key: string, scopes?: string[]): Promise<string> {
-  const res = await app.request('POST', '/v1/api-keys', { key, body: { name: 'sandbox', environment: 'test', ...(scopes ? { scopes } : {}) } });
-  if (res.status !== 201) throw new Error(`key not created: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body.key;
+  return (await fixtures.createApiKey({ on: app, key }, { name: 'sandbox', environment: 'test', ...(scopes ? { scopes } : {}) })).key;
 }
 
 async function eventTypeCount(orgId: string): Promise<number> {

@@ -5,13 +5,14 @@
 // without a worker, so jobs stay where they are put; job states are set through `deliveries`
 // rows (the job status is derived from them by a trigger). A few tests run the real worker
 // against a real receiver.
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../src/ids.ts';
 import { assertError, startTestApp, type Response, type TestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 const app = startTestApp();
 const worker = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1' }, { worker: true });
@@ -45,29 +46,21 @@ function ok(t: ExecutionContext, res: Response, status: number, what: string): v
 }
 
 async function createApplication(t: ExecutionContext, key: string, on: TestApp = app): Promise<string> {
-  const res = await on.request('POST', '/v1/applications', { key, body: { name: 'Acme' } });
-  ok(t, res, 201, 'create an application');
-  return res.body.id;
+  return (await fixtures.createApplication({ t, on, key })).id;
 }
 
 async function createEventType(t: ExecutionContext, key: string, name: string, schema?: object, on: TestApp = app): Promise<string> {
-  const res = await on.request('POST', '/v1/event-types', { key, body: schema ? { name, schema } : { name } });
-  ok(t, res, 201, 'create an event type');
-  return res.body.id;
+  return (await fixtures.createEventType({ t, on, key }, schema ? { name, schema } : { name })).id;
 }
 
 async function createEndpoint(
   t: ExecutionContext, key: string, appId: string, eventTypes: string[], on: TestApp = app, url = URL_OK,
 ): Promise<string> {
-  const res = await on.request('POST', '/v1/endpoints', { key, body: { application_id: appId, url, event_types: eventTypes } });
-  ok(t, res, 201, 'create an endpoint');
-  return res.body.id;
+  return (await fixtures.createEndpoint({ t, on, key }, { application_id: appId, url, event_types: eventTypes })).id;
 }
 
 async function createKey(t: ExecutionContext, byKey: string, body: { scopes?: string[]; environment?: 'live' | 'test' }): Promise<string> {
-  const res = await app.request('POST', '/v1/api-keys', { key: byKey, body: { name: 'helper', ...body } });
-  ok(t, res, 201, 'create a key');
-  return res.body.key;
+  return (await fixtures.createApiKey({ t, on: app, key: byKey }, body)).key;
 }
 
 const postJob = (key: string, body: unknown, on: TestApp = app) => on.request('POST', '/v1/webhook-jobs', { key, body });
@@ -77,9 +70,7 @@ const retry = (key: string, id: string) => app.request('POST', `/v1/webhook-jobs
 const list = (key: string, query: string) => app.request('GET', `/v1/webhook-jobs?${query}`, { key });
 
 async function createJob(t: ExecutionContext, key: string, body: Record<string, unknown>, on: TestApp = app): Promise<any> {
-  const res = await postJob(key, body, on);
-  ok(t, res, 201, 'create a job');
-  return res.body;
+  return fixtures.createJob({ t, on, key }, body);
 }
 
 const deliveryRow = z.object({ id: z.number(), endpoint_id: z.string(), status: z.string(), round: z.number(), attempt_count: z.number() });
@@ -163,49 +154,6 @@ async function setState(t: ExecutionContext, key: string, jobId: string, state: 
 
 const paths = (res: Response): string[] => (res.body?.error?.details ?? []).map((d: { path: string }) => d.path);
 const ids = (res: Response): string[] => res.body.data.map((j: { id: string }) => j.id);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, capMs = 20_000): Promise<T> {
-  const deadline = Date.now() + capMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up after ${capMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-// ---------------------------------------------------------------- receivers
-
-type Received = { path: string; headers: IncomingHttpHeaders; body: string };
-const servers: Server[] = [];
-test.after.always(async () => {
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
-    s.closeAllConnections();
-    s.close(() => resolve());
-  })));
-});
-
-/** A node:http receiver on 127.0.0.1; `answer(n)` gives the status and body of its n-th request (1-based). */
-async function startReceiver(answer: (n: number) => { status: number; body: string }) {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { body += chunk; });
-    req.on('end', () => {
-      received.push({ path: req.url ?? '', headers: req.headers, body });
-      const { status, body: out } = answer(received.length);
-      res.writeHead(status, { 'content-type': 'text/plain' });
-      res.end(out);
-    });
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hooks`, received };
-}
-
 // ---------------------------------------------------------------- create
 
 test('create: 201 with exactly the create fields, status created, 0 attempts, 6 retries, a 48 h window', async (t) => {
@@ -630,14 +578,14 @@ test('retrieve: every field, the payload and headers as sent, no delivery record
 });
 
 test('with the worker: delivery records after a failed and a successful attempt, exactly their fields, oldest first', async (t) => {
-  const receiver = await startReceiver((n) => (n === 1 ? { status: 500, body: 'not yet' } : { status: 200, body: 'thanks' }));
+  const receiver = await startReceiver((_arrival, i) => (i === 0 ? { status: 500, body: 'not yet' } : { status: 200, body: 'thanks' }));
   const { key, appId } = await setup(t, worker);
   await createEventType(t, key, 'invoice.paid', undefined, worker);
-  const endpointId = await createEndpoint(t, key, appId, ['invoice.paid'], worker, receiver.url);
+  const endpointId = await createEndpoint(t, key, appId, ['invoice.paid'], worker, receiver.at('/hooks'));
   const payload = { invoice_id: 'in_1', amount: 4200 };
   const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload }, worker);
 
-  const done = await waitFor('the job to succeed after a retry', async () => {
+  const done = await until('the job to succeed after a retry', async () => {
     const res = await getJob(key, job.id, worker);
     return res.body.status === 'succeeded' ? res.body : undefined;
   });
@@ -656,22 +604,22 @@ test('with the worker: delivery records after a failed and a successful attempt,
   t.like(succeeded, { attempt: 2, status_code: 200, response_body: 'thanks', success: true, error: null });
   t.true(Date.parse(failed.attempted_at) <= Date.parse(succeeded.attempted_at));
 
-  t.is(receiver.received.length, 2);
-  for (const request of receiver.received) {
+  t.is(receiver.arrivals.length, 2);
+  for (const request of receiver.arrivals) {
     t.is(request.headers['webhook-id'], job.id);
-    t.is(request.body, JSON.stringify(payload));
+    t.is(request.body.toString(), JSON.stringify(payload));
   }
 
   // A retry of the succeeded job delivers it once more.
   const retried = await worker.request('POST', `/v1/webhook-jobs/${job.id}/retry`, { key });
   t.is(retried.status, 200, JSON.stringify(retried.body));
   t.deepEqual(retried.body, { id: job.id, status: 'created', attempt_count: 0 });
-  const again = await waitFor('the retried job to be delivered again', async () => {
+  const again = await until('the retried job to be delivered again', async () => {
     const res = await getJob(key, job.id, worker);
     return res.body.status === 'succeeded' && res.body.deliveries.length === 3 ? res.body : undefined;
   });
-  t.is(receiver.received.length, 3);
-  t.is(receiver.received[2]?.headers['webhook-id'], job.id);
+  t.is(receiver.arrivals.length, 3);
+  t.is(receiver.arrivals[2]?.headers['webhook-id'], job.id);
   t.like(again.deliveries[2], { endpoint_id: endpointId, status_code: 200, success: true, error: null });
 });
 
@@ -1144,21 +1092,21 @@ test('endpoint test refuses a payload that is not an object and unknown fields (
 });
 
 test('with the worker: the test webhook arrives at the receiver, signed with the job id, and the job succeeds', async (t) => {
-  const receiver = await startReceiver(() => ({ status: 204, body: '' }));
+  const receiver = await startReceiver(() => ({ status: 204 }));
   const { key, appId } = await setup(t, worker);
-  const endpointId = await createEndpoint(t, key, appId, [], worker, receiver.url);
+  const endpointId = await createEndpoint(t, key, appId, [], worker, receiver.at('/hooks'));
   const res = await worker.request('POST', `/v1/endpoints/${endpointId}/test`, { key });
   t.is(res.status, 202, JSON.stringify(res.body));
-  const done = await waitFor('the test job to succeed', async () => {
+  const done = await until('the test job to succeed', async () => {
     const got = await getJob(key, res.body.job_id, worker);
     return got.body.status === 'succeeded' ? got.body : undefined;
   });
-  t.is(receiver.received.length, 1);
-  const [request] = receiver.received;
-  t.is(request?.path, '/hooks');
+  t.is(receiver.arrivals.length, 1);
+  const [request] = receiver.arrivals;
+  t.is(request?.url, '/hooks');
   t.is(request?.headers['webhook-id'], res.body.job_id);
   t.regex(String(request?.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]+=*$/);
-  t.deepEqual(JSON.parse(request?.body ?? 'null'), done.payload);
+  t.deepEqual(JSON.parse(request?.body.toString() ?? 'null'), done.payload);
   t.is(done.payload.endpoint_id, endpointId);
   t.is(done.deliveries.length, 1);
   t.like(done.deliveries[0], { endpoint_id: endpointId, attempt: 1, status_code: 204, success: true, error: null });
