@@ -5,36 +5,21 @@ import type { ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
 import type { LookupAddress } from 'node:dns';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { makeAttempter } from '../src/worker/attempt.ts';
 import type { AttemptRequest, Lookup } from '../src/worker/attempt.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
+import { closedPort, startReceiver, type Arrival } from './helpers/receiver.ts';
 
-type Received = { method: string; url: string; rawHeaders: string[]; body: Buffer };
+type TestServer = { port: number; url: string; requests: Arrival[]; connections: () => number };
 
-type TestServer = { port: number; url: string; requests: Received[]; connections: () => number };
-
-/** A server on an ephemeral loopback port recording every request and connection it sees. */
+/** The shared recording receiver, answered by `respond` on the raw request and response. */
 async function startServer(t: ExecutionContext, respond: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<TestServer> {
-  const requests: Received[] = [];
-  let connections = 0;
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) });
-      respond(req, res);
-    });
+  const receiver = await startReceiver((_arrival, _index, { req, res }) => {
+    respond(req, res);
   });
-  server.on('connection', () => connections++);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
-  const { port } = server.address() as AddressInfo;
-  return { port, url: `http://127.0.0.1:${port}`, requests, connections: () => connections };
+  t.teardown(() => receiver.close());
+  return { port: receiver.port, url: receiver.url, requests: receiver.arrivals, connections: () => receiver.connections };
 }
 
 function attempter(t: ExecutionContext, options?: Parameters<typeof makeAttempter>[0]) {
@@ -154,10 +139,7 @@ test('a body that stalls after a 200 is a timeout, not a success', async (t) => 
 });
 
 test('a closed port is a connection_error', async (t) => {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
+  const port = await closedPort();
   const outcome = await attempter(t).attempt(request(`http://127.0.0.1:${port}/`));
   t.like(outcome, { success: false, statusCode: null, error: 'connection_error' });
 });

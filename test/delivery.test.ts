@@ -4,13 +4,14 @@
 // cancellation mid-retry, destination checks at delivery time and the per-endpoint rate limit.
 import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import { webhookRequestProblems } from './helpers/conformance.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver as receiver, closedPort, rawHeader, type Arrival, type Receiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 const FAST = { ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1' };
 
@@ -27,80 +28,11 @@ const strictApp = startTestApp({ RETRY_SCHEDULE: '1,1,1,1,1,1' }, {
 });
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-const POLL_MS = 50;
 const CAP_MS = 20_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------- receivers
-
-type Arrival = { at: number; method: string; url: string; headers: http.IncomingHttpHeaders; rawHeaders: string[]; body: Buffer };
-type Reply = { status: number; headers?: Record<string, string>; body?: string } | 'hang';
-type Receiver = {
-  url: string;
-  port: number;
-  arrivals: Arrival[];
-  /** TCP connections accepted, whether or not a request followed. */
-  connections: number;
-  /** How the next request is answered (index: 0-based arrival number); may be replaced. */
-  reply: (arrival: Arrival, index: number) => Reply;
-  forJob(jobId: string): Arrival[];
-};
-
-const servers: http.Server[] = [];
-test.after.always(async () => {
-  for (const server of servers) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-const ok: Receiver['reply'] = () => ({ status: 200, body: 'ok' });
-
-/** A receiver on an ephemeral loopback port that records every request (time of arrival, headers, raw body). */
-async function receiver(reply: Receiver['reply'] = ok): Promise<Receiver> {
-  const r: Receiver = {
-    url: '', port: 0, arrivals: [], connections: 0, reply,
-    forJob: (jobId) => r.arrivals.filter((a) => a.headers['webhook-id'] === jobId),
-  };
-  const server = http.createServer((req, res) => {
-    const at = Date.now();
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const arrival = { at, method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) };
-      r.arrivals.push(arrival);
-      const answer = r.reply(arrival, r.arrivals.length - 1);
-      if (answer === 'hang') return;
-      res.writeHead(answer.status, answer.headers ?? {});
-      res.end(answer.body ?? '');
-    });
-  });
-  server.on('connection', () => { r.connections += 1; });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  r.port = (server.address() as AddressInfo).port;
-  r.url = `http://127.0.0.1:${r.port}`;
-  return r;
-}
-
-/** A loopback port nobody listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Every header named `name` (any case) with its value, from the raw header list. */
-function rawHeader(arrival: Arrival, name: string): string[] {
-  const values: string[] = [];
-  for (let i = 0; i < arrival.rawHeaders.length; i += 2) {
-    if (arrival.rawHeaders[i]!.toLowerCase() === name.toLowerCase()) values.push(arrival.rawHeaders[i + 1]!);
-  }
-  return values;
-}
 
 function webhookHeaders(arrival: Arrival): Record<string, string> {
   return {
@@ -127,32 +59,21 @@ type Ctx = { on: TestApp; key: string; orgId: string; appId: string; eventType: 
 /** A new organization with one application and one event type. */
 async function setup(t: ExecutionContext, on: TestApp = app): Promise<Ctx> {
   const { key, orgId } = await on.createOrg();
-  const application = await on.request('POST', '/v1/applications', { key, body: { name: 'Receiver Co' } });
-  t.is(application.status, 201, JSON.stringify(application.body));
+  const application = await fixtures.createApplication({ t, on, key }, { name: 'Receiver Co' });
   const eventType = 'order.created';
-  const created = await on.request('POST', '/v1/event-types', { key, body: { name: eventType } });
-  t.is(created.status, 201, JSON.stringify(created.body));
-  if (application.status !== 201 || created.status !== 201) throw new Error('setup failed');
-  return { on, key, orgId, appId: application.body.id, eventType };
+  await fixtures.createEventType({ t, on, key }, eventType);
+  return { on, key, orgId, appId: application.id, eventType };
 }
 
 async function createEndpoint(t: ExecutionContext, ctx: Ctx, url: string, extra: Record<string, unknown> = {}) {
-  const res = await ctx.on.request('POST', '/v1/endpoints', {
-    key: ctx.key, body: { application_id: ctx.appId, url, event_types: [ctx.eventType], ...extra },
-  });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create an endpoint: ${JSON.stringify(res.body)}`);
-  return res.body as { id: string; secret: string };
+  const body = { application_id: ctx.appId, url, event_types: [ctx.eventType], ...extra };
+  return fixtures.createEndpoint({ t, on: ctx.on, key: ctx.key }, body) as Promise<{ id: string; secret: string }>;
 }
 
 async function createJob(t: ExecutionContext, ctx: Ctx, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await ctx.on.request('POST', '/v1/webhook-jobs', {
-    key: ctx.key, body: { application_id: ctx.appId, event_type: ctx.eventType, payload: { n: 1 }, ...extra },
-  });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`could not create a job: ${JSON.stringify(res.body)}`);
-  t.is(res.body.status, 'created');
-  return res.body.id;
+  const job = await fixtures.createJob({ t, on: ctx.on, key: ctx.key }, { application_id: ctx.appId, event_type: ctx.eventType, payload: { n: 1 }, ...extra });
+  t.is(job.status, 'created');
+  return job.id;
 }
 
 async function getJob(ctx: Ctx, id: string) {
@@ -165,17 +86,6 @@ async function getEndpoint(ctx: Ctx, id: string) {
   const res = await ctx.on.request('GET', `/v1/endpoints/${id}`, { key: ctx.key });
   if (res.status !== 200) throw new Error(`GET endpoint ${id}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
-}
-
-/** Polls `check` every 50 ms until it returns a value other than undefined; fails with `what` after the cap. */
-async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, capMs = CAP_MS): Promise<T> {
-  const deadline = Date.now() + capMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${capMs} ms waiting for ${what}`);
-    await sleep(POLL_MS);
-  }
 }
 
 /** Polls the job over the API until `done(job)`; the failure message carries the last state seen. */

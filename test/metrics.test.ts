@@ -1,20 +1,20 @@
 // Prometheus metrics over HTTP: request durations by route pattern, delivery attempts by outcome,
 // the database gauges (and that a slow database leaves them at their last values), and, in a real
 // process, /metrics on METRICS_PORT only.
-import test, { type ExecutionContext } from 'ava';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import test from 'ava';
 import { register } from 'prom-client';
 import { sql } from 'slonik';
 import { newId } from '../src/ids.ts';
 import { startTestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
 import { startScript } from './helpers/process.ts';
+import { closedPort, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 // Failed attempts are retried 10 minutes later: the failed delivery stays pending_scheduled
 // throughout the test, whatever the machine's speed.
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '600,600,600,600,600,600' }, { worker: true });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------- the text format
 
@@ -92,53 +92,10 @@ const endpointGauges = (e: Exposition) => Object.fromEntries(select(e, 'hookline
 
 // ---------------------------------------------------------------- a receiver
 
-const receivers: http.Server[] = [];
-test.after.always(async () => {
-  for (const server of receivers) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-/** 200 on /ok, 500 on anything else; counts arrivals. */
+/** 200 on /ok, 500 on anything else; the paths it was sent. */
 async function receiver() {
-  const arrivals: string[] = [];
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      arrivals.push(req.url ?? '');
-      res.writeHead(req.url === '/ok' ? 200 : 500);
-      res.end(req.url === '/ok' ? 'thanks' : 'broken');
-    });
-  });
-  receivers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals };
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, capMs = 20_000): Promise<T> {
-  const deadline = Date.now() + capMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** A loopback port nobody listens on (bound, then closed). */
-async function freePort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-function created(t: ExecutionContext, res: { status: number; body: any }) {
-  t.is(res.status, 201, JSON.stringify(res.body));
-  if (res.status !== 201) throw new Error(`not created: ${JSON.stringify(res.body)}`);
-  return res.body;
+  const r = await startReceiver((arrival) => (arrival.url === '/ok' ? { status: 200, body: 'thanks' } : { status: 500, body: 'broken' }));
+  return { url: r.url, get arrivals() { return r.arrivals.map((a) => a.url); } };
 }
 
 // ---------------------------------------------------------------- in-process app and worker
@@ -146,13 +103,14 @@ function created(t: ExecutionContext, res: { status: number; body: any }) {
 test.serial('requests, attempts and the database gauges on /metrics of the API port (METRICS_PORT unset)', async (t) => {
   const { key } = await app.createOrg();
   const r = await receiver();
-  const application = created(t, await app.request('POST', '/v1/applications', { key, body: { name: 'Metrics Co' } }));
-  created(t, await app.request('POST', '/v1/event-types', { key, body: { name: 'order.paid' } }));
-  const endpoint = (url: string) => app.request('POST', '/v1/endpoints', { key, body: { application_id: application.id, url, event_types: ['order.paid'] } });
-  const ok = created(t, await endpoint(`${r.url}/ok`));
-  const failing = created(t, await endpoint(`${r.url}/fail`));
-  const paused = created(t, await endpoint(`${r.url}/ok?paused`));
-  const deleted = created(t, await endpoint(`${r.url}/ok?deleted`));
+  const by = { t, on: app, key };
+  const application = await fixtures.createApplication(by, { name: 'Metrics Co' });
+  await fixtures.createEventType(by, 'order.paid');
+  const endpoint = (url: string) => fixtures.createEndpoint(by, { application_id: application.id, url, event_types: ['order.paid'] });
+  const ok = await endpoint(`${r.url}/ok`);
+  const failing = await endpoint(`${r.url}/fail`);
+  const paused = await endpoint(`${r.url}/ok?paused`);
+  const deleted = await endpoint(`${r.url}/ok?deleted`);
   t.is((await app.request('PATCH', `/v1/endpoints/${paused.id}`, { key, body: { status: 'paused' } })).status, 200);
   t.is((await app.request('DELETE', `/v1/endpoints/${deleted.id}`, { key })).status, 200);
 
@@ -162,9 +120,7 @@ test.serial('requests, attempts and the database gauges on /metrics of the API p
   t.is((await app.request('GET', `/v1/endpoints/${ok.id}`)).status, 401);
 
   // One job, three targets: one success, one failure (500), one held (paused endpoint).
-  const job = created(t, await app.request('POST', '/v1/webhook-jobs', {
-    key, body: { application_id: application.id, event_type: 'order.paid', payload: { n: 1 } },
-  }));
+  const job = await fixtures.createJob(by, { application_id: application.id, event_type: 'order.paid', payload: { n: 1 } });
   await until('both attempts recorded and the paused delivery held', async () => {
     const res = await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key });
     const records = (res.body.deliveries ?? []) as Array<{ success: boolean }>;
@@ -260,7 +216,7 @@ test.serial('requests, attempts and the database gauges on /metrics of the API p
 // ---------------------------------------------------------------- real processes
 
 test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIGTERM still exits 0', async (t) => {
-  const metricsPort = await freePort();
+  const metricsPort = await closedPort();
   const server = startScript('src/main.ts', ['all'], { DATABASE_URL: app.databaseUrl, PORT: '0', METRICS_PORT: String(metricsPort) });
   try {
     const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
@@ -294,7 +250,7 @@ test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIG
 });
 
 test.serial('a worker-only process serves /metrics on METRICS_PORT', async (t) => {
-  const metricsPort = await freePort();
+  const metricsPort = await closedPort();
   const worker = startScript('src/main.ts', ['worker'], { DATABASE_URL: app.databaseUrl, METRICS_PORT: String(metricsPort) });
   try {
     await worker.waitForLog((line) => line.msg === 'worker started');

@@ -5,8 +5,6 @@
 // QUEUE_RETENTION_HOURS, at least hourly. Jobs, endpoints and keys are made through the API and
 // attempts recorded through the worker's own claim/record functions; only timestamps are moved
 // into the past in SQL.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -16,6 +14,9 @@ import { claimDeliveries, recordAttempts } from '../src/db/deliveries.ts';
 import { runRetention, runRetentionBatch, type RetentionCounts } from '../src/db/retention.ts';
 import { startUpkeep } from '../src/worker/upkeep.ts';
 import { startTestApp, type Response, type TestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 // No worker: nothing moves unless a test moves it. Attempts older than 10 days and archived
 // jobs completed more than 45 days ago are past retention.
@@ -25,21 +26,6 @@ const app = startTestApp({ ATTEMPT_RETENTION_DAYS: '10', ARCHIVED_JOB_RETENTION_
 const workerApp = startTestApp(
   { ALLOW_PRIVATE_DESTINATIONS: 'true', QUEUE_RETENTION_HOURS: '1', DELIVERY_LEASE_SECONDS: '2' }, { worker: true },
 );
-
-const POLL_MS = 100;
-const CAP_MS = 20_000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls until `check` returns something other than undefined; fails after CAP_MS. */
-async function until<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + CAP_MS;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await sleep(POLL_MS);
-  }
-}
 
 const count = z.object({ n: z.number() });
 
@@ -53,27 +39,19 @@ type Tenant = { key: string; appId: string; endpointIds: string[] };
 /** An organization, an application, an event type and `endpoints` endpoints subscribed to it. */
 async function tenant(t: ExecutionContext, on: TestApp, endpoints: number, url = 'https://hooks.example.com/in'): Promise<Tenant> {
   const { key } = await on.createOrg();
-  const application = await on.request('POST', '/v1/applications', { key, body: { name: 'Retention' } });
-  ok(t, application, 201, 'create an application');
-  ok(t, await on.request('POST', '/v1/event-types', { key, body: { name: 'invoice.paid' } }), 201, 'create an event type');
+  const by = { t, on, key };
+  const application = await fixtures.createApplication(by, { name: 'Retention' });
+  await fixtures.createEventType(by, 'invoice.paid');
   const endpointIds: string[] = [];
   for (let i = 0; i < endpoints; i += 1) {
-    const endpoint = await on.request('POST', '/v1/endpoints', {
-      key, body: { application_id: application.body.id, url, event_types: ['invoice.paid'] },
-    });
-    ok(t, endpoint, 201, 'create an endpoint');
-    endpointIds.push(endpoint.body.id);
+    endpointIds.push((await fixtures.createEndpoint(by, { application_id: application.id, url, event_types: ['invoice.paid'] })).id);
   }
-  return { key, appId: application.body.id, endpointIds };
+  return { key, appId: application.id, endpointIds };
 }
 
 async function createJob(t: ExecutionContext, on: TestApp, who: Tenant, eventId?: string): Promise<string> {
-  const res = await on.request('POST', '/v1/webhook-jobs', {
-    key: who.key,
-    body: { application_id: who.appId, event_type: 'invoice.paid', payload: { n: 1 }, ...(eventId ? { event_id: eventId } : {}) },
-  });
-  ok(t, res, 201, 'create a job');
-  return res.body.id;
+  const body = { application_id: who.appId, event_type: 'invoice.paid', payload: { n: 1 }, ...(eventId ? { event_id: eventId } : {}) };
+  return (await fixtures.createJob({ t, on, key: who.key }, body)).id;
 }
 
 /**
@@ -364,11 +342,9 @@ test.serial('the hourly upkeep of a worker archives, then deletes what is past r
 const messageRow = z.object({ id: z.string(), state: z.string(), deletion_seconds: z.number() });
 
 test.serial('pg-boss deletes finished messages QUEUE_RETENTION_HOURS after they finished, at least hourly, in worker processes', async (t) => {
-  const server = http.createServer((_req, res) => res.end('ok'));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
-  const port = (server.address() as AddressInfo).port;
-  const who = await tenant(t, workerApp, 1, `http://127.0.0.1:${port}/hooks`);
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const who = await tenant(t, workerApp, 1, receiver.at('/hooks'));
   const jobs = [await createJob(t, workerApp, who), await createJob(t, workerApp, who)];
   for (const id of jobs) {
     await until(`job ${id} delivered`, async () => {

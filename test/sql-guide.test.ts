@@ -3,20 +3,16 @@
 // public, and invariants as named CHECK constraints.
 import test from 'ava';
 import { readFile } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 // Three consecutive failures open a circuit, which then stays open for the whole file.
 const app = startTestApp(
   { ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1', CIRCUIT_BREAKER_THRESHOLD: '3', CIRCUIT_BREAKER_COOLDOWN: '3600' },
   { worker: true },
 );
-
-const POLL_MS = 100;
-const CAP_MS = 20_000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------- plumbing
 
@@ -45,36 +41,13 @@ async function rows(text: string, values: unknown[] = [], client?: pg.Client): P
   return withClient(async (c) => (await c.query(text, values)).rows);
 }
 
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + CAP_MS;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${CAP_MS} ms waiting for ${what}`);
-    await sleep(POLL_MS);
-  }
-}
-
-const servers: http.Server[] = [];
-test.after.always(async () => {
-  for (const server of servers) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-/** A receiver on a loopback port; `status` decides each answer from the job id and how often it came. */
+/** A receiver on a loopback port; `status` decides each answer from how often this job came. */
 async function receiver(status: (seen: number) => number): Promise<string> {
-  const seen = new Map<string, number>();
-  const server = http.createServer((req, res) => {
-    req.resume().on('end', () => {
-      const id = String(req.headers['webhook-id']);
-      const n = (seen.get(id) ?? 0) + 1;
-      seen.set(id, n);
-      res.writeHead(status(n), { 'content-type': 'text/plain' }).end(status(n) < 300 ? 'thanks' : 'try again later');
-    });
+  const r = await startReceiver((arrival) => {
+    const n = r.forJob(String(arrival.headers['webhook-id'])).length;
+    return { status: status(n), headers: { 'content-type': 'text/plain' }, body: status(n) < 300 ? 'thanks' : 'try again later' };
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  return r.at('/hooks');
 }
 
 // ---------------------------------------------------------------- the scenario

@@ -6,13 +6,14 @@
 // The tests are serial: every worker process delivers every queued message of the database, so
 // each test starts its own worker(s) and stops them before the next test begins.
 import { readdir, readFile, readlink } from 'node:fs/promises';
-import http from 'node:http';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { startTestApp } from './helpers/app.ts';
 import { startScript, type Started } from './helpers/process.ts';
+import * as shared from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 
@@ -27,53 +28,27 @@ type Arrival = { id: string; at: number; path: string; body: string; remotePort:
 type Reply = (status: number, body?: string) => void;
 type Receiver = { url: (path?: string) => string; arrivals: Arrival[]; close(): Promise<void> };
 
-const receivers: Receiver[] = [];
-test.after.always(async () => {
-  for (const receiver of receivers) await receiver.close();
-});
-
-/** A real HTTP server on 127.0.0.1 recording every request (webhook-id, arrival time), answered by `handle`. */
+/**
+ * The shared recording receiver, seen as this file's tests want it: each arrival by its
+ * webhook-id, answered through `reply` whenever the test decides (a held request stays open).
+ */
 async function startReceiver(handle: (arrival: Arrival, reply: Reply) => void): Promise<Receiver> {
-  const arrivals: Arrival[] = [];
-  const server = http.createServer((req, res) => {
-    const at = Date.now();
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => {
-      body += chunk;
-    });
-    req.on('end', () => {
-      const arrival: Arrival = { id: String(req.headers['webhook-id'] ?? ''), at, path: req.url ?? '', body, remotePort: req.socket.remotePort ?? 0 };
-      arrivals.push(arrival);
-      let answered = false;
-      handle(arrival, (status, text = 'ok') => {
-        if (answered) return;
-        answered = true;
-        try {
-          res.writeHead(status, { 'content-type': 'text/plain' }).end(text);
-        } catch {
-          // the caller hung up (a killed worker): nothing to answer
-        }
-      });
-    });
-    req.on('error', () => {});
-    res.on('error', () => {});
+  const view = (a: shared.Arrival): Arrival => ({
+    id: String(a.headers['webhook-id'] ?? ''), at: a.at, path: a.url, body: a.body.toString('utf8'), remotePort: a.remotePort,
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  const receiver: Receiver = {
-    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
-    arrivals,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+  const receiver = await shared.startReceiver((arrival, _index, { res }) => {
+    handle(view(arrival), (status, text = 'ok') => {
+      if (res.headersSent || res.destroyed) return; // answered already, or the caller hung up (a killed worker)
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(text);
+    });
+  });
+  return {
+    url: (path = '/hook') => receiver.at(path),
+    get arrivals() { return receiver.arrivals.map(view); },
+    close: () => receiver.close(),
   };
-  receivers.push(receiver);
-  return receiver;
 }
 
-/** Which of these processes owns the local TCP port `port` (Linux /proc): who sent a request. */
 async function processOwningPort(port: number, pids: readonly number[]): Promise<number | null> {
   const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
   const inodes = new Set((await readFile('/proc/net/tcp', 'utf8')).split('\n').slice(1)
@@ -116,17 +91,6 @@ async function stopWorkerProcess(worker: Started): Promise<void> {
 }
 
 // ---------------------------------------------------------------- API helpers
-
-/** Polls `check` every 75 ms until it returns a value other than undefined/false; fails after `timeoutMs`. */
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 25_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`gave up after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(75);
-  }
-}
 
 async function ok(t: ExecutionContext, method: string, path: string, key: string, body: unknown, status: number) {
   const res = await app.request(method, path, { key, body });

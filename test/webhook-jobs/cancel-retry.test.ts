@@ -1,0 +1,184 @@
+// Cancel and retry of a job: which states allow them, their effect on deliveries and the queue.
+import test from 'ava';
+import { sql } from 'slonik';
+import { assertError } from '../helpers/app.ts';
+import {
+  app, ISO_MS, HOURS_48, setup, ok, createEventType, createEndpoint, getJob, cancel, retry, list, createJob,
+  twoTargetJob, deliveriesOf, messagesFor, setState, ids,
+} from './helpers.ts';
+
+// ---------------------------------------------------------------- cancel
+
+test('cancel from created: 200 exactly {id, status discarded, discarded_at}; its deliveries are cancelled', async (t) => {
+  const { key, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+  const before = Date.now();
+  const res = await cancel(key, job.id);
+  const after = Date.now();
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.deepEqual(Object.keys(res.body).sort(), ['discarded_at', 'id', 'status']);
+  t.is(res.body.id, job.id);
+  t.is(res.body.status, 'discarded');
+  t.regex(res.body.discarded_at, ISO_MS);
+  const at = Date.parse(res.body.discarded_at);
+  t.true(at >= before - 1000 && at <= after + 1000, res.body.discarded_at);
+  const rows = await deliveriesOf(job.id);
+  t.is(rows.length, 2);
+  for (const row of rows) t.is(row.status, 'cancelled');
+  const got = await getJob(key, job.id);
+  t.is(got.body.status, 'discarded');
+  t.is(got.body.discarded_at, res.body.discarded_at);
+  t.regex(got.body.completed_at ?? '', ISO_MS);
+  t.deepEqual(got.body.deliveries, []);
+
+  // Cancelled, not failed.
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=discarded`)), [job.id]);
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), []);
+});
+
+test('cancel from awaiting_retry: 200; waiting deliveries are cancelled, succeeded ones stay', async (t) => {
+  const { key, appId } = await setup(t);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 1], ['pending', 2]);
+  t.is((await getJob(key, job.id)).body.status, 'awaiting_retry');
+  const res = await cancel(key, job.id);
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.deepEqual(Object.keys(res.body).sort(), ['discarded_at', 'id', 'status']);
+  t.is(res.body.status, 'discarded');
+  const rows = await deliveriesOf(job.id);
+  t.is(rows.find((r) => r.endpoint_id === good)?.status, 'succeeded');
+  t.is(rows.find((r) => r.endpoint_id === bad)?.status, 'cancelled');
+  t.is((await getJob(key, job.id)).body.status, 'discarded');
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), []);
+});
+
+test('cancel from executing, succeeded, discarded (failed or cancelled) or archived: 409 invalid_state, nothing changes', async (t) => {
+  const { key, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const make = async () => (await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} })).id;
+  const cases: Array<[string, string, string]> = [];
+  for (const state of ['executing', 'succeeded', 'failed', 'archived'] as const) {
+    const id = await make();
+    await setState(t, key, id, state);
+    cases.push([state, id, state === 'failed' ? 'discarded' : state]);
+  }
+  const cancelled = await make();
+  ok(t, await cancel(key, cancelled), 200, 'cancel');
+  cases.push(['cancelled', cancelled, 'discarded']);
+  for (const [label, id, status] of cases) {
+    const before = await getJob(key, id);
+    const res = await cancel(key, id);
+    assertError(t, res, 409, 'invalid_state');
+    const after = await getJob(key, id);
+    t.is(after.body.status, status, label);
+    t.deepEqual(after.body, before.body, label);
+  }
+  t.is((await deliveriesOf(cases[0]?.[1] ?? '')).at(0)?.status, 'in_flight');
+});
+
+// ---------------------------------------------------------------- retry
+
+const RETRY_STATES = ['succeeded', 'failed', 'awaiting_retry', 'archived', 'cancelled'] as const;
+
+for (const state of RETRY_STATES) {
+  test(`retry from ${state === 'failed' ? 'discarded (gave up)' : state === 'cancelled' ? 'discarded (cancelled)' : state}: 200 {id, status created, attempt_count 0}, a new 48 h window, a new queue message per restarted delivery`, async (t) => {
+    const { key, appId } = await setup(t);
+    await createEventType(t, key, 'invoice.paid');
+    await createEndpoint(t, key, appId, ['invoice.paid']);
+    const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+    if (state === 'cancelled') ok(t, await cancel(key, job.id), 200, 'cancel');
+    else await setState(t, key, job.id, state);
+    await app.pool.query(sql.unsafe`update webhook_jobs set expires_at = now() - interval '1 hour' where id = ${job.id}`);
+    const [delivery] = await deliveriesOf(job.id);
+    if (!delivery) throw new Error('no delivery');
+
+    const before = Date.now();
+    const res = await retry(key, job.id);
+    const after = Date.now();
+    t.is(res.status, 200, JSON.stringify(res.body));
+    t.deepEqual(res.body, { id: job.id, status: 'created', attempt_count: 0 });
+
+    const got = await getJob(key, job.id);
+    t.is(got.body.status, 'created');
+    t.is(got.body.attempt_count, 0);
+    t.is(got.body.completed_at, null);
+    t.is(got.body.discarded_at, null);
+    const expires = Date.parse(got.body.expires_at);
+    t.true(expires >= before + HOURS_48 && expires <= after + HOURS_48, `${got.body.expires_at} not 48 h after the retry`);
+    t.is(got.body.created_at, job.created_at);
+
+    const [restarted] = await deliveriesOf(job.id);
+    t.like(restarted, { id: delivery.id, status: 'pending', round: 2, attempt_count: 0 });
+    t.is(await messagesFor(delivery.id, 2), 1);
+    t.deepEqual(ids(await list(key, `application_id=${appId}&status=created`)), [job.id]);
+  });
+}
+
+test('retry re-delivers only the targets that have not succeeded', async (t) => {
+  const { key, appId } = await setup(t);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 1], ['failed', 7]);
+  const gaveUp = await getJob(key, job.id);
+  t.is(gaveUp.body.status, 'discarded');
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), [job.id]);
+
+  const res = await retry(key, job.id);
+  t.is(res.status, 200, JSON.stringify(res.body));
+  const rows = await deliveriesOf(job.id);
+  const goodRow = rows.find((r) => r.endpoint_id === good);
+  const badRow = rows.find((r) => r.endpoint_id === bad);
+  // Not re-delivered, but its counter restarts too: the job's attempt_count is 0 after a retry.
+  t.like(goodRow, { status: 'succeeded', round: 1, attempt_count: 0 });
+  t.like(badRow, { status: 'pending', round: 2, attempt_count: 0 });
+  t.is(await messagesFor(goodRow?.id ?? 0, 2), 0);
+  t.is(await messagesFor(badRow?.id ?? 0, 2), 1);
+  t.is((await getJob(key, job.id)).body.status, 'created');
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), []);
+});
+
+test('retry resets attempt_count to 0 even when a target that succeeded is not re-delivered', async (t) => {
+  const { key, appId } = await setup(t);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 3], ['failed', 7]);
+  t.is((await getJob(key, job.id)).body.attempt_count, 7);
+  const res = await retry(key, job.id);
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.deepEqual(res.body, { id: job.id, status: 'created', attempt_count: 0 });
+  t.is((await getJob(key, job.id)).body.attempt_count, 0);
+});
+
+test('retry when every target had succeeded re-delivers to all of them', async (t) => {
+  const { key, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+  await setState(t, key, job.id, 'succeeded');
+  ok(t, await retry(key, job.id), 200, 'retry');
+  const rows = await deliveriesOf(job.id);
+  t.is(rows.length, 2);
+  for (const row of rows) {
+    t.like(row, { status: 'pending', round: 2, attempt_count: 0 });
+    t.is(await messagesFor(row.id, 2), 1);
+  }
+});
+
+test('retry from created or executing: 409 invalid_state, nothing changes', async (t) => {
+  const { key, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const created = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+  const executing = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: {} });
+  await setState(t, key, executing.id, 'executing');
+  for (const [id, status] of [[created.id, 'created'], [executing.id, 'executing']] as const) {
+    const before = await getJob(key, id);
+    assertError(t, await retry(key, id), 409, 'invalid_state');
+    const after = await getJob(key, id);
+    t.is(after.body.status, status);
+    t.deepEqual(after.body, before.body);
+    const [row] = await deliveriesOf(id);
+    t.is(row?.round, 1);
+    t.is(await messagesFor(row?.id ?? 0), 1);
+  }
+});
