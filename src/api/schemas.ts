@@ -1,5 +1,7 @@
-// Building blocks shared by request schemas of several resources.
+// Building blocks shared by request schemas of several resources, and the payload size check
+// that runs before them.
 import { z } from 'zod';
+import { payloadTooLarge } from '../errors.ts';
 
 export const environment = z.enum(['live', 'test']);
 
@@ -70,6 +72,18 @@ export const metadata = z.record(z.string(), z.unknown(), { message: 'must be a 
   .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= METADATA_MAX_BYTES, {
     message: `must be at most ${METADATA_MAX_BYTES} bytes as JSON`,
   });
+
+export const PAYLOAD_MAX_BYTES = 256 * 1024;
+
+/**
+ * 256 KB of the payload's JSON (decisions section 3), checked before anything else about it,
+ * by both routes that take a job payload: webhook jobs and an endpoint's test.
+ */
+export function assertPayloadSize(value: unknown): void {
+  if (value !== null && typeof value === 'object' && Buffer.byteLength(JSON.stringify(value)) > PAYLOAD_MAX_BYTES) {
+    throw payloadTooLarge(`payload must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON.`);
+  }
+}
 
 /** A query string of free text (search). */
 export const searchText = z.string().max(255);

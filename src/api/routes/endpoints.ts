@@ -8,7 +8,6 @@ import { checkDestinationUrl } from '../../core/destinations.ts';
 import { closeCircuit, createEndpoint, newSecret, patchEndpoint } from '../../core/endpoints.ts';
 import { createJob, TEST_EVENT_TYPE } from '../../core/webhook-jobs.ts';
 import type { Queue } from '../../queue.ts';
-import { assertPayloadSize } from './webhook-jobs.ts';
 import { findApplication } from '../../db/applications.ts';
 import { findEndpoint, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
@@ -19,7 +18,7 @@ import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
   circuitReset, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper, type endpointList,
 } from '../responses.ts';
-import { customHeaders, offsetQuery } from '../schemas.ts';
+import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
 const eventTypes = z.array(z.string().max(255), { message: 'must be an array of event type names' });

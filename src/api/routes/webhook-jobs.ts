@@ -9,7 +9,7 @@ import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
-import { notFound, payloadTooLarge, validationError } from '../../errors.ts';
+import { notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
@@ -17,10 +17,8 @@ import {
   deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
   type webhookJobDetail, type webhookJobList,
 } from '../responses.ts';
-import { customHeaders, offsetQuery, timestamp } from '../schemas.ts';
+import { assertPayloadSize, customHeaders, offsetQuery, timestamp } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
-
-export const PAYLOAD_MAX_BYTES = 256 * 1024;
 
 const payload = z.record(z.string(), z.unknown(), { message: 'must be a JSON object' });
 
@@ -53,13 +51,6 @@ const toSummary = shaper(webhookJobSummary);
 const toAttempt = shaper(deliveryAttempt);
 const toRetried = shaper(webhookJobRetried);
 const toCancelled = shaper(webhookJobCancelled);
-
-/** 256 KB of the payload's JSON (decisions section 3), checked before anything else about it. */
-export function assertPayloadSize(value: unknown): void {
-  if (value !== null && typeof value === 'object' && Buffer.byteLength(JSON.stringify(value)) > PAYLOAD_MAX_BYTES) {
-    throw payloadTooLarge(`payload must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON.`);
-  }
-}
 
 export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
   const router = Router();
