@@ -59,7 +59,3 @@ export async function recordAttempts(
 export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly ToEnqueue[]> {
   return db.any(sql.type(enqueueRow)`select * from run_delivery_upkeep()`);
 }
-
-export async function runHourlyUpkeep(db: CommonQueryMethods): Promise<void> {
-  await db.query(sql.unsafe`select run_hourly_upkeep()`);
-}

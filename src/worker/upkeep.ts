@@ -2,7 +2,8 @@
 // recovery probes (run_delivery_upkeep); every hour, archiving and success-rate decay, then
 // retention (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
-import { runDeliveryUpkeep, runHourlyUpkeep } from '../db/deliveries.ts';
+import { runHourlyUpkeep } from '../db/archiving.ts';
+import { runDeliveryUpkeep } from '../db/deliveries.ts';
 import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
 import type { Logger } from '../logger.ts';
 import type { Queue } from '../queue.ts';
