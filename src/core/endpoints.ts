@@ -5,8 +5,9 @@ import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type Da
 import { invalidState, notFound, validationError } from '../errors.ts';
 import { lockApplication } from '../db/applications.ts';
 import {
-  findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, setSubscriptions, updateEndpoint, type EndpointPatch, type EndpointRow,
+  findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, updateEndpoint, type EndpointPatch, type EndpointRow,
 } from '../db/endpoints.ts';
+import { setSubscriptions } from '../db/endpoint-event-types.ts';
 import { releaseHeld } from '../db/webhook-jobs.ts';
 import type { Queue } from '../queue.ts';
 import { findEventTypesByName } from '../db/event-types.ts';

@@ -1,5 +1,5 @@
-// Tables endpoints and endpoint_event_types: typed queries, all scoped to a tenant and to
-// live (not deleted) endpoints. `event_types` is read from the subscription rows.
+// Table endpoints: typed queries, all scoped to a tenant and to live (not deleted) endpoints.
+// `event_types` is read from the subscription rows (written by endpoint-event-types.ts).
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { limitOffset, type PageRequest } from './offset.ts';
@@ -39,17 +39,6 @@ export async function insertEndpoint(
     insert into endpoints (id, org_id, environment, application_id, url, headers, rate_limit_rps, timeout_ms, secret)
     values (${endpoint.id}, ${tenant.orgId}, ${tenant.environment}, ${endpoint.applicationId}, ${endpoint.url},
             ${sql.jsonb(endpoint.headers as SerializableValue)}, ${endpoint.rateLimitRps}, ${endpoint.timeoutMs}, ${endpoint.secret})`);
-}
-
-/** Makes the endpoint's subscriptions exactly `eventTypeIds` (ids of the same tenant), in two statements. */
-export async function setSubscriptions(db: CommonQueryMethods, tenant: Tenant, endpointId: string, eventTypeIds: readonly string[]) {
-  const ids = sql.array([...eventTypeIds].sort(), 'text');
-  await db.query(sql.unsafe`
-    delete from endpoint_event_types where endpoint_id = ${endpointId} and event_type_id <> all(${ids})`);
-  await db.query(sql.unsafe`
-    insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
-    select ${endpointId}, id, ${tenant.orgId} from unnest(${ids}) as id
-    on conflict do nothing`);
 }
 
 export async function findEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<EndpointRow | null> {

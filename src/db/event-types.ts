@@ -1,6 +1,7 @@
 // Table event_types: typed queries, all scoped to a tenant. Event types are deleted for good.
 import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue } from 'slonik';
 import { z } from 'zod';
+import { deleteSubscriptionsTo, hasSubscribers } from './endpoint-event-types.ts';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 import { containing, ownedBy, type Tenant } from './tenant.ts';
 
@@ -86,8 +87,8 @@ export async function deleteEventType(db: DatabasePool, tenant: Tenant, id: stri
     const locked = await tx.exists(sql.unsafe`select 1 from event_types where ${ownedBy(tenant)} and id = ${id} for update`);
     if (!locked) return null;
     if (force) {
-      await tx.query(sql.unsafe`delete from endpoint_event_types where event_type_id = ${id}`);
-    } else if (await tx.exists(sql.unsafe`select 1 from endpoint_event_types where event_type_id = ${id}`)) {
+      await deleteSubscriptionsTo(tx, id);
+    } else if (await hasSubscribers(tx, id)) {
       return { inUse: true };
     }
     const deleted = await tx.one(sql.type(deletedRow)`delete from event_types where id = ${id} returning id, now() as deleted_at`);
