@@ -103,13 +103,19 @@ export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, q
 
 export const RELEASE_BATCH = 10_000;
 
-/** reset-circuit: the circuit closes and held deliveries resume; null when there is no such endpoint. */
+/**
+ * reset-circuit: the circuit of an active or disabled endpoint closes and held deliveries
+ * resume. A paused endpoint is refused (409): un-pausing is PATCH's job.
+ */
 export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {
-  if (!isId('ep', id)) return null;
+  if (!isId('ep', id)) throw notFound('Endpoint');
   return pool.transaction(async (tx) => {
-    const reset = await resetCircuit(tx, tenant, id);
-    if (reset && reset.previous_status !== 'paused') await releaseHeldDeliveries(tx, queue, id);
-    return reset;
+    const current = await lockEndpoint(tx, tenant, id);
+    if (!current) throw notFound('Endpoint');
+    if (current.status === 'paused') throw invalidState('This endpoint is paused; set its status to active with PATCH instead.');
+    const reset = await resetCircuit(tx, id);
+    await releaseHeldDeliveries(tx, queue, id);
+    return { ...reset, previous_status: current.status };
   });
 }
 

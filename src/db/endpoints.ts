@@ -124,28 +124,12 @@ export async function rotateSecret(db: CommonQueryMethods, tenant: Tenant, id: s
     returning id, secret, secret_version, old_secret_expires_at`);
 }
 
-export const resetRow = z.object({
-  id: z.string(),
-  previous_status: z.enum(['active', 'paused', 'disabled']),
-  status: z.enum(['active', 'paused', 'disabled']),
-  failure_count: z.number(),
-});
+export const resetRow = z.object({ id: z.string(), status: z.enum(['active', 'paused', 'disabled']), failure_count: z.number() });
 
-/**
- * Closes the circuit of an active or disabled endpoint: active, failure_count 0. A paused
- * endpoint is left as it is (the caller answers 409); null when there is no such endpoint.
- */
-export async function resetCircuit(db: CommonQueryMethods, tenant: Tenant, id: string) {
-  return db.maybeOne(sql.type(resetRow)`
-    with target as (
-      select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update
-    ), reset as (
-      update endpoints e set status = 'active', failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
-      from target where e.id = target.id and target.status <> 'paused'
-      returning e.id, e.status, e.failure_count
-    )
-    select target.id, target.status as previous_status,
-           coalesce(reset.status, target.status) as status,
-           coalesce(reset.failure_count, (select failure_count from endpoints where id = target.id)) as failure_count
-    from target left join reset on reset.id = target.id`);
+/** Closes the circuit of an endpoint the caller has locked: active, failure_count 0, no probe pending. */
+export async function resetCircuit(db: CommonQueryMethods, id: string) {
+  return db.one(sql.type(resetRow)`
+    update endpoints set status = 'active', failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
+    where id = ${id}
+    returning id, status, failure_count`);
 }

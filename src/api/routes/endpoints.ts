@@ -12,7 +12,7 @@ import { findApplication } from '../../db/applications.ts';
 import { findEndpoint, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
-import { invalidState, notFound } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
@@ -116,10 +116,6 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
 
   router.post('/:id/reset-circuit', async (req, res) => {
     const reset = await closeCircuit(pool, queue, authOf(res), req.params.id);
-    if (!reset) throw notFound('Endpoint');
-    if (reset.previous_status === 'paused') {
-      throw invalidState('This endpoint is paused; set its status to active with PATCH instead.');
-    }
     res.json(toReset({
       id: reset.id, status: reset.status, failure_count: reset.failure_count,
       message: reset.previous_status === 'disabled' ? 'Circuit closed: the endpoint is active again.' : 'The endpoint was active; its failure count is reset.',
