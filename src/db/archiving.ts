@@ -1,4 +1,4 @@
-// Hourly archiving through run_hourly_upkeep() (defined in sql/): jobs finished 30
+// Hourly archiving through run_hourly_upkeep() (sql/012-hourly-upkeep.sql): jobs finished 30
 // days ago become `archived`, and success rates and per-minute stats keep to the trailing
 // 24 h. Retention (retention.ts) then deletes archived jobs past their own limit.
 import { sql, type CommonQueryMethods } from 'slonik';
