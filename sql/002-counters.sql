@@ -11,8 +11,6 @@ begin
     update applications set endpoints_count = endpoints_count + 1 where id = new.application_id;
   elsif tg_op = 'UPDATE' and old.deleted_at is null and new.deleted_at is not null then
     update applications set endpoints_count = endpoints_count - 1 where id = old.application_id;
-    -- A deleted endpoint subscribes to nothing: its subscriptions go, and their counts with them.
-    delete from endpoint_event_types where endpoint_id = old.id;
   elsif tg_op = 'UPDATE' and old.deleted_at is not null and new.deleted_at is null then
     update applications set endpoints_count = endpoints_count + 1 where id = new.application_id;
   elsif tg_op = 'DELETE' and old.deleted_at is null then
@@ -23,7 +21,7 @@ end;
 $$;
 
 comment on function endpoints_maintain_counts() is
-  'Trigger function: keeps applications.endpoints_count equal to the number of live endpoints, and drops the subscriptions of an endpoint when it is soft-deleted.';
+  'Trigger function: keeps applications.endpoints_count equal to the number of live endpoints.';
 
 create or replace trigger endpoints_maintain_counts
   after insert or update of deleted_at or delete on endpoints

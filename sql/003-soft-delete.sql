@@ -1,6 +1,6 @@
 -- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints and
--- jobs, an endpoint's reaches its waiting deliveries (and, in endpoints_maintain_counts of
--- 002-counters.sql, its subscriptions). In-flight attempts finish and are recorded.
+-- jobs, an endpoint's reaches its subscriptions and waiting deliveries. In-flight attempts
+-- finish and are recorded. (The counts that follow are kept in 002-counters.sql.)
 
 -- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
 create or replace function applications_cascade_soft_delete() returns trigger
@@ -52,3 +52,20 @@ create or replace trigger applications_soft_delete_jobs
   after update of deleted_at on applications
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function applications_soft_delete_jobs();
+
+-- A deleted endpoint subscribes to nothing: its subscriptions go (and their counts with them,
+-- by the triggers of endpoint_event_types), in the statement that deletes it.
+create or replace function endpoints_drop_subscriptions() returns trigger
+language plpgsql as $$
+begin
+  delete from endpoint_event_types where endpoint_id = new.id;
+  return null;
+end;
+$$;
+
+comment on function endpoints_drop_subscriptions() is 'Trigger function: a soft-deleted endpoint loses its subscriptions.';
+
+create or replace trigger endpoints_drop_subscriptions
+  after update of deleted_at on endpoints
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function endpoints_drop_subscriptions();
