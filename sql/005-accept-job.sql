@@ -8,8 +8,10 @@
 -- current version, and answers 'stale' otherwise, having written nothing the caller keeps (the
 -- caller looks the event type up again and calls again inside the same transaction).
 --
+-- One row per delivery to enqueue (delivery_id, round, start_after), each with the job's columns;
+-- a single row, delivery_id null, for a job without targets and for every other outcome.
 -- outcome:
---   created             the job, its deliveries (one per target, pending) and the ids to enqueue
+--   created             the job, with its deliveries (one per target, pending) to enqueue
 --   replayed            p_event_id was already used for this application in the last 24 h: that job
 --   no_application      no live application with this id in this organization and environment
 --   unknown_event_type  no event type of this name
@@ -31,7 +33,8 @@ create or replace function accept_webhook_job(
 )
 returns table (
   outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
-  expires_at timestamptz, attempt_count integer, max_retries integer, delivery_ids bigint[], rounds integer[]
+  expires_at timestamptz, attempt_count integer, max_retries integer,
+  delivery_id bigint, round integer, start_after timestamptz
 )
 language plpgsql as $$
 declare
@@ -65,7 +68,7 @@ begin
     end if;
     if v_owner <> p_job_id then
       return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
-                          j.attempt_count, j.max_retries, null::bigint[], null::integer[]
+                          j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
         from webhook_jobs j
         where j.id = v_owner and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null;
       if found then
@@ -118,8 +121,10 @@ begin
   end if;
 
   return query select 'created', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
-                      j.attempt_count, j.max_retries, v_delivery_ids, v_rounds
-    from webhook_jobs j where j.id = p_job_id;
+                      j.attempt_count, j.max_retries, d.delivery_id, d.round, null::timestamptz
+    from webhook_jobs j left join unnest(v_delivery_ids, v_rounds) as d(delivery_id, round) on true
+    where j.id = p_job_id
+    order by d.delivery_id;
 end;
 $$;
 

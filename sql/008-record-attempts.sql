@@ -1,10 +1,20 @@
 -- Records a batch of attempt outcomes ({delivery_id, round, attempt, status_code, response_body,
 -- latency_ms, attempted_at, success, error, retry_at}); retry_at null on a failure means give up.
--- Keeps failure_count, the circuit breaker, the per-minute stats and success rates. Returns the
--- deliveries to put (back) on the queue: retries, and held deliveries of endpoints that recovered.
+-- Keeps failure_count, the circuit breaker, the per-minute stats and success rates. Returns two
+-- kinds of rows:
+--   delivery_id, round, start_after     a delivery to put (back) on the queue: a retry, or a held
+--                                        delivery of an endpoint that recovered
+--   circuit, endpoint_id, application_id, org_id
+--                                        an endpoint whose circuit this call changed: 'disabled'
+--                                        (opened at p_threshold failures) or 'enabled' (a probe
+--                                        succeeded)
 create or replace function record_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
-returns table (delivery_id bigint, round integer, start_after timestamptz)
+returns table (
+  delivery_id bigint, round integer, start_after timestamptz,
+  circuit text, endpoint_id text, application_id text, org_id text
+)
 language plpgsql as $$
+#variable_conflict use_column
 declare
   v_endpoints text[];
   v_breaker text[];
@@ -58,6 +68,13 @@ begin
           having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active') x;
   perform 1 from endpoints where id = any(v_breaker) order by id for no key update;
 
+  -- The circuit: each endpoint's transition is decided once, in `decided`, and `next` gives the
+  -- state it leads to:
+  --   disabled      active, and failure_count reaches p_threshold: opens for p_cooldown seconds
+  --   enabled       disabled, and a success (its probe): closes, failure_count 0
+  --   probe_failed  disabled, its probe failed: stays open, the cooldown doubles (at most 1 h)
+  --   (none)        only failure_count moves
+  return query
   with per_endpoint as (
     select r.endpoint_id,
            bool_or(r.success) as any_success,
@@ -67,33 +84,42 @@ begin
              (select max(r2.attempted_at) from pg_temp.recorded r2 where r2.endpoint_id = r.endpoint_id and r2.success),
              '-infinity')) as failures_after_success
     from pg_temp.recorded r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
-  ), next as (
-    select e.id, e.status as old_status, p.any_success, p.probed,
+  ), counted as (
+    select e.id, e.status, e.disabled_at, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed,
            case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
     from endpoints e join per_endpoint p on p.endpoint_id = e.id
+  ), decided as (
+    select c.*,
+           case when c.status = 'disabled' and c.any_success then 'enabled'
+                when c.status = 'active' and c.failure_count >= p_threshold then 'disabled'
+                when c.status = 'disabled' and c.probed then 'probe_failed' end as transition,
+           least(coalesce(c.cooldown_seconds, p_cooldown) * 2, 3600) as doubled_cooldown
+    from counted c
+  ), next as (
+    select d.id, d.transition, s.*
+    from decided d cross join lateral (
+      select 'active' as status, 0::bigint as failure_count, null::timestamptz as disabled_at,
+             null::integer as cooldown_seconds, null::timestamptz as next_probe_at
+        where d.transition = 'enabled'
+      union all
+      select 'disabled', d.failure_count, now(), p_cooldown, now() + p_cooldown * interval '1 second'
+        where d.transition = 'disabled'
+      union all
+      select d.status, d.failure_count, d.disabled_at, d.doubled_cooldown, now() + d.doubled_cooldown * interval '1 second'
+        where d.transition = 'probe_failed'
+      union all
+      select d.status, d.failure_count, d.disabled_at, d.cooldown_seconds, d.next_probe_at
+        where d.transition is null
+    ) s
+  ), changed as (
+    update endpoints e set
+      status = n.status, failure_count = n.failure_count, disabled_at = n.disabled_at,
+      cooldown_seconds = n.cooldown_seconds, next_probe_at = n.next_probe_at
+    from next n where e.id = n.id
+    returning n.transition, e.id, e.application_id, e.org_id
   )
-  update endpoints e set
-    failure_count = case when n.old_status = 'disabled' and n.any_success then 0 else n.failure_count end,
-    status = case
-      when n.old_status = 'disabled' and n.any_success then 'active'
-      when n.old_status = 'active' and n.failure_count >= p_threshold then 'disabled'
-      else e.status end,
-    disabled_at = case
-      when n.old_status = 'disabled' and n.any_success then null
-      when n.old_status = 'active' and n.failure_count >= p_threshold then now()
-      else e.disabled_at end,
-    cooldown_seconds = case
-      when n.old_status = 'disabled' and n.any_success then null
-      when n.old_status = 'active' and n.failure_count >= p_threshold then p_cooldown
-      when n.old_status = 'disabled' and n.probed then least(coalesce(e.cooldown_seconds, p_cooldown) * 2, 3600)
-      else e.cooldown_seconds end,
-    next_probe_at = case
-      when n.old_status = 'disabled' and n.any_success then null
-      when n.old_status = 'active' and n.failure_count >= p_threshold then now() + p_cooldown * interval '1 second'
-      when n.old_status = 'disabled' and n.probed
-        then now() + least(coalesce(e.cooldown_seconds, p_cooldown) * 2, 3600) * interval '1 second'
-      else e.next_probe_at end
-  from next n where e.id = n.id;
+  select null::bigint, null::integer, null::timestamptz, c.transition, c.id, c.application_id, c.org_id
+  from changed c where c.transition in ('disabled', 'enabled') order by c.id;
 
   select array_agg(e.id) into v_recovered
     from endpoints e
@@ -110,14 +136,17 @@ begin
   perform refresh_success_rates(v_endpoints);
 
   return query
-    select d.id, d.round, d.next_attempt_at
-    from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
-    where d.status = 'pending' and d.round = r.round and not r.success
-    union all
-    -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.
-    select * from release_held_deliveries(coalesce(v_recovered, '{}'), 10000);
+    select q.delivery_id, q.round, q.start_after, null::text, null::text, null::text, null::text
+    from (
+      select d.id as delivery_id, d.round, d.next_attempt_at as start_after
+      from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
+      where d.status = 'pending' and d.round = r.round and not r.success
+      union all
+      -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.
+      select * from release_held_deliveries(coalesce(v_recovered, '{}'), 10000)
+    ) q;
 end;
 $$;
 
 comment on function record_attempts(jsonb, integer, integer) is
-  'Records attempt outcomes: attempts rows, delivery states, failure_count, circuit breaker, stats and success rates.';
+  'Records attempt outcomes: attempts rows, delivery states, failure_count, circuit breaker, stats and success rates; returns the deliveries to enqueue and the circuits that changed.';

@@ -1,18 +1,35 @@
 // The delivery queue, held by pg-boss in its own schema. One message per pending delivery:
-// { deliveryId, round }. Messages are enqueued and completed inside our own slonik
+// { deliveryId, round }, made from a QueueItem by toMessage alone. Messages are enqueued and completed inside our own slonik
 // transactions, so the queue never disagrees with the deliveries table. pg-boss's own retry
 // only redoes messages whose worker died (the lease expired); retry timing is ours.
 import { PgBoss } from 'pg-boss';
 import type { CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
 import type { Logger } from './logger.ts';
 
 export const DELIVERY_QUEUE = 'deliveries';
 
-export type Enqueue = { deliveryId: number; round: number; startAfter?: string | Date | null };
-export type Message = { id: string; retryCount: number; data: { deliveryId: number; round: number } };
+/**
+ * A delivery to put on the queue, as every SQL function that (re)opens deliveries returns it
+ * (accept_webhook_job, retry_webhook_job, record_attempts, release_held_deliveries,
+ * run_delivery_upkeep): due at start_after, or at once when null.
+ */
+export const queueItem = z.object({ delivery_id: z.number(), round: z.number(), start_after: z.string().nullable() });
+export type QueueItem = z.infer<typeof queueItem>;
+
+export type MessageData = { deliveryId: number; round: number };
+export type Message = { id: string; retryCount: number; data: MessageData };
+
+/** The one conversion from a delivery row to a queue message. */
+export function toMessage(item: QueueItem): { data: MessageData; startAfter?: string } {
+  return {
+    data: { deliveryId: item.delivery_id, round: item.round },
+    ...(item.start_after ? { startAfter: item.start_after } : {}),
+  };
+}
 
 export type Queue = {
-  enqueue(db: CommonQueryMethods, items: readonly Enqueue[]): Promise<void>;
+  enqueue(db: CommonQueryMethods, items: readonly QueueItem[]): Promise<void>;
   fetch(batchSize: number): Promise<Message[]>;
   complete(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;
@@ -87,10 +104,7 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
       // pg-boss sends a batch as one JSON parameter: chunks keep a large release (an endpoint
       // back from a long outage) from building one huge string and statement.
       for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
-        await boss.insert(DELIVERY_QUEUE, items.slice(start, start + ENQUEUE_CHUNK).map((item) => ({
-          data: { deliveryId: item.deliveryId, round: item.round },
-          ...(item.startAfter ? { startAfter: item.startAfter } : {}),
-        })), { db: inside(db) });
+        await boss.insert(DELIVERY_QUEUE, items.slice(start, start + ENQUEUE_CHUNK).map(toMessage), { db: inside(db) });
       }
     },
     async fetch(batchSize) {

@@ -97,7 +97,7 @@ export async function patchEndpoint(
  */
 export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<number> {
   const released = await releaseHeld(tx, [endpointId], RELEASE_BATCH);
-  await queue.enqueue(tx, released.map((r) => ({ deliveryId: r.delivery_id, round: r.round })));
+  await queue.enqueue(tx, released);
   return released.length;
 }
 

@@ -6,7 +6,7 @@ import { invalidState, notFound, validationError } from '../errors.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, cancelJob as cancelJobRows, findJob, lockJob, restartJob, type AcceptedRow, type JobRow,
+  acceptJob, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import type { Queue } from '../queue.ts';
@@ -82,10 +82,11 @@ export async function createJob(
     for (let tries = 0; tries < 3; tries += 1) {
       const valid = known?.validate ? known.validate(input.payload) : true;
       const errors = valid ? null : [...(known?.validate?.errors ?? [])];
-      const row = await acceptJob(tx, tenant, {
+      const rows = await acceptJob(tx, tenant, {
         id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers,
         eventTypeId: known?.id ?? null, eventTypeVersion: known?.version ?? null, payloadValid: valid, endpointId: input.endpointId ?? null,
       });
+      const row = rows[0] as AcceptedRow; // many() returns at least one
       switch (row.outcome) {
         case 'no_application':
           throw notFound('Application');
@@ -101,40 +102,35 @@ export async function createJob(
         case 'stale':
           known = await lookUpEventType(tx, tenant, input.eventType);
           continue;
-        case 'created': {
-          const deliveryIds = row.delivery_ids ?? [];
-          await queue.enqueue(tx, deliveryIds.map((deliveryId, i) => ({ deliveryId, round: row.rounds?.[i] ?? 1 })));
+        case 'created':
+          await queue.enqueue(tx, queueItemsOf(rows));
           return { job: createdJob(row), replayed: false };
-        }
       }
     }
     throw new Error(`event type ${input.eventType} kept changing while job ${id} was being accepted`);
   });
 }
 
-const RETRYABLE = new Set(['succeeded', 'discarded', 'awaiting_retry', 'archived']);
-const CANCELLABLE = new Set(['created', 'awaiting_retry']);
-
+/** retry_webhook_job decides (sql/010-retry-cancel.sql); the deliveries it reopens are enqueued here. */
 export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {
   if (!isId('job', id)) throw notFound('Webhook job');
   return pool.transaction(async (tx) => {
-    const job = await lockJob(tx, tenant, id);
-    if (!job) throw notFound('Webhook job');
-    if (!RETRYABLE.has(job.status)) throw invalidState(`A job in status ${job.status} cannot be retried.`);
-    const queued = await restartJob(tx, id);
-    await queue.enqueue(tx, queued.map((q) => ({ deliveryId: q.delivery_id, round: q.round })));
-    const restarted = await findJob(tx, tenant, id);
-    if (!restarted) throw new Error(`job ${id} vanished inside its own transaction`);
-    return { id: restarted.id, status: restarted.status, attempt_count: restarted.attempt_count };
+    const rows = await retryJobRows(tx, tenant, id);
+    const row = rows[0] as (typeof rows)[number]; // many() returns at least one
+    if (row.outcome === 'not_found') throw notFound('Webhook job');
+    if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be retried.`);
+    await queue.enqueue(tx, queueItemsOf(rows));
+    if (row.id === null || row.status === null || row.attempt_count === null) throw new Error(`retry_webhook_job answered ${row.outcome} without a job`);
+    return { id: row.id, status: row.status, attempt_count: row.attempt_count };
   });
 }
 
+/** cancel_webhook_job decides (sql/010-retry-cancel.sql). */
 export async function cancelJob(pool: DatabasePool, tenant: Tenant, id: string) {
   if (!isId('job', id)) throw notFound('Webhook job');
-  return pool.transaction(async (tx) => {
-    const job = await lockJob(tx, tenant, id);
-    if (!job) throw notFound('Webhook job');
-    if (!CANCELLABLE.has(job.status)) throw invalidState(`A job in status ${job.status} cannot be cancelled.`);
-    return cancelJobRows(tx, id);
-  });
+  const row = await pool.transaction((tx) => cancelJobRow(tx, tenant, id));
+  if (row.outcome === 'not_found') throw notFound('Webhook job');
+  if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be cancelled.`);
+  if (row.id === null || row.status === null || row.discarded_at === null) throw new Error(`cancel_webhook_job answered ${row.outcome} without a job`);
+  return { id: row.id, status: row.status, discarded_at: row.discarded_at };
 }

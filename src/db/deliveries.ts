@@ -3,6 +3,7 @@
 // 012-hourly-upkeep.sql); these are their typed doors.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
+import { queueItem, type MessageData, type QueueItem } from '../queue.ts';
 
 const claimRow = z.object({
   delivery_id: z.number(),
@@ -27,7 +28,7 @@ const claimRow = z.object({
 export type Claim = z.infer<typeof claimRow>;
 
 export async function claimDeliveries(
-  db: CommonQueryMethods, items: ReadonlyArray<{ deliveryId: number; round: number }>, horizonMs: number,
+  db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs})`);
@@ -46,16 +47,36 @@ export type AttemptResult = {
   retry_at: string | null;
 };
 
-const enqueueRow = z.object({ delivery_id: z.number(), round: z.number(), start_after: z.string().nullable() });
-export type ToEnqueue = z.infer<typeof enqueueRow>;
+/** An endpoint whose circuit a recording opened (disabled) or closed (enabled, by a probe). */
+export type CircuitTransition = { circuit: 'disabled' | 'enabled'; endpoint_id: string; application_id: string; org_id: string };
 
+const recordedRow = z.object({
+  delivery_id: z.number().nullable(),
+  round: z.number().nullable(),
+  start_after: z.string().nullable(),
+  circuit: z.enum(['disabled', 'enabled']).nullable(),
+  endpoint_id: z.string().nullable(),
+  application_id: z.string().nullable(),
+  org_id: z.string().nullable(),
+});
+
+/** Records outcomes: returns the deliveries to enqueue and the circuits that changed. */
 export async function recordAttempts(
   db: CommonQueryMethods, results: readonly AttemptResult[], threshold: number, cooldownSeconds: number,
-): Promise<readonly ToEnqueue[]> {
-  return db.any(sql.type(enqueueRow)`
+): Promise<{ enqueue: QueueItem[]; transitions: CircuitTransition[] }> {
+  const rows = await db.any(sql.type(recordedRow)`
     select * from record_attempts(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds})`);
+  const enqueue: QueueItem[] = [];
+  const transitions: CircuitTransition[] = [];
+  for (const { delivery_id, round, start_after, circuit, endpoint_id, application_id, org_id } of rows) {
+    if (delivery_id !== null && round !== null) enqueue.push({ delivery_id, round, start_after });
+    else if (circuit !== null && endpoint_id !== null && application_id !== null && org_id !== null) {
+      transitions.push({ circuit, endpoint_id, application_id, org_id });
+    }
+  }
+  return { enqueue, transitions };
 }
 
-export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly ToEnqueue[]> {
-  return db.any(sql.type(enqueueRow)`select * from run_delivery_upkeep()`);
+export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly QueueItem[]> {
+  return db.any(sql.type(queueItem)`select * from run_delivery_upkeep()`);
 }

@@ -1,7 +1,9 @@
 // Tables webhook_jobs and webhook_job_keys, and the job-level operations on deliveries
-// (fan-out, retry, cancel). Every query is scoped to a tenant.
+// (accept with fan-out, retry, cancel: their rules are SQL functions, sql/005-accept-job.sql and
+// sql/010-retry-cancel.sql). Every query is scoped to a tenant.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
+import { queueItem, type QueueItem } from '../queue.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 
@@ -37,10 +39,17 @@ const acceptedRow = z.object({
   expires_at: z.string().nullable(),
   attempt_count: z.number().nullable(),
   max_retries: z.number().nullable(),
-  delivery_ids: z.array(z.coerce.number()).nullable(), // bigint[] arrives as strings
-  rounds: z.array(z.number()).nullable(),
+  /** One row per delivery to enqueue; null in the single row of a job with none, or of another outcome. */
+  delivery_id: z.number().nullable(),
+  round: z.number().nullable(),
+  start_after: z.string().nullable(),
 });
 export type AcceptedRow = z.infer<typeof acceptedRow>;
+
+/** The deliveries to enqueue among rows that carry one each (or a null delivery_id). */
+export function queueItemsOf(rows: ReadonlyArray<{ delivery_id: number | null; round: number | null; start_after: string | null }>): QueueItem[] {
+  return rows.flatMap(({ delivery_id, round, start_after }) => (delivery_id === null || round === null ? [] : [{ delivery_id, round, start_after }]));
+}
 
 export type NewJob = {
   id: string; applicationId: string; eventType: string; eventId: string | null; payloadText: string; headers: Record<string, string>;
@@ -51,18 +60,11 @@ export type NewJob = {
 };
 
 /** One call of accept_webhook_job (sql/005-accept-job.sql): see there for the outcomes. */
-export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<AcceptedRow> {
-  return db.one(sql.type(acceptedRow)`
+export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: NewJob): Promise<readonly AcceptedRow[]> {
+  return db.many(sql.type(acceptedRow)`
     select * from accept_webhook_job(${tenant.orgId}, ${tenant.environment}, ${job.applicationId}, ${job.id}, ${job.eventType},
       ${job.eventTypeId}, ${job.eventTypeVersion}, ${job.payloadValid}, ${job.eventId}, ${job.payloadText},
       ${sql.jsonb(job.headers as SerializableValue)}, ${job.endpointId})`);
-}
-
-const queuedRow = z.object({ delivery_id: z.number(), round: z.number() });
-export type Queued = z.infer<typeof queuedRow>;
-
-export async function refreshJobs(db: CommonQueryMethods, jobIds: readonly string[]): Promise<void> {
-  await db.query(sql.unsafe`select refresh_webhook_jobs(${sql.array(jobIds, 'text')})`);
 }
 
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
@@ -121,48 +123,35 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
   return { rows, total };
 }
 
-const lockedJob = z.object({ id: z.string(), status });
+const retriedRow = z.object({
+  outcome: z.enum(['retried', 'not_found', 'invalid_state']),
+  id: z.string().nullable(),
+  status: status.nullable(),
+  attempt_count: z.number().nullable(),
+  delivery_id: z.number().nullable(),
+  round: z.number().nullable(),
+  start_after: z.string().nullable(),
+});
 
-export async function lockJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
-  return db.maybeOne(sql.type(lockedJob)`
-    select id, status from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
+/** One call of retry_webhook_job (sql/010-retry-cancel.sql): one row per delivery to enqueue. */
+export async function retryJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.many(sql.type(retriedRow)`select * from retry_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id})`);
 }
 
-/**
- * Retry: every target that has not succeeded (or all, when all had) starts a new round from
- * attempt 0, and the job a new 48 h window. Older queue messages are ignored by their round.
- */
-export async function restartJob(db: CommonQueryMethods, jobId: string): Promise<readonly Queued[]> {
-  const queued = await db.any(sql.type(queuedRow)`
-    update deliveries d set round = d.round + 1, status = 'pending', attempt_count = 0, is_probe = false,
-                            next_attempt_at = now(), updated_at = now()
-    where d.job_id = ${jobId}
-      and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = ${jobId} and o.status <> 'succeeded'))
-    returning d.id as delivery_id, d.round`);
-  // Attempts count from 1 again in the new round, for the targets left alone too (their
-  // earlier attempts stay in delivery_attempts): the job's attempt_count starts at 0.
-  await db.query(sql.unsafe`update deliveries set attempt_count = 0 where job_id = ${jobId} and attempt_count > 0`);
-  await db.query(sql.unsafe`
-    update webhook_jobs set status = 'created', expires_at = now() + interval '48 hours',
-                            completed_at = null, discarded_at = null, discard_reason = null
-    where id = ${jobId}`);
-  await refreshJobs(db, [jobId]);
-  return queued;
-}
+const cancelledRow = z.object({
+  outcome: z.enum(['cancelled', 'not_found', 'invalid_state']),
+  id: z.string().nullable(),
+  status: status.nullable(),
+  discarded_at: z.string().nullable(),
+});
 
-/** Cancel: waiting deliveries stop; an attempt in flight finishes and is recorded. */
-export async function cancelJob(db: CommonQueryMethods, jobId: string) {
-  await db.query(sql.unsafe`
-    update webhook_jobs set discard_reason = 'cancelled', discarded_at = now(), completed_at = now() where id = ${jobId}`);
-  await db.query(sql.unsafe`
-    update deliveries set status = 'cancelled', updated_at = now() where job_id = ${jobId} and status in ('pending', 'held')`);
-  await refreshJobs(db, [jobId]);
-  return db.one(sql.type(z.object({ id: z.string(), status, discarded_at: z.string() }))`
-    select id, status, discarded_at from webhook_jobs where id = ${jobId}`);
+/** One call of cancel_webhook_job (sql/010-retry-cancel.sql). */
+export async function cancelJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.one(sql.type(cancelledRow)`select * from cancel_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id})`);
 }
 
 /** At most `limit` held deliveries of these endpoints become pending (oldest first). */
-export async function releaseHeld(db: CommonQueryMethods, endpointIds: readonly string[], limit: number): Promise<readonly Queued[]> {
-  return db.any(sql.type(queuedRow)`
-    select delivery_id, round from release_held_deliveries(${sql.array(endpointIds, 'text')}, ${limit})`);
+export async function releaseHeld(db: CommonQueryMethods, endpointIds: readonly string[], limit: number): Promise<readonly QueueItem[]> {
+  return db.any(sql.type(queueItem)`
+    select delivery_id, round, start_after from release_held_deliveries(${sql.array(endpointIds, 'text')}, ${limit})`);
 }

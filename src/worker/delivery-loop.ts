@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Message, Queue } from '../queue.ts';
+import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
 import type { Recorder } from './recorder.ts';
 import { nextAttemptAt } from './retry-policy.ts';
@@ -73,7 +73,7 @@ export function startDeliveryLoop(deps: {
       const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
       const sends: Send[] = [];
       const settled: Message[] = [];
-      const deferred: Array<{ deliveryId: number; round: number; startAfter: string | null }> = [];
+      const deferred: QueueItem[] = [];
       for (const message of messages) {
         const claimed = byDelivery.get(message.data.deliveryId);
         if (claimed?.action === 'send' && claimed.round === message.data.round) {
@@ -81,7 +81,7 @@ export function startDeliveryLoop(deps: {
           continue;
         }
         settled.push(message); // skip, hold, drop, expire, cancel: this message is done
-        if (claimed?.action === 'defer') deferred.push({ deliveryId: claimed.delivery_id, round: claimed.round, startAfter: claimed.start_at });
+        if (claimed?.action === 'defer') deferred.push({ delivery_id: claimed.delivery_id, round: claimed.round, start_after: claimed.start_at });
       }
       await queue.complete(tx, settled);
       await queue.enqueue(tx, deferred);

@@ -21,9 +21,9 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
     for (let failures = 0; ; failures += 1) {
       try {
         await deps.pool.transaction(async (tx) => {
-          const next = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
+          const recorded = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
           await deps.queue.complete(tx, batch.map((b) => b.message));
-          await deps.queue.enqueue(tx, next.map((n) => ({ deliveryId: n.delivery_id, round: n.round, startAfter: n.start_after })));
+          await deps.queue.enqueue(tx, recorded.enqueue);
         });
         return;
       } catch (error) {

@@ -44,7 +44,7 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
   const tick = () => {
     running ??= deps.pool.transaction(async (tx) => {
       const probes = await runDeliveryUpkeep(tx);
-      await deps.queue.enqueue(tx, probes.map((p) => ({ deliveryId: p.delivery_id, round: p.round })));
+      await deps.queue.enqueue(tx, probes);
     }).catch((error: unknown) => deps.logger.error({ err: error }, 'delivery upkeep failed'))
       .finally(() => { running = undefined; });
   };
