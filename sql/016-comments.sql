@@ -95,7 +95,7 @@ comment on column webhook_jobs.attempt_count is 'Highest attempt number any targ
 comment on column webhook_jobs.max_retries is 'Retries after the first attempt, as reported by the API (1 + max_retries attempts per target). The worker bounds attempts by RETRY_SCHEDULE, which has six entries.';
 comment on column webhook_jobs.created_at is 'When the job was accepted.';
 comment on column webhook_jobs.expires_at is 'End of the delivery window (48 h after creation or the last retry): no attempt starts later; waiting deliveries then fail.';
-comment on column webhook_jobs.completed_at is 'When it finished (succeeded or discarded); null while open. Kept when archived.';
+comment on column webhook_jobs.completed_at is 'When it finished (succeeded or discarded); null while open, and set exactly when the job is finished (CHECK webhook_jobs_completed_at_check). Kept when archived.';
 comment on column webhook_jobs.discarded_at is 'When it was discarded; set exactly with discard_reason.';
 comment on column webhook_jobs.discard_reason is 'cancelled (by the API) or failed (a target gave up, expired or was deleted); null unless discarded.';
 comment on column webhook_jobs.deleted_at is 'Set when its application was soft-deleted; null: live.';
