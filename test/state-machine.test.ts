@@ -6,29 +6,23 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../src/ids.ts';
 import { startTestApp } from './helpers/app.ts';
+import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 
 const app = startTestApp();
 
-async function post(t: ExecutionContext, key: string, path: string, body: unknown): Promise<any> {
-  const res = await app.request('POST', path, { key, body });
-  t.is(res.status, 201, JSON.stringify(res.body));
-  return res.body;
-}
-
-/** An organization with one application, event type `order.paid` and `endpoints` subscribers. */
+/** An organization with one application, event types `order.paid` (with `endpoints` subscribers) and `order.nobody`. */
 async function setup(t: ExecutionContext, endpoints: number) {
   const { key, orgId } = await app.createOrg();
-  const appId: string = (await post(t, key, '/v1/applications', { name: 'Acme' })).id;
-  await post(t, key, '/v1/event-types', { name: 'order.paid' });
-  await post(t, key, '/v1/event-types', { name: 'order.nobody' });
+  const by = { on: app, key, t };
+  const appId: string = (await createApplication(by)).id;
+  await createEventType(by, 'order.paid');
+  await createEventType(by, 'order.nobody');
   const endpointIds: string[] = [];
   for (let i = 0; i < endpoints; i += 1) {
-    endpointIds.push((await post(t, key, '/v1/endpoints', {
-      application_id: appId, url: `https://hooks.example.com/${i}`, event_types: ['order.paid'],
-    })).id);
+    endpointIds.push((await createEndpoint(by, { application_id: appId, url: `https://hooks.example.com/${i}`, event_types: ['order.paid'] })).id);
   }
   const job = async (eventType = 'order.paid'): Promise<string> =>
-    (await post(t, key, '/v1/webhook-jobs', { application_id: appId, event_type: eventType, payload: { n: 1 } })).id;
+    (await createJob(by, { application_id: appId, event_type: eventType, payload: { n: 1 } })).id;
   return { key, orgId, appId, endpointIds, job };
 }
 
