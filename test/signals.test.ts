@@ -67,6 +67,15 @@ for (const { name, send, reason } of cases) {
   test.serial(`${name} stops node and PostgreSQL; "stopped" is logged, no error record`, async (t) => {
     const tree = await startTree();
     t.true(alive(tree.nodePid) && alive(tree.postgresPid));
+    // While it runs: a request's log line carries its latency rounded to the microsecond.
+    const port = tree.logs().find((line) => line.msg === 'web listening')?.port as number;
+    t.is((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+    let requestLine: string | undefined;
+    for (let waited = 0; !requestLine && waited < 5000; waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      requestLine = tree.output().split('\n').find((text) => text.includes('"msg":"request"'));
+    }
+    t.regex(requestLine ?? '', /"latency_ms":\d+(\.\d{1,3})?,/);
     send(tree.npm.pid!);
     // npm waits for node, which stops its worker, pools and PostgreSQL before exiting 0.
     t.deepEqual(await tree.exited, { code: 0, signal: null }, tree.output());

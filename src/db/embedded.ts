@@ -94,7 +94,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
       return { url: urlFor(running.port), owned: false, stop: async () => {} };
     }
-    logger.warn({ pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
+    logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
   }
   await removeStaleLock(clusterDir);
