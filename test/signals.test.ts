@@ -41,7 +41,7 @@ async function startTree() {
   });
   const logs = () => out.split('\n').filter((text) => text.startsWith('{')).map((text) => JSON.parse(text) as Record<string, unknown>);
   for (let waited = 0; !logs().some((line) => line.msg === 'web listening'); waited += 100) {
-    if (waited > 50_000 || npm.exitCode !== null) throw new Error(`npm start did not come up:\n${out}`);
+    if (waited > 90_000 || npm.exitCode !== null) throw new Error(`npm start did not come up:\n${out}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const nodePid = logs()[0]?.pid as number;
