@@ -121,7 +121,7 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
   // The Node flags `npm run <role>` (and so the Procfile) starts the role with, then the bench's own.
   const script = packageJson.scripts[role] ?? '';
-  const productArgs = /^node (.*)src\/main\.ts/.exec(script)?.[1] ?? '';
+  const productArgs = /\bnode (.*)src\/main\.ts/.exec(script)?.[1] ?? '';
   const nodeArgs = [productArgs, process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
     cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },

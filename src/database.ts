@@ -6,7 +6,9 @@ import type { Logger } from './logger.ts';
 
 export type Database = { url: string; stop(): Promise<void> };
 
-export async function openDatabase(config: Config, logger: Logger, options: { shareOrphan?: boolean } = {}): Promise<Database> {
+export async function openDatabase(config: Config, logger: Logger, options: { shareOrphan?: boolean; ownProcessGroup?: boolean } = {}): Promise<Database> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
-  return startEmbeddedPostgres({ dataDir: config.dataDir, logger, shareOrphan: options.shareOrphan ?? false });
+  return startEmbeddedPostgres({
+    dataDir: config.dataDir, logger, shareOrphan: options.shareOrphan ?? false, ownProcessGroup: options.ownProcessGroup ?? false,
+  });
 }

@@ -1,5 +1,6 @@
 // Starts the process roles: `web` (API), `worker` (delivery), `all` (both; the default for
-// `npm start`) or `release` (migrations, then exit). SIGTERM/SIGINT stop everything cleanly.
+// `npm start`) or `release` (migrations, then exit). SIGTERM/SIGINT/SIGHUP stop everything
+// cleanly, in order. The npm scripts `exec` node, so a signal sent to npm reaches this process.
 import { loadConfigOrExit, type Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
@@ -15,8 +16,12 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
   if (config.allowPrivateDestinations) {
     logger.warn('ALLOW_PRIVATE_DESTINATIONS=true: http:// and private or loopback destinations are allowed; never use this in production');
   }
-  const database = await openDatabase(config, logger);
-  const stops: Array<() => Promise<void>> = [database.stop];
+  // Signals are handled from the first moment: a stop during the start waits for the database
+  // to be open and then stops it too, so even an early Ctrl-C leaves no PostgreSQL behind.
+  // The embedded PostgreSQL runs in its own process group: a terminal's Ctrl-C reaches this
+  // process (and npm), not the database, which is stopped last, after the pools.
+  const opening = openDatabase(config, logger, { ownProcessGroup: true });
+  const stops: Array<() => Promise<void>> = [async () => (await opening.catch(() => null))?.stop()];
   let stopping: Promise<void> | undefined;
   const stop = (reason: string) => {
     stopping ??= (async () => {
@@ -28,11 +33,12 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     })();
     return stopping;
   };
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     process.on(signal, () => void stop(signal).then(() => process.exit(0)));
   }
 
   try {
+    const database = await opening;
     await migrate(database.url, logger);
     const runsWorker = role === 'worker' || role === 'all';
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
@@ -66,8 +72,9 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
       stops.push(web.stop);
     }
   } catch (error) {
+    const stoppedBySignal = stopping !== undefined; // then the start was cut short on purpose
     await stop('start failed');
-    throw error;
+    if (!stoppedBySignal) throw error;
   }
 }
 

@@ -105,6 +105,15 @@ browserTest(`GET /docs lists every operation and webhook of /v1/openapi.json, of
     }
   }
   t.deepEqual([...rendered].sort(), expected);
+  // No tag heading without operations under it (an empty "Deliveries" sat above the webhooks).
+  const emptyTags = await page.locator('.opblock-tag-section').evaluateAll((sections) => sections
+    .filter((section) => section.querySelectorAll('.opblock').length === 0)
+    .map((section) => section.textContent?.trim() ?? ''));
+  t.deepEqual(emptyTags, []);
+  // Descriptions the page shows as plain text carry no Markdown.
+  const servers = await page.locator('.servers option').allTextContents();
+  t.true(servers.length > 0);
+  for (const server of servers) t.false(server.includes('`'), server);
   t.is(await page.locator('.errors-wrapper').count(), 0, 'Swagger UI reports errors in the document');
   t.deepEqual(foreign, [], 'requests to other hosts');
   t.deepEqual(errors, []);

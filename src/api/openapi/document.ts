@@ -47,7 +47,8 @@ const webhooks: ZodOpenApiPathsObject = {
         + '`timeout_ms` (at most 1 + `max_retries` attempts within 48 hours). Besides the headers below, the request carries '
         + '`content-type: application/json`, then the endpoint\'s custom `headers`, then the job\'s (the job\'s win on the same name; '
         + 'names are matched case-insensitively). Redirects are not followed.',
-      tags: ['Deliveries'],
+      // A tag of its own would be a heading without operations in the paths part of /docs.
+      tags: ['Webhook jobs'],
       security: [],
       requestParams: { header: deliveryHeaders },
       requestBody: {
@@ -81,7 +82,7 @@ export function openApiDocument(): Record<string, unknown> {
       description: DESCRIPTION,
       license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
     },
-    servers: [{ url: '/', description: 'The server this document is served from (`npm start`: http://localhost:3000)' }],
+    servers: [{ url: '/', description: 'The server this document is served from (http://localhost:3000 with npm start)' }],
     tags: [
       { name: 'API keys', description: 'Keys of the organization, for both environments.' },
       { name: 'Applications', description: 'One per customer (or product) of yours: it owns endpoints and webhook jobs.' },
@@ -89,7 +90,6 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Event types', description: 'The names (and optional payload schemas) of the events you send.' },
       { name: 'Webhook jobs', description: 'One event to deliver to every subscribed endpoint of an application.' },
       { name: 'Service', description: 'Health and this document; no authentication.' },
-      { name: 'Deliveries', description: 'What receivers get from us.' },
     ],
     paths,
     webhooks,
