@@ -26,11 +26,26 @@ try {
   templateUrl.pathname = `/${template}`;
   await migrate(templateUrl.toString(), logger);
   code = await new Promise<number>((resolve) => {
+    // ava runs in a process group of its own, and so does every server a test starts: when a
+    // test times out, ava exits without its teardowns, and the group is how the servers it left
+    // running are found and stopped, instead of living on and loading the machine.
     const ava = spawn(process.execPath, [path.join(root, 'node_modules/ava/entrypoints/cli.js'), ...process.argv.slice(2)], {
       stdio: 'inherit',
+      detached: true,
       env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template },
     });
-    ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0)));
+    const killGroup = (signal: NodeJS.Signals) => {
+      try {
+        if (ava.pid) process.kill(-ava.pid, signal);
+      } catch {
+        // the group is already empty
+      }
+    };
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => killGroup(signal));
+    ava.on('exit', (exitCode, signal) => {
+      killGroup('SIGKILL');
+      resolve(exitCode ?? (signal ? 1 : 0));
+    });
   });
 } finally {
   await admin(`drop database if exists ${template} with (force)`).catch(() => {});
