@@ -50,6 +50,15 @@ function assertGrantable(auth: Auth, requested: readonly string[]): void {
   if (excess.length > 0) throw forbidden(`This API key cannot grant scopes it does not hold: ${excess.join(', ')}.`);
 }
 
+/**
+ * Keys of the other environment (decisions section 4, and docs/): only a live key holding `*`
+ * may create, change or delete them, so a test key can never reach a live key's powers.
+ */
+function assertEnvironmentReach(auth: Auth, environment: 'live' | 'test'): void {
+  if (environment === auth.environment || (auth.environment === 'live' && auth.scopes.includes('*'))) return;
+  throw forbidden(`Only a live API key with the "*" scope can create, change or delete ${environment} API keys from a ${auth.environment} key.`);
+}
+
 export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
   const { apiKeyCreation } = rateLimitRules(config);
@@ -59,9 +68,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     const body = parseBody(createBody, req.body);
     assertGrantable(auth, body.scopes);
-    if (auth.environment === 'test' && body.environment === 'live') {
-      throw forbidden('A test API key cannot create live API keys.');
-    }
+    assertEnvironmentReach(auth, body.environment);
     const created = await createApiKey(pool, {
       orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
@@ -86,6 +93,9 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!isId('key', req.params.id)) throw notFound('API key');
     const body = parseBody(patchBody, req.body);
     if (body.scopes) assertGrantable(auth, body.scopes);
+    const target = await findApiKey(pool, auth.orgId, req.params.id);
+    if (!target) throw notFound('API key');
+    assertEnvironmentReach(auth, target.environment);
     const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
@@ -94,7 +104,11 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   });
 
   router.delete('/:id', async (req, res) => {
-    const deleted = isId('key', req.params.id) ? await deleteApiKey(pool, authOf(res).orgId, req.params.id) : null;
+    const auth = authOf(res);
+    const target = isId('key', req.params.id) ? await findApiKey(pool, auth.orgId, req.params.id) : null;
+    if (!target) throw notFound('API key');
+    assertEnvironmentReach(auth, target.environment);
+    const deleted = await deleteApiKey(pool, auth.orgId, target.id);
     if (!deleted) throw notFound('API key');
     res.json(deletedView(deleted));
   });
