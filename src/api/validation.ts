@@ -1,5 +1,6 @@
 // Request bodies and query strings checked by zod; every issue becomes a { path, message }
 // detail of one 400 validation_error.
+import { parse } from 'node:querystring';
 import type { z } from 'zod';
 import { decodeCursor, type Cursor } from '../db/cursor.ts';
 import { isId, type IdPrefix } from '../ids.ts';
@@ -19,6 +20,20 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
   const result = schema.safeParse(body ?? {});
   if (!result.success) throw validationError('The request body is invalid.', details(result.error.issues, 'body'));
   return result.data;
+}
+
+/**
+ * The app's query string parser (express's "simple" one, node:querystring): a name or value
+ * holding U+0000 (`%00`) is a 400 here, as no query value may carry it to PostgreSQL.
+ */
+export function parseQueryString(text: string): Record<string, string | string[]> {
+  const query = parse(text);
+  for (const [name, value] of Object.entries(query)) {
+    if (name.includes('\0') || (Array.isArray(value) ? value.some((v) => v.includes('\0')) : value?.includes('\0'))) {
+      throw validationError('The query string is invalid.', [{ path: name.replaceAll('\0', ''), message: 'must not contain the character U+0000' }]);
+    }
+  }
+  return query as Record<string, string | string[]>;
 }
 
 export function parseQuery<S extends z.ZodType>(schema: S, query: unknown): z.output<S> {
