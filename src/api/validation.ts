@@ -4,16 +4,19 @@ import { parse } from 'node:querystring';
 import type { z } from 'zod';
 import { decodeCursor, type Cursor } from '../db/cursor.ts';
 import { isId, type IdPrefix } from '../ids.ts';
-import { validationError, type ErrorDetail } from '../errors.ts';
+import { MAX_DETAILS, moreProblems, validationError, type ErrorDetail } from '../errors.ts';
 
+/** The first MAX_DETAILS issues as details (and how many more), whatever the number of issues. */
 function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
-  return issues.flatMap((issue) => {
+  const listed = issues.slice(0, MAX_DETAILS).flatMap((issue) => {
     const base = issue.path.map(String).join('.');
     if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
+      return issue.keys.slice(0, MAX_DETAILS).map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
     }
     return [{ path: base || root, message: issue.message }];
-  });
+  }).slice(0, MAX_DETAILS);
+  const more = issues.length - Math.min(issues.length, MAX_DETAILS);
+  return more > 0 ? [...listed, moreProblems(more)] : listed;
 }
 
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {

@@ -15,8 +15,10 @@ import { cursorQuery, environment, timestamp } from '../schemas.ts';
 import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
-const scopes = z.array(z.enum(SCOPES), { message: 'must be an array of scope names' })
+// A fixed message per unknown scope: no per-item string is built for a list of 100,000 bad ones.
+const scopes = z.array(z.enum(SCOPES, { message: `must be one of ${SCOPES.join(', ')}` }), { message: 'must be an array of scope names' })
   .min(1, { message: 'must name at least one scope' })
+  .max(SCOPES.length, { message: `must name at most ${SCOPES.length} scopes` })
   .transform((list) => [...new Set(list)]);
 const futureTimestamp = timestamp.refine((at) => Date.parse(at) > Date.now(), { message: 'must be in the future' });
 
