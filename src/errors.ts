@@ -4,6 +4,26 @@ import { UniqueIntegrityConstraintViolationError } from 'slonik';
 
 export type ErrorDetail = { path: string; message: string };
 
+/**
+ * An error body stays small whatever the request (issue 18): at most MAX_DETAILS details (the
+ * first ones; a last one says how many more), and each text cut at MAX_TEXT characters, so a
+ * body of 100,000 bad array items or a 1 MB unknown field name cannot echo back megabytes.
+ */
+export const MAX_DETAILS = 20;
+const MAX_TEXT = 300;
+
+const cut = (text: string) => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text);
+
+/** The last detail of a list cut at MAX_DETAILS, saying how many were left out. */
+export const moreProblems = (count: number): ErrorDetail => ({ path: '', message: `and ${count} more problems` });
+
+function boundDetails(details: ErrorDetail[]): ErrorDetail[] {
+  // MAX_DETAILS and a caller's own moreProblems() line pass as they are.
+  const kept = details.slice(0, MAX_DETAILS + 1).map((d) => ({ path: cut(d.path), message: cut(d.message) }));
+  if (details.length > MAX_DETAILS + 1) kept.splice(MAX_DETAILS, 1, moreProblems(details.length - MAX_DETAILS));
+  return kept;
+}
+
 export class AppError extends Error {
   readonly status: number;
   readonly code: string;
@@ -11,10 +31,10 @@ export class AppError extends Error {
   readonly retryAfter: number | undefined;
 
   constructor(status: number, code: string, message: string, extra: { details?: ErrorDetail[]; retryAfter?: number } = {}) {
-    super(message);
+    super(message.length > 4 * MAX_TEXT ? `${message.slice(0, 4 * MAX_TEXT - 1)}…` : message);
     this.status = status;
     this.code = code;
-    this.details = extra.details;
+    this.details = extra.details && boundDetails(extra.details);
     this.retryAfter = extra.retryAfter;
   }
 

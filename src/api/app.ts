@@ -21,6 +21,7 @@ import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
 import { makeOpenApiRouter } from './routes/openapi.ts';
+import { parseQueryString } from './validation.ts';
 
 export type AppDependencies = {
   pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
@@ -32,6 +33,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('query parser', parseQueryString);
   app.use(requestContext(logger, metrics));
   app.use(makeHealthRouter(pool));
   app.use(makeDocsRouter());

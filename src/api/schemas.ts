@@ -5,10 +5,23 @@ import { payloadTooLarge } from '../errors.ts';
 
 export const environment = z.enum(['live', 'test']);
 
-/** ISO 8601 with a time and an offset; normalised to UTC with milliseconds. */
+const TIMESTAMP_MESSAGE = 'must be an ISO 8601 date-time with a time zone, e.g. 2026-11-22T10:00:00Z';
+
+/**
+ * ISO 8601 with a time and an offset; normalised to UTC with milliseconds. Its UTC year must be
+ * 1 to 9999 (an offset can push 0000 or 9999 out of it): PostgreSQL and the ISO form hold no other.
+ */
 export const timestamp = z.iso
-  .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, e.g. 2026-11-22T10:00:00Z' })
-  .transform((value) => new Date(value).toISOString());
+  .datetime({ offset: true, message: TIMESTAMP_MESSAGE })
+  .transform((value, ctx) => {
+    const date = new Date(value);
+    const year = date.getUTCFullYear();
+    if (Number.isNaN(year) || year < 1 || year > 9999) {
+      ctx.issues.push({ code: 'custom', message: `${TIMESTAMP_MESSAGE}, in the years 1 to 9999 UTC`, input: value });
+      return z.NEVER;
+    }
+    return date.toISOString();
+  });
 
 /** A positive whole number written in a query string (documented as the integer it stands for). */
 export const queryInteger = (min: number, max: number, fallback: number, description: string) =>

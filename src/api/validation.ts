@@ -1,24 +1,42 @@
 // Request bodies and query strings checked by zod; every issue becomes a { path, message }
 // detail of one 400 validation_error.
+import { parse } from 'node:querystring';
 import type { z } from 'zod';
 import { decodeCursor, type Cursor } from '../db/cursor.ts';
 import { isId, type IdPrefix } from '../ids.ts';
-import { validationError, type ErrorDetail } from '../errors.ts';
+import { MAX_DETAILS, moreProblems, validationError, type ErrorDetail } from '../errors.ts';
 
+/** The first MAX_DETAILS issues as details (and how many more), whatever the number of issues. */
 function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
-  return issues.flatMap((issue) => {
+  const listed = issues.slice(0, MAX_DETAILS).flatMap((issue) => {
     const base = issue.path.map(String).join('.');
     if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
+      return issue.keys.slice(0, MAX_DETAILS).map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
     }
     return [{ path: base || root, message: issue.message }];
-  });
+  }).slice(0, MAX_DETAILS);
+  const more = issues.length - Math.min(issues.length, MAX_DETAILS);
+  return more > 0 ? [...listed, moreProblems(more)] : listed;
 }
 
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body ?? {});
   if (!result.success) throw validationError('The request body is invalid.', details(result.error.issues, 'body'));
   return result.data;
+}
+
+/**
+ * The app's query string parser (express's "simple" one, node:querystring): a name or value
+ * holding U+0000 (`%00`) is a 400 here, as no query value may carry it to PostgreSQL.
+ */
+export function parseQueryString(text: string): Record<string, string | string[]> {
+  const query = parse(text);
+  for (const [name, value] of Object.entries(query)) {
+    if (name.includes('\0') || (Array.isArray(value) ? value.some((v) => v.includes('\0')) : value?.includes('\0'))) {
+      throw validationError('The query string is invalid.', [{ path: name.replaceAll('\0', ''), message: 'must not contain the character U+0000' }]);
+    }
+  }
+  return query as Record<string, string | string[]>;
 }
 
 export function parseQuery<S extends z.ZodType>(schema: S, query: unknown): z.output<S> {

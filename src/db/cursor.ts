@@ -7,6 +7,13 @@ const AT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
 
 export type Cursor = { at: string; id: string };
 
+/** A real instant PostgreSQL can hold: no 2026-02-30, no hour 99, no year 0. */
+function isRealInstant(at: string): boolean {
+  const millis = at.slice(0, 23);
+  const date = new Date(`${millis}Z`);
+  return millis >= '0001' && !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 23) === millis;
+}
+
 /** Select this column as `cursor_at` in a cursor list query. */
 export const cursorAtColumn = sql.fragment`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at`;
 
@@ -20,7 +27,7 @@ export function decodeCursor(value: string, isValidId: (id: string) => boolean):
     const parsed: unknown = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
     if (!Array.isArray(parsed) || parsed.length !== 2) return null;
     const [at, id] = parsed as unknown[];
-    if (typeof at !== 'string' || typeof id !== 'string' || !AT.test(at) || !isValidId(id)) return null;
+    if (typeof at !== 'string' || typeof id !== 'string' || !AT.test(at) || !isRealInstant(at) || !isValidId(id)) return null;
     return { at, id };
   } catch {
     return null;

@@ -31,6 +31,8 @@ export function errorHandler(logger: Logger) {
   return (error: unknown, req: Request, res: Response, next: NextFunction): void => {
     if (res.headersSent) return next(error);
     let appError = error instanceof AppError ? error : null;
+    // The router could not percent-decode a path segment: a malformed id (decisions section 2).
+    if (error instanceof URIError) appError = notFound();
     appError ??= typeof error === 'object' && error !== null ? fromBodyParser(error) : null;
     appError ??= translateDatabaseError(error);
     if (!appError) {

@@ -15,8 +15,10 @@ import { cursorQuery, environment, timestamp } from '../schemas.ts';
 import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
-const scopes = z.array(z.enum(SCOPES), { message: 'must be an array of scope names' })
+// A fixed message per unknown scope: no per-item string is built for a list of 100,000 bad ones.
+const scopes = z.array(z.enum(SCOPES, { message: `must be one of ${SCOPES.join(', ')}` }), { message: 'must be an array of scope names' })
   .min(1, { message: 'must name at least one scope' })
+  .max(SCOPES.length, { message: `must name at most ${SCOPES.length} scopes` })
   .transform((list) => [...new Set(list)]);
 const futureTimestamp = timestamp.refine((at) => Date.parse(at) > Date.now(), { message: 'must be in the future' });
 
@@ -50,6 +52,15 @@ function assertGrantable(auth: Auth, requested: readonly string[]): void {
   if (excess.length > 0) throw forbidden(`This API key cannot grant scopes it does not hold: ${excess.join(', ')}.`);
 }
 
+/**
+ * Keys of the other environment (decisions section 4, and docs/): only a live key holding `*`
+ * may create, change or delete them, so a test key can never reach a live key's powers.
+ */
+function assertEnvironmentReach(auth: Auth, environment: 'live' | 'test'): void {
+  if (environment === auth.environment || (auth.environment === 'live' && auth.scopes.includes('*'))) return;
+  throw forbidden(`Only a live API key with the "*" scope can create, change or delete ${environment} API keys from a ${auth.environment} key.`);
+}
+
 export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
   const { apiKeyCreation } = rateLimitRules(config);
@@ -59,9 +70,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     const body = parseBody(createBody, req.body);
     assertGrantable(auth, body.scopes);
-    if (auth.environment === 'test' && body.environment === 'live') {
-      throw forbidden('A test API key cannot create live API keys.');
-    }
+    assertEnvironmentReach(auth, body.environment);
     const created = await createApiKey(pool, {
       orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
@@ -86,6 +95,9 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!isId('key', req.params.id)) throw notFound('API key');
     const body = parseBody(patchBody, req.body);
     if (body.scopes) assertGrantable(auth, body.scopes);
+    const target = await findApiKey(pool, auth.orgId, req.params.id);
+    if (!target) throw notFound('API key');
+    assertEnvironmentReach(auth, target.environment);
     const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
@@ -94,7 +106,11 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   });
 
   router.delete('/:id', async (req, res) => {
-    const deleted = isId('key', req.params.id) ? await deleteApiKey(pool, authOf(res).orgId, req.params.id) : null;
+    const auth = authOf(res);
+    const target = isId('key', req.params.id) ? await findApiKey(pool, auth.orgId, req.params.id) : null;
+    if (!target) throw notFound('API key');
+    assertEnvironmentReach(auth, target.environment);
+    const deleted = await deleteApiKey(pool, auth.orgId, target.id);
     if (!deleted) throw notFound('API key');
     res.json(deletedView(deleted));
   });
