@@ -5,21 +5,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { ROOT, runScript, startScript, type Started } from './helpers/process.ts';
+import { ROOT, runScript, startScript, type Started, alive } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
 const started: Started[] = [];
 
 const postmasterPid = () => Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 test.after.always(async () => {
   for (const server of started) server.child.kill('SIGKILL');

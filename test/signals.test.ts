@@ -7,19 +7,11 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { childEnv, ROOT } from './helpers/process.ts';
+import { childEnv, ROOT, alive } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-signals-${randomBytes(4).toString('hex')}`);
 const leftovers: number[] = [];
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 test.after.always(async () => {
   for (const pid of leftovers) if (alive(pid)) process.kill(pid, 'SIGKILL');

@@ -68,6 +68,16 @@ export function startScript(script: string, args: string[], env: Record<string, 
   };
 }
 
+/** Whether a process with this pid is still running. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Runs a script to completion. */
 export async function runScript(script: string, args: string[], env: Record<string, string>) {
   const started = startScript(script, args, env);
