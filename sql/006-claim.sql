@@ -9,23 +9,24 @@
 -- Rate limit: at most rate_limit_rps starts per endpoint in any second, as evenly spaced slots
 -- taken from endpoint_send_slots under its row lock, so it holds across worker processes.
 -- Slots start p_lead_ms ahead (none is already past when its attempt is scheduled) and are
--- spaced 2% wider than 1/rps, so a start a few milliseconds late cannot squeeze rps + 1
--- starts into one second. start_in_ms is the wait measured by this database's clock, so the
--- worker's own clock does not matter.
--- spacing_ms is the endpoint's slot spacing, which a worker keeps between its own starts of one
--- endpoint even when one of them ran late.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
+-- spaced 2% wider than 1/rps. start_in_ms is the wait measured by this database's clock, so
+-- the worker's own clock does not matter.
+-- Late starts (a busy machine): the worker starting a slot keeps at most rate_limit_rps of its
+-- own starts in any second, and starts no later than p_handoff_ms after a slot without asking
+-- take_send_slot. So the first slot given to a claimant (p_owner) other than the one that took
+-- the previous slots lies p_handoff_ms after them: the previous owner's late starts fit there.
+create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_owner text, p_handoff_ms integer, p_lead_ms integer default 50)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, spacing_ms double precision
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer
 )
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
 begin
-  insert into endpoint_send_slots (endpoint_id, next_slot_at)
-    select distinct d.endpoint_id, v_now
+  insert into endpoint_send_slots (endpoint_id, next_slot_at, owner)
+    select distinct d.endpoint_id, v_now, p_owner
     from jsonb_array_elements(p_items) i join deliveries d on d.id = (i->>'delivery_id')::bigint
     order by 1
   on conflict on constraint endpoint_send_slots_pkey do nothing;
@@ -63,7 +64,10 @@ begin
     -- deliveries: waiting for it here means a delivery is never held after its release ran.
     for share of e
   ), slots as (
-    select s.endpoint_id, greatest(s.next_slot_at, v_now + p_lead_ms * interval '1 millisecond') as frontier
+    select s.endpoint_id,
+           greatest(s.next_slot_at + case when s.owner is distinct from p_owner then p_handoff_ms * interval '1 millisecond'
+                                          else interval '0' end,
+                    v_now + p_lead_ms * interval '1 millisecond') as frontier
     from endpoint_send_slots s
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
     order by s.endpoint_id
@@ -83,7 +87,7 @@ begin
                 else s.verdict end as act
     from sends s
   ), slot_update as (
-    update endpoint_send_slots es set next_slot_at = x.next_slot_at
+    update endpoint_send_slots es set next_slot_at = x.next_slot_at, owner = p_owner
     from (
       select f.endpoint_id, max(f.slot_at) + interval '1020 milliseconds' / min(f.rate_limit_rps) as next_slot_at
       from final f where f.act = 'send' group by f.endpoint_id
@@ -100,10 +104,42 @@ begin
   select f.id, f.round, f.act, f.slot_at,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, (1020.0 / f.rate_limit_rps)::double precision
+         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps
   from final f order by f.id;
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer, integer) is
+comment on function claim_deliveries(jsonb, integer, text, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
+
+-- One slot for an attempt its worker could not start within p_handoff_ms of its own slot: at
+-- once when p_owner took the endpoint's latest slots (its next claimant leaves the handoff gap
+-- after this start), else after every slot taken so far plus the handoff gap. Returns the
+-- milliseconds from this database's clock to the slot.
+create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer)
+returns integer
+language plpgsql as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_slot timestamptz;
+begin
+  select case when s.owner is not distinct from p_owner then v_now
+              else greatest(s.next_slot_at + p_handoff_ms * interval '1 millisecond', v_now + p_lead_ms * interval '1 millisecond') end
+    into v_slot
+    from endpoint_send_slots s where s.endpoint_id = p_endpoint_id
+    for update;
+  if v_slot is null then
+    v_slot := v_now + p_lead_ms * interval '1 millisecond';
+    insert into endpoint_send_slots (endpoint_id, next_slot_at, owner) values (p_endpoint_id, v_slot, p_owner)
+      on conflict on constraint endpoint_send_slots_pkey do nothing;
+  end if;
+  update endpoint_send_slots s
+    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps), owner = p_owner
+    from endpoints e
+    where s.endpoint_id = p_endpoint_id and e.id = p_endpoint_id;
+  return greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
+end;
+$$;
+
+comment on function take_send_slot(text, text, integer, integer) is
+  'Takes one rate-limit slot for an attempt that missed its own: now for the endpoint''s latest claimant, else after the slots taken plus the handoff gap.';

@@ -1,0 +1,11 @@
+-- Up Migration
+-- Who took an endpoint's latest send slots (a worker's delivery loop): a claimant that follows
+-- another one's slots leaves a gap after them, in which the other one's late starts fit.
+alter table endpoint_send_slots add column owner text;
+
+-- claim_deliveries gained p_owner and p_handoff_ms and returns rate_limit_rps instead of
+-- spacing_ms; sql/ creates the new one.
+drop function if exists claim_deliveries(jsonb, integer, integer);
+
+-- Down Migration
+-- Forward-only: migrations are never rolled back in production.
