@@ -36,7 +36,11 @@ export type TestApp = {
  * wants hooks and tests declared synchronously. The app starts in a `before` hook; the
  * returned handle delegates to it once started.
  */
-export type TestAppOptions = { worker?: boolean; lookup?: Lookup };
+export type TestAppOptions = {
+  worker?: boolean; lookup?: Lookup;
+  /** The web's clock for rate-limit windows (AppDependencies.now); the database's when absent. */
+  now?: () => Date;
+};
 
 export function startTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
   const teardown: Array<() => Promise<void>> = [];
@@ -80,7 +84,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     const running = await startWorker({ pool, config, logger, queue, metrics, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);
   }
-  const web = await startWeb({ pool, config, logger, queue, metrics });
+  const web = await startWeb({ pool, config, logger, queue, metrics, ...(options.now ? { now: options.now } : {}) });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;
 
