@@ -4,7 +4,7 @@
 alter table endpoint_send_slots add column owner text;
 
 -- claim_deliveries gained p_owner and p_handoff_ms and returns rate_limit_rps instead of
--- spacing_ms; sql/ creates the new one.
+-- spacing_ms, and the job's event_type (the webhook-event-type header); sql/ creates the new one.
 drop function if exists claim_deliveries(jsonb, integer, integer);
 
 -- Down Migration

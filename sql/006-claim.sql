@@ -19,7 +19,7 @@ create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer,
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
 )
 language plpgsql as $$
 declare
@@ -47,7 +47,7 @@ begin
     select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe
     from locked l where l.status in ('pending', 'in_flight')
   ), decided as (
-    select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers,
+    select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers, j.event_type,
            e.url, e.timeout_ms, e.headers as endpoint_headers, e.rate_limit_rps,
            array_remove(array[e.secret, case when e.old_secret_expires_at > v_now then e.old_secret end], null) as secrets,
            case
@@ -104,7 +104,7 @@ begin
   select f.id, f.round, f.act, f.slot_at,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps
+         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type
   from final f order by f.id;
 end;
 $$;

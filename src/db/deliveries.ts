@@ -22,6 +22,8 @@ const claimRow = z.object({
   secrets: z.array(z.string()),
   expires_at: z.string(),
   rate_limit_rps: z.number(),
+  /** The job's event type name (webhook-event-type). */
+  event_type: z.string(),
 });
 export type Claim = z.infer<typeof claimRow>;
 

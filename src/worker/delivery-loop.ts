@@ -24,7 +24,10 @@ export const USER_AGENT = 'hookline/0.1.0';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Standard Webhooks headers, then the endpoint's custom headers, then the job's (which win). */
+/**
+ * Standard Webhooks headers and the job's event type name, then the endpoint's custom headers,
+ * then the job's (which win).
+ */
 export function deliveryHeaders(claim: Claim, timestamp: number): Record<string, string> {
   const custom = new Map<string, [string, string]>();
   for (const [name, value] of [...Object.entries(claim.endpoint_headers), ...Object.entries(claim.job_headers)]) {
@@ -36,6 +39,7 @@ export function deliveryHeaders(claim: Claim, timestamp: number): Record<string,
     'webhook-id': claim.job_id,
     'webhook-timestamp': String(timestamp),
     'webhook-signature': signatureHeader(claim.secrets, claim.job_id, timestamp, claim.payload),
+    'webhook-event-type': claim.event_type,
     ...Object.fromEntries(custom.values()),
   };
 }
