@@ -1,11 +1,15 @@
 -- Records a batch of attempt outcomes ({delivery_id, round, attempt, status_code, response_body,
 -- latency_ms, attempted_at, success, error, retry_at}); retry_at null on a failure means give up.
 -- Keeps failure_count, the circuit breaker, the per-minute stats and success rates. Returns the
--- deliveries to put (back) on the queue: retries, and held deliveries of endpoints that recovered.
+-- deliveries to put (back) on the queue: retries, and held deliveries of endpoints that recovered
+-- (delivery_id, round, start_after), and the endpoints whose circuit this batch opened or closed
+-- (endpoint_id, application_id, org_id, circuit: the new status), which the worker logs.
 create or replace function record_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
-returns table (delivery_id bigint, round integer, start_after timestamptz)
+returns table (delivery_id bigint, round integer, start_after timestamptz,
+               endpoint_id text, application_id text, org_id text, circuit text)
 language plpgsql as $$
 declare
+  v_transitions jsonb;
   v_endpoints text[];
   v_breaker text[];
   v_recovered text[];
@@ -71,7 +75,7 @@ begin
     select e.id, e.status as old_status, p.any_success, p.probed,
            case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
     from endpoints e join per_endpoint p on p.endpoint_id = e.id
-  )
+  ), changed as (
   update endpoints e set
     failure_count = case when n.old_status = 'disabled' and n.any_success then 0 else n.failure_count end,
     status = case
@@ -93,7 +97,13 @@ begin
       when n.old_status = 'disabled' and n.probed
         then now() + least(coalesce(e.cooldown_seconds, p_cooldown) * 2, 3600) * interval '1 second'
       else e.next_probe_at end
-  from next n where e.id = n.id;
+  from next n where e.id = n.id
+  returning e.id, e.application_id, e.org_id, n.old_status, e.status
+  )
+  select coalesce(jsonb_agg(jsonb_build_object('endpoint_id', c.id, 'application_id', c.application_id, 'org_id', c.org_id,
+                                               'circuit', c.status) order by c.id), '[]')
+    into v_transitions
+    from changed c where c.status is distinct from c.old_status;
 
   select array_agg(e.id) into v_recovered
     from endpoints e
@@ -110,12 +120,15 @@ begin
   perform refresh_success_rates(v_endpoints);
 
   return query
-    select d.id, d.round, d.next_attempt_at
+    select d.id, d.round, d.next_attempt_at, null::text, null::text, null::text, null::text
     from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
     where d.status = 'pending' and d.round = r.round and not r.success
     union all
     -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.
-    select * from release_held_deliveries(coalesce(v_recovered, '{}'), 10000);
+    select h.*, null::text, null::text, null::text, null::text from release_held_deliveries(coalesce(v_recovered, '{}'), 10000) h
+    union all
+    select null::bigint, null::integer, null::timestamptz, x.endpoint_id, x.application_id, x.org_id, x.circuit
+    from jsonb_to_recordset(v_transitions) as x(endpoint_id text, application_id text, org_id text, circuit text);
 end;
 $$;
 

@@ -53,11 +53,31 @@ export type AttemptResult = {
 const enqueueRow = z.object({ delivery_id: z.number(), round: z.number(), start_after: z.string().nullable() });
 export type ToEnqueue = z.infer<typeof enqueueRow>;
 
+/** An endpoint whose circuit this recording opened (`disabled`) or closed again (`active`). */
+export type CircuitTransition = { endpoint_id: string; application_id: string; org_id: string; status: 'active' | 'disabled' };
+
+// record_attempts returns two kinds of rows: deliveries to enqueue, and circuit transitions.
+const recordedRow = z.object({
+  delivery_id: z.number().nullable(), round: z.number().nullable(), start_after: z.string().nullable(),
+  endpoint_id: z.string().nullable(), application_id: z.string().nullable(), org_id: z.string().nullable(),
+  circuit: z.enum(['active', 'disabled']).nullable(),
+});
+
 export async function recordAttempts(
   db: CommonQueryMethods, results: readonly AttemptResult[], threshold: number, cooldownSeconds: number,
-): Promise<readonly ToEnqueue[]> {
-  return db.any(sql.type(enqueueRow)`
+): Promise<{ enqueue: ToEnqueue[]; transitions: CircuitTransition[] }> {
+  const rows = await db.any(sql.type(recordedRow)`
     select * from record_attempts(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds})`);
+  const enqueue: ToEnqueue[] = [];
+  const transitions: CircuitTransition[] = [];
+  for (const row of rows) {
+    if (row.circuit !== null) {
+      transitions.push({ endpoint_id: row.endpoint_id ?? '', application_id: row.application_id ?? '', org_id: row.org_id ?? '', status: row.circuit });
+    } else if (row.delivery_id !== null && row.round !== null) {
+      enqueue.push({ delivery_id: row.delivery_id, round: row.round, start_after: row.start_after });
+    }
+  }
+  return { enqueue, transitions };
 }
 
 export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly ToEnqueue[]> {

@@ -7,5 +7,8 @@ alter table endpoint_send_slots add column owner text;
 -- spacing_ms, and the job's event_type (the webhook-event-type header); sql/ creates the new one.
 drop function if exists claim_deliveries(jsonb, integer, integer);
 
+-- record_attempts also returns the circuit transitions of its batch (the worker logs them).
+drop function if exists record_attempts(jsonb, integer, integer);
+
 -- Down Migration
 -- Forward-only: migrations are never rolled back in production.
