@@ -113,33 +113,40 @@ comment on function claim_deliveries(jsonb, integer, text, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
 
 -- One slot for an attempt its worker could not start within p_handoff_ms of its own slot: at
--- once when p_owner took the endpoint's latest slots (its next claimant leaves the handoff gap
--- after this start), else after every slot taken so far plus the handoff gap. Returns the
--- milliseconds from this database's clock to the slot.
-create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer)
-returns integer
+-- once when p_owner took the endpoint's latest slots, and then the next claimant's first slot
+-- lies p_grace_ms + p_handoff_ms after this start (the worker starts within that, however slow
+-- this answer reaches it); else after every slot taken so far plus the handoff gap. Returns
+-- the milliseconds from this database's clock to the slot, and whether the grace applies.
+create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer, p_grace_ms integer,
+                                          out start_in_ms integer, out graced boolean)
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_mine boolean;
   v_slot timestamptz;
 begin
-  select case when s.owner is not distinct from p_owner then v_now
+  select s.owner is not distinct from p_owner,
+         case when s.owner is not distinct from p_owner then v_now
               else greatest(s.next_slot_at + p_handoff_ms * interval '1 millisecond', v_now + p_lead_ms * interval '1 millisecond') end
-    into v_slot
+    into v_mine, v_slot
     from endpoint_send_slots s where s.endpoint_id = p_endpoint_id
     for update;
   if v_slot is null then
+    v_mine := false;
     v_slot := v_now + p_lead_ms * interval '1 millisecond';
     insert into endpoint_send_slots (endpoint_id, next_slot_at, owner) values (p_endpoint_id, v_slot, p_owner)
       on conflict on constraint endpoint_send_slots_pkey do nothing;
   end if;
   update endpoint_send_slots s
-    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps), owner = p_owner
+    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps
+                                                + case when v_mine then p_grace_ms * interval '1 millisecond' else interval '0' end),
+        owner = p_owner
     from endpoints e
     where s.endpoint_id = p_endpoint_id and e.id = p_endpoint_id;
-  return greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
+  start_in_ms := greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
+  graced := v_mine;
 end;
 $$;
 
-comment on function take_send_slot(text, text, integer, integer) is
-  'Takes one rate-limit slot for an attempt that missed its own: now for the endpoint''s latest claimant, else after the slots taken plus the handoff gap.';
+comment on function take_send_slot(text, text, integer, integer, integer) is
+  'Takes one rate-limit slot for an attempt that missed its own: now for the endpoint''s latest claimant (others wait p_grace_ms longer), else after the slots taken plus the handoff gap.';

@@ -11,7 +11,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { LATE_LIMIT_MS, LEAD_MS, makeStartWindows, slotFrom, type Slot } from './pacing.ts';
+import { graceFor, LATE_LIMIT_MS, LEAD_MS, makeStartWindows, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
@@ -110,20 +110,22 @@ export function startDeliveryLoop(deps: {
    */
   async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number> {
     let slot = first;
-    for (;;) {
-      const at = Math.max(slot.startAt, windows.freeAt(claimed.endpoint_id, claimed.rate_limit_rps));
-      const now = Date.now();
-      if (now < at) {
+    for (let retake = 0; ; retake += 1) {
+      for (;;) {
+        const at = Math.max(slot.startAt, windows.freeAt(claimed.endpoint_id, claimed.rate_limit_rps));
+        const now = Date.now();
+        if (now >= at) break;
         await sleep(at - now);
-        continue;
       }
+      const now = Date.now();
       if (now <= slot.latestAt) {
         windows.record(claimed.endpoint_id, claimed.rate_limit_rps, now);
         return now;
       }
+      const graceMs = graceFor(retake);
       const sentAt = Date.now();
-      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, owner, LEAD_MS, LATE_LIMIT_MS);
-      slot = slotFrom(startInMs, sentAt, Date.now());
+      const taken = await takeSendSlot(pool, claimed.endpoint_id, { owner, leadMs: LEAD_MS, handoffMs: LATE_LIMIT_MS, graceMs });
+      slot = slotFrom(taken.start_in_ms, sentAt, Date.now(), taken.graced ? graceMs : 0);
     }
   }
 

@@ -24,9 +24,16 @@ export type Slot = { startAt: number; latestAt: number };
  * is never early, and the lateness is bounded counting from `sentAt`, so the time a busy
  * process took to read the answer counts as lateness too. (`start_in_ms` is rounded up.)
  */
-export function slotFrom(startInMs: number, sentAt: number, receivedAt: number): Slot {
-  return { startAt: receivedAt + startInMs, latestAt: sentAt + startInMs - 1 + LATE_LIMIT_MS };
+export function slotFrom(startInMs: number, sentAt: number, receivedAt: number, graceMs = 0): Slot {
+  return { startAt: receivedAt + startInMs, latestAt: sentAt + startInMs - 1 + LATE_LIMIT_MS + graceMs };
 }
+
+/**
+ * The grace asked of take_send_slot for the n-th new slot of one attempt (0-based): how long
+ * the next claimant waits beyond the handoff gap, so that an answer read late still leaves
+ * room to start. It doubles while the process stays too slow, so a start always comes.
+ */
+export const graceFor = (retake: number) => Math.min(LATE_LIMIT_MS * 2 ** retake, 10_000);
 
 type Ring = { times: Float64Array; next: number; count: number; last: number };
 
