@@ -1,7 +1,9 @@
 -- Up Migration
 -- Who took an endpoint's latest send slots (a worker's delivery loop): a claimant that follows
 -- another one's slots leaves a gap after them, in which the other one's late starts fit.
-alter table endpoint_send_slots add column owner text;
+-- guard_until: the owner's late starts (take_send_slot) end before it, so another claimant's
+-- first slot lies the handoff gap after it too.
+alter table endpoint_send_slots add column owner text, add column guard_until timestamptz;
 
 -- claim_deliveries gained p_owner and p_handoff_ms and returns rate_limit_rps instead of
 -- spacing_ms, and the job's event_type (the webhook-event-type header); sql/ creates the new one.

@@ -65,8 +65,9 @@ begin
     for share of e
   ), slots as (
     select s.endpoint_id,
-           greatest(s.next_slot_at + case when s.owner is distinct from p_owner then p_handoff_ms * interval '1 millisecond'
-                                          else interval '0' end,
+           greatest(case when s.owner is distinct from p_owner
+                         then greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond'
+                         else s.next_slot_at end,
                     v_now + p_lead_ms * interval '1 millisecond') as frontier
     from endpoint_send_slots s
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
@@ -87,7 +88,8 @@ begin
                 else s.verdict end as act
     from sends s
   ), slot_update as (
-    update endpoint_send_slots es set next_slot_at = x.next_slot_at, owner = p_owner
+    update endpoint_send_slots es set next_slot_at = x.next_slot_at, owner = p_owner,
+      guard_until = case when es.owner is not distinct from p_owner then es.guard_until end
     from (
       select f.endpoint_id, max(f.slot_at) + interval '1020 milliseconds' / min(f.rate_limit_rps) as next_slot_at
       from final f where f.act = 'send' group by f.endpoint_id
@@ -113,9 +115,10 @@ comment on function claim_deliveries(jsonb, integer, text, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
 
 -- One slot for an attempt its worker could not start within p_handoff_ms of its own slot: at
--- once when p_owner took the endpoint's latest slots, and then the next claimant's first slot
--- lies p_grace_ms + p_handoff_ms after this start (the worker starts within that, however slow
--- this answer reaches it); else after every slot taken so far plus the handoff gap. Returns
+-- once when p_owner took the endpoint's latest slots, and then another claimant's first slot
+-- lies p_grace_ms + p_handoff_ms after this start (guard_until: the worker starts within that,
+-- however slow this answer reaches it; its own next slots stay where they were); else after
+-- every slot taken so far and the previous owner's guard, plus the handoff gap. Returns
 -- the milliseconds from this database's clock to the slot, and whether the grace applies.
 create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer, p_grace_ms integer,
                                           out start_in_ms integer, out graced boolean)
@@ -127,7 +130,8 @@ declare
 begin
   select s.owner is not distinct from p_owner,
          case when s.owner is not distinct from p_owner then v_now
-              else greatest(s.next_slot_at + p_handoff_ms * interval '1 millisecond', v_now + p_lead_ms * interval '1 millisecond') end
+              else greatest(greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond',
+                            v_now + p_lead_ms * interval '1 millisecond') end
     into v_mine, v_slot
     from endpoint_send_slots s where s.endpoint_id = p_endpoint_id
     for update;
@@ -138,8 +142,9 @@ begin
       on conflict on constraint endpoint_send_slots_pkey do nothing;
   end if;
   update endpoint_send_slots s
-    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps
-                                                + case when v_mine then p_grace_ms * interval '1 millisecond' else interval '0' end),
+    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps),
+        guard_until = case when v_mine then greatest(s.guard_until, v_slot + interval '1020 milliseconds' / e.rate_limit_rps
+                                                                        + p_grace_ms * interval '1 millisecond') end,
         owner = p_owner
     from endpoints e
     where s.endpoint_id = p_endpoint_id and e.id = p_endpoint_id;
