@@ -309,16 +309,18 @@ test('success: job succeeded, completed_at set, one delivery record with the ans
   t.is((await deliveryOf(ctx, jobId, ep.id)).status, 'succeeded');
 });
 
-test('a 500 then a 200: awaiting_retry in between, then succeeded with attempt_count 2', async (t) => {
+test('a 503 then a 200: awaiting_retry in between, then succeeded with attempt_count 2', async (t) => {
   const ctx = await setup(t);
-  const r = await receiver((_a, i) => (i === 0 ? { status: 500, body: 'boom' } : { status: 200, body: 'fine' }));
+  // Retry-After: 3 keeps the delivery awaiting its retry long enough for a loaded machine's
+  // poll to see it (RETRY_SCHEDULE alone leaves 1 s).
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '3' }, body: 'boom' } : { status: 200, body: 'fine' }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
   const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
   t.is(waiting.attempt_count, 1);
   t.is(waiting.completed_at, null);
   t.is(waiting.deliveries.length, 1);
-  t.like(waiting.deliveries[0], { endpoint_id: ep.id, attempt: 1, status_code: 500, response_body: 'boom', success: false, error: 'http_status' });
+  t.like(waiting.deliveries[0], { endpoint_id: ep.id, attempt: 1, status_code: 503, response_body: 'boom', success: false, error: 'http_status' });
 
   const job = await waitStatus(ctx, jobId, 'succeeded');
   t.is(job.attempt_count, 2);
@@ -326,7 +328,7 @@ test('a 500 then a 200: awaiting_retry in between, then succeeded with attempt_c
   t.is(job.deliveries.length, 2);
   t.like(job.deliveries[1], { endpoint_id: ep.id, attempt: 2, status_code: 200, response_body: 'fine', success: true, error: null });
   t.regex(job.completed_at, ISO_MS);
-  t.true(r.arrivals[1]!.at - r.arrivals[0]!.at >= 900, 'the retry waits for RETRY_SCHEDULE (1 s)');
+  t.true(r.arrivals[1]!.at - r.arrivals[0]!.at >= 2900, 'the retry waits for Retry-After (3 s)');
 });
 
 test('a receiver that never answers: the attempt ends at the endpoint timeout (1000 ms) with error timeout', async (t) => {
@@ -562,14 +564,16 @@ test('reset-circuit on a disabled endpoint releases its held deliveries at once'
 
 test('an endpoint deleted while its delivery awaits a retry: no further attempt, delivery dropped, job discarded', async (t) => {
   const ctx = await setup(t);
-  const r = await receiver((_a, i) => (i === 0 ? { status: 500 } : { status: 200 }));
+  // The first answer asks for 4 s (Retry-After), so the retry is not already in flight when a
+  // loaded machine lets the test see awaiting_retry late.
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '4' } } : { status: 200 }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
   const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
   const deleted = await ctx.on.request('DELETE', `/v1/endpoints/${ep.id}`, { key: ctx.key });
   t.is(deleted.status, 200, JSON.stringify(deleted.body));
-  // The retry was due about 1 s after the failure.
-  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 3000);
+  // The retry was due about 4 s after the failure.
+  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 6000);
   t.is(r.arrivals.length, 1, 'no attempt after the endpoint was deleted');
   t.is((await deliveryOf(ctx, jobId, ep.id)).status, 'dropped');
   const job = await waitStatus(ctx, jobId, 'discarded', 5000);
@@ -579,7 +583,9 @@ test('an endpoint deleted while its delivery awaits a retry: no further attempt,
 
 test('cancel while awaiting a retry stops further attempts; retry of the discarded job delivers again and succeeds', async (t) => {
   const ctx = await setup(t);
-  const r = await receiver((_a, i) => (i === 0 ? { status: 500 } : { status: 200 }));
+  // The first answer asks for 4 s (Retry-After), so the retry is not already in flight when a
+  // loaded machine lets the test see awaiting_retry late.
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '4' } } : { status: 200 }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
   const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
@@ -588,7 +594,7 @@ test('cancel while awaiting a retry stops further attempts; retry of the discard
   t.is(cancelled.status, 200, JSON.stringify(cancelled.body));
   t.is(cancelled.body.status, 'discarded');
   t.regex(cancelled.body.discarded_at, ISO_MS);
-  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 3000);
+  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 6000);
   t.is(r.arrivals.length, 1, 'no attempt after the cancel');
   t.is((await deliveryOf(ctx, jobId, ep.id)).status, 'cancelled');
   const job = await getJob(ctx, jobId);
