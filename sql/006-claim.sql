@@ -9,23 +9,24 @@
 -- Rate limit: at most rate_limit_rps starts per endpoint in any second, as evenly spaced slots
 -- taken from endpoint_send_slots under its row lock, so it holds across worker processes.
 -- Slots start p_lead_ms ahead (none is already past when its attempt is scheduled) and are
--- spaced 2% wider than 1/rps, so a start a few milliseconds late cannot squeeze rps + 1
--- starts into one second. start_in_ms is the wait measured by this database's clock, so the
--- worker's own clock does not matter.
--- spacing_ms is the endpoint's slot spacing, which a worker keeps between its own starts of one
--- endpoint even when one of them ran late.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_lead_ms integer default 50)
+-- spaced 2% wider than 1/rps. start_in_ms is the wait measured by this database's clock, so
+-- the worker's own clock does not matter.
+-- Late starts (a busy machine): the worker starting a slot keeps at most rate_limit_rps of its
+-- own starts in any second, and starts no later than p_handoff_ms after a slot without asking
+-- take_send_slot. So the first slot given to a claimant (p_owner) other than the one that took
+-- the previous slots lies p_handoff_ms after them: the previous owner's late starts fit there.
+create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_owner text, p_handoff_ms integer, p_lead_ms integer default 50)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, spacing_ms double precision
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
 )
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
 begin
-  insert into endpoint_send_slots (endpoint_id, next_slot_at)
-    select distinct d.endpoint_id, v_now
+  insert into endpoint_send_slots (endpoint_id, next_slot_at, owner)
+    select distinct d.endpoint_id, v_now, p_owner
     from jsonb_array_elements(p_items) i join deliveries d on d.id = (i->>'delivery_id')::bigint
     order by 1
   on conflict on constraint endpoint_send_slots_pkey do nothing;
@@ -46,7 +47,7 @@ begin
     select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe
     from locked l where l.status in ('pending', 'in_flight')
   ), decided as (
-    select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers,
+    select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers, j.event_type,
            e.url, e.timeout_ms, e.headers as endpoint_headers, e.rate_limit_rps,
            array_remove(array[e.secret, case when e.old_secret_expires_at > v_now then e.old_secret end], null) as secrets,
            case
@@ -63,7 +64,11 @@ begin
     -- deliveries: waiting for it here means a delivery is never held after its release ran.
     for share of e
   ), slots as (
-    select s.endpoint_id, greatest(s.next_slot_at, v_now + p_lead_ms * interval '1 millisecond') as frontier
+    select s.endpoint_id,
+           greatest(case when s.owner is distinct from p_owner
+                         then greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond'
+                         else s.next_slot_at end,
+                    v_now + p_lead_ms * interval '1 millisecond') as frontier
     from endpoint_send_slots s
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
     order by s.endpoint_id
@@ -83,7 +88,8 @@ begin
                 else s.verdict end as act
     from sends s
   ), slot_update as (
-    update endpoint_send_slots es set next_slot_at = x.next_slot_at
+    update endpoint_send_slots es set next_slot_at = x.next_slot_at, owner = p_owner,
+      guard_until = case when es.owner is not distinct from p_owner then es.guard_until end
     from (
       select f.endpoint_id, max(f.slot_at) + interval '1020 milliseconds' / min(f.rate_limit_rps) as next_slot_at
       from final f where f.act = 'send' group by f.endpoint_id
@@ -100,10 +106,52 @@ begin
   select f.id, f.round, f.act, f.slot_at,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, (1020.0 / f.rate_limit_rps)::double precision
+         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type
   from final f order by f.id;
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer, integer) is
+comment on function claim_deliveries(jsonb, integer, text, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
+
+-- One slot for an attempt its worker could not start within p_handoff_ms of its own slot: at
+-- once when p_owner took the endpoint's latest slots, and then another claimant's first slot
+-- lies p_grace_ms + p_handoff_ms after this start (guard_until: the worker starts within that,
+-- however slow this answer reaches it; its own next slots stay where they were); else after
+-- every slot taken so far and the previous owner's guard, plus the handoff gap. Returns
+-- the milliseconds from this database's clock to the slot, and whether the grace applies.
+create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer, p_grace_ms integer,
+                                          out start_in_ms integer, out graced boolean)
+language plpgsql as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_mine boolean;
+  v_slot timestamptz;
+begin
+  select s.owner is not distinct from p_owner,
+         case when s.owner is not distinct from p_owner then v_now
+              else greatest(greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond',
+                            v_now + p_lead_ms * interval '1 millisecond') end
+    into v_mine, v_slot
+    from endpoint_send_slots s where s.endpoint_id = p_endpoint_id
+    for update;
+  if v_slot is null then
+    v_mine := false;
+    v_slot := v_now + p_lead_ms * interval '1 millisecond';
+    insert into endpoint_send_slots (endpoint_id, next_slot_at, owner) values (p_endpoint_id, v_slot, p_owner)
+      on conflict on constraint endpoint_send_slots_pkey do nothing;
+  end if;
+  update endpoint_send_slots s
+    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps),
+        guard_until = case when v_mine then greatest(s.guard_until, v_slot + interval '1020 milliseconds' / e.rate_limit_rps
+                                                                        + p_grace_ms * interval '1 millisecond') end,
+        owner = p_owner
+    from endpoints e
+    where s.endpoint_id = p_endpoint_id and e.id = p_endpoint_id;
+  start_in_ms := greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
+  graced := v_mine;
+end;
+$$;
+
+comment on function take_send_slot(text, text, integer, integer, integer) is
+  'Takes one rate-limit slot for an attempt that missed its own: now for the endpoint''s latest claimant (others wait p_grace_ms longer), else after the slots taken plus the handoff gap.';

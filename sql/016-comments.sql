@@ -145,6 +145,8 @@ comment on column endpoint_attempt_stats.successes is 'Of those, successful (0..
 comment on table endpoint_send_slots is 'Per-endpoint rate-limit schedule behind rate_limit_rps, taken under its row lock by claim_deliveries. UNLOGGED: empty after a crash, which only means send from now on.';
 comment on column endpoint_send_slots.endpoint_id is 'The endpoint (no foreign key; rows of deleted endpoints stay).';
 comment on column endpoint_send_slots.next_slot_at is 'Earliest start of the endpoint''s next attempt.';
+comment on column endpoint_send_slots.guard_until is 'Late starts of the owner (take_send_slot) come before this; another claimant''s first slot is the handoff gap after it.';
+comment on column endpoint_send_slots.owner is 'The delivery loop (a random name per worker) that took the latest slots; another claimant starts its slots a handoff gap after them.';
 
 comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, endpoint tests per endpoint per minute). UNLOGGED: may reset after a crash.';
 comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_… or endpoint-tests:ep_….';

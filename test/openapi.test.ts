@@ -182,11 +182,13 @@ test('the webhooks section catches a delivery request that drifted from it', (t)
     'webhook-id': 'job_3MRoiRC7lM63hufv2gelggih9ok',
     'webhook-timestamp': '1795341600',
     'webhook-signature': 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,bm90IGEgcmVhbCBzaWduYXR1cmUgYXQgYWxsIQ==',
+    'webhook-event-type': 'invoice.paid',
   };
   t.deepEqual(webhookRequestProblems(headers, body), []);
   t.regex(webhookRequestProblems({ ...headers, 'webhook-signature': 'sha256=abc' }, body).join(), /header webhook-signature/);
   t.regex(webhookRequestProblems({ ...headers, 'webhook-id': 'msg_1' }, body).join(), /header webhook-id/);
   t.regex(webhookRequestProblems({ ...headers, 'webhook-timestamp': undefined }, body).join(), /header webhook-timestamp is missing/);
+  t.regex(webhookRequestProblems({ ...headers, 'webhook-event-type': undefined }, body).join(), /header webhook-event-type is missing/);
   t.regex(webhookRequestProblems({ ...headers, 'content-type': 'text/plain' }, body).join(), /content-type text\/plain is not documented/);
   t.regex(webhookRequestProblems(headers, Buffer.from('[1,2]')).join(), /body must be object/);
 });

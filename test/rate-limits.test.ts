@@ -1,6 +1,7 @@
 // Rate limits of decisions section 9, counted in PostgreSQL: bursts past each limit, the
 // headers, 429s that create nothing, a budget shared by two app instances, windows that
-// reset, organizations and endpoints with budgets of their own, and limits set by config.
+// reset, organizations and endpoints with budgets of their own, limits set by config, and
+// take_rate_limit itself with the time pinned (no test depends on where a second boundary falls).
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -9,8 +10,17 @@ import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
 import { assertError, startTestApp, type Response, type TestApp } from './helpers/app.ts';
 
-const app = startTestApp();
-const low = startTestApp({ RATE_LIMIT_JOBS_PER_SECOND: '3', RATE_LIMIT_API_KEYS_PER_HOUR: '2', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '2' });
+// Windows are pinned: the web's clock reads PINNED for these two apps, so every request of a
+// test falls into one known window of every period, and each count below is exact.
+const PINNED = new Date('2030-06-15T12:34:56.250Z');
+const pinned = startTestApp({}, { now: () => PINNED });
+const lowLimits = { RATE_LIMIT_JOBS_PER_SECOND: '3', RATE_LIMIT_API_KEYS_PER_HOUR: '2', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '2' };
+const lowPinned = startTestApp(lowLimits, { now: () => PINNED });
+// The real clock, for a window that really passes.
+const low = startTestApp(lowLimits);
+
+/** Unix seconds at which PINNED's window of this period ends. */
+const windowEnd = (periodSeconds: number) => (Math.floor(PINNED.getTime() / 1000 / periodSeconds) + 1) * periodSeconds;
 
 const count = z.object({ n: z.number() });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -49,44 +59,33 @@ const keyCount = (on: TestApp, orgId: string) =>
   on.pool.oneFirst(sql.type(count)`select count(*)::int as n from api_keys where org_id = ${orgId}`);
 
 test('API key creation: 10 per hour; the 11th is a 429 with Retry-After that creates nothing', async (t) => {
-  const { key, orgId } = await app.createOrg();
+  const { key, orgId } = await pinned.createOrg();
   const responses: Response[] = [];
-  for (let i = 0; i < 11; i += 1) responses.push(await app.request('POST', '/v1/api-keys', { key, body: { name: `k${i}` } }));
-  const resets = new Set(responses.map((r) => rateHeaders(r).reset));
-  t.is(resets.size, 1, 'all in one hourly window (a run across the hour would see two)');
+  for (let i = 0; i < 11; i += 1) responses.push(await pinned.request('POST', '/v1/api-keys', { key, body: { name: `k${i}` } }));
+  const reset = windowEnd(3600);
+  t.is(reset % 3600, 0, 'hourly windows end on the hour');
   responses.slice(0, 10).forEach((res, i) => {
     t.is(res.status, 201);
-    t.deepEqual(rateHeaders(res), { limit: 10, remaining: 9 - i, reset: [...resets][0] });
+    t.deepEqual(rateHeaders(res), { limit: 10, remaining: 9 - i, reset });
   });
-  const reset = [...resets][0] ?? 0;
-  t.true(reset > Date.now() / 1000 && reset <= Date.now() / 1000 + 3600, `reset ${reset} is within the hour ahead`);
-  t.is(reset % 3600, 0, 'hourly windows end on the hour');
   assertLimited(t, responses[10] as Response);
-  t.is(await keyCount(app, orgId), 11, 'the root key and 10 created; the refused request created none');
+  t.is(rateHeaders(responses[10] as Response).reset, reset);
+  t.is(Number(responses[10]!.headers.get('retry-after')), Math.ceil(reset - PINNED.getTime() / 1000), 'seconds to the end of the hour');
+  t.is(await keyCount(pinned, orgId), 11, 'the root key and 10 created; the refused request created none');
 });
 
-test('job creation: 150 requests at once never admit more than 100 per second; refused ones create nothing', async (t) => {
-  const { key, appId } = await setupJobs(app);
-  // Start just after a second begins, so the burst most likely falls within one window.
-  await sleep(1000 - (Date.now() % 1000) + 10);
-  const responses = await Promise.all(Array.from({ length: 150 }, () => postJob(app, key, appId)));
+test('job creation: 150 requests at once admit exactly 100 in their second; the refused 50 create nothing', async (t) => {
+  const { key, appId } = await setupJobs(pinned);
+  const responses = await Promise.all(Array.from({ length: 150 }, () => postJob(pinned, key, appId)));
   const created = responses.filter((r) => r.status === 201);
   const refused = responses.filter((r) => r.status === 429);
-  t.is(created.length + refused.length, 150, `only 201 and 429: ${[...new Set(responses.map((r) => r.status))]}`);
-  const perWindow = new Map<number, number>();
-  for (const res of created) perWindow.set(rateHeaders(res).reset, (perWindow.get(rateHeaders(res).reset) ?? 0) + 1);
-  for (const [reset, admitted] of perWindow) t.true(admitted <= 100, `${admitted} admitted in the window ending ${reset}`);
-  const windows = new Set(responses.map((r) => rateHeaders(r).reset));
-  if (windows.size === 1) {
-    t.is(created.length, 100);
-    t.is(refused.length, 50);
-  } else {
-    t.log(`the burst spanned ${windows.size} one-second windows`);
-    t.true(created.length <= 100 * windows.size);
-  }
+  t.is(created.length, 100, `statuses: ${[...new Set(responses.map((r) => r.status))]}`);
+  t.is(refused.length, 50);
   for (const res of refused.slice(0, 5)) assertLimited(t, res);
-  for (const res of responses) t.is(rateHeaders(res).limit, 100);
-  t.is(await jobCount(app, appId), created.length, 'no job from a refused request');
+  for (const res of responses) t.like(rateHeaders(res), { limit: 100, reset: windowEnd(1) });
+  t.deepEqual(created.map((r) => rateHeaders(r).remaining).sort((x, y) => x - y), Array.from({ length: 100 }, (_, i) => i),
+    'each admitted request saw its own place in the window');
+  t.is(await jobCount(pinned, appId), 100, 'no job from a refused request');
 });
 
 test('the window resets: after Retry-After, jobs are accepted again', async (t) => {
@@ -101,11 +100,11 @@ test('the window resets: after Retry-After, jobs are accepted again', async (t) 
 });
 
 test('two app instances on the same database share one budget', async (t) => {
-  const { key, orgId } = await app.createOrg();
-  const pool = await makePool(app.databaseUrl, { maximumPoolSize: 2 });
-  const second = await startWeb({ pool, config: app.config, logger: makeLogger('silent'), queue: app.queue });
+  const { key, orgId } = await pinned.createOrg();
+  const pool = await makePool(pinned.databaseUrl, { maximumPoolSize: 2 });
+  const second = await startWeb({ pool, config: pinned.config, logger: makeLogger('silent'), queue: pinned.queue, now: () => PINNED });
   try {
-    const bases = [app.baseUrl, `http://127.0.0.1:${second.port}`];
+    const bases = [pinned.baseUrl, `http://127.0.0.1:${second.port}`];
     const statuses: number[] = [];
     for (let i = 0; i < 12; i += 1) {
       const res = await fetch(`${bases[i % 2]}/v1/api-keys`, {
@@ -116,7 +115,7 @@ test('two app instances on the same database share one budget', async (t) => {
       statuses.push(res.status);
     }
     t.deepEqual(statuses, [...Array(10).fill(201), 429, 429]);
-    t.is(await keyCount(app, orgId), 11);
+    t.is(await keyCount(pinned, orgId), 11);
   } finally {
     await second.stop();
     await pool.end();
@@ -124,54 +123,91 @@ test('two app instances on the same database share one budget', async (t) => {
 });
 
 test('organizations do not share budgets', async (t) => {
-  const first = await low.createOrg();
-  const other = await low.createOrg();
-  for (let i = 0; i < 2; i += 1) t.is((await low.request('POST', '/v1/api-keys', { key: first.key, body: { name: 'a' } })).status, 201);
-  assertLimited(t, await low.request('POST', '/v1/api-keys', { key: first.key, body: { name: 'a' } }));
-  const theirs = await low.request('POST', '/v1/api-keys', { key: other.key, body: { name: 'b' } });
+  const first = await lowPinned.createOrg();
+  const other = await lowPinned.createOrg();
+  for (let i = 0; i < 2; i += 1) t.is((await lowPinned.request('POST', '/v1/api-keys', { key: first.key, body: { name: 'a' } })).status, 201);
+  assertLimited(t, await lowPinned.request('POST', '/v1/api-keys', { key: first.key, body: { name: 'a' } }));
+  const theirs = await lowPinned.request('POST', '/v1/api-keys', { key: other.key, body: { name: 'b' } });
   t.is(theirs.status, 201);
   t.is(rateHeaders(theirs).remaining, 1);
 });
 
 test('endpoint test: limited per endpoint per minute; another endpoint has its own budget', async (t) => {
-  const { key, appId } = await setupJobs(low);
-  const endpoint = async () => (await low.request('POST', '/v1/endpoints', {
+  const { key, appId } = await setupJobs(lowPinned);
+  const endpoint = async () => (await lowPinned.request('POST', '/v1/endpoints', {
     key, body: { application_id: appId, url: 'https://example.com/hook' },
   })).body.id as string;
   const [one, two] = [await endpoint(), await endpoint()];
-  const fire = (id: string) => low.request('POST', `/v1/endpoints/${id}/test`, { key });
+  const fire = (id: string) => lowPinned.request('POST', `/v1/endpoints/${id}/test`, { key });
   const first = await fire(one);
   t.is(first.status, 202);
-  t.deepEqual(rateHeaders(first).limit, 2);
-  t.is(rateHeaders(first).reset % 60, 0, 'minute windows end on the minute');
+  t.deepEqual(rateHeaders(first), { limit: 2, remaining: 1, reset: windowEnd(60) });
+  t.is(windowEnd(60) % 60, 0, 'minute windows end on the minute');
   t.is((await fire(one)).status, 202);
-  const refused = await fire(one);
-  if (rateHeaders(refused).reset === rateHeaders(first).reset) {
-    assertLimited(t, refused);
-    const jobs = await low.pool.oneFirst(sql.type(count)`
-      select count(*)::int as n from deliveries where endpoint_id = ${one}`);
-    t.is(jobs, 2, 'the refused test created no job');
-  } else {
-    t.log('the minute rolled over between requests');
-  }
+  assertLimited(t, await fire(one));
+  const jobs = await lowPinned.pool.oneFirst(sql.type(count)`select count(*)::int as n from deliveries where endpoint_id = ${one}`);
+  t.is(jobs, 2, 'the refused test created no job');
   t.is((await fire(two)).status, 202);
 });
 
 test('limits are configuration: the headers and the 429 follow the configured limit', async (t) => {
-  const { key, appId } = await setupJobs(low);
-  await sleep(1000 - (Date.now() % 1000) + 10);
+  const { key, appId } = await setupJobs(lowPinned);
   const responses = [];
-  for (let i = 0; i < 4; i += 1) responses.push(await postJob(low, key, appId));
-  const windows = new Set(responses.map((r) => rateHeaders(r).reset));
-  t.is(windows.size, 1, 'four sequential requests fit in one second');
+  for (let i = 0; i < 4; i += 1) responses.push(await postJob(lowPinned, key, appId));
   t.deepEqual(responses.map((r) => r.status), [201, 201, 201, 429]);
   t.deepEqual(responses.map((r) => rateHeaders(r).limit), [3, 3, 3, 3]);
   t.deepEqual(responses.map((r) => rateHeaders(r).remaining), [2, 1, 0, 0]);
 });
 
 test('operations without a limit carry no rate-limit headers', async (t) => {
-  const { key } = await app.createOrg();
-  const res = await app.request('GET', '/v1/api-keys', { key });
+  const { key } = await pinned.createOrg();
+  const res = await pinned.request('GET', '/v1/api-keys', { key });
   t.is(res.status, 200);
   t.is(res.headers.get('x-ratelimit-limit'), null);
+});
+
+// ---------------------------------------------------------------- take_rate_limit, time pinned
+
+const taken = z.object({ allowed: z.boolean(), remaining: z.number(), reset_at: z.string(), retry_after: z.number() });
+const take = (on: TestApp, key: string, limit: number, period: number, at: string) =>
+  on.pool.one(sql.type(taken)`select * from take_rate_limit(${key}, ${limit}, ${period}, ${at}::timestamptz)`);
+
+test('take_rate_limit: fixed windows aligned to the epoch; a new window starts afresh; Retry-After counts to its end', async (t) => {
+  const key = `pinned:${Math.random()}`;
+  const results = [];
+  for (const at of ['2030-01-01T00:00:00.000Z', '2030-01-01T00:00:00.400Z', '2030-01-01T00:00:00.998Z', '2030-01-01T00:00:00.999Z']) {
+    results.push(await take(pinned, key, 3, 1, at));
+  }
+  t.deepEqual(results.map((r) => [r.allowed, r.remaining]), [[true, 2], [true, 1], [true, 0], [false, 0]]);
+  t.true(results.every((r) => Date.parse(r.reset_at) === Date.parse('2030-01-01T00:00:01.000Z')));
+  t.is(results[3]!.retry_after, 1, 'at least one second, even 1 ms before the end');
+  // One millisecond later the next window has its own budget: the documented error bound of
+  // fixed windows is up to twice the limit across a boundary.
+  const next = await take(pinned, key, 3, 1, '2030-01-01T00:00:01.000Z');
+  t.like(next, { allowed: true, remaining: 2 });
+  t.is(Date.parse(next.reset_at), Date.parse('2030-01-01T00:00:02.000Z'));
+  const hourly = await take(pinned, `${key}:h`, 10, 3600, '2030-01-01T05:59:59.000Z');
+  t.is(Date.parse(hourly.reset_at), Date.parse('2030-01-01T06:00:00.000Z'));
+  t.is(hourly.retry_after, 1);
+  const minute = await take(pinned, `${key}:m`, 1, 60, '2030-01-01T05:58:00.500Z');
+  t.like(minute, { allowed: true, retry_after: 60 });
+  const refused = await take(pinned, `${key}:m`, 1, 60, '2030-01-01T05:58:10.500Z');
+  t.like(refused, { allowed: false, remaining: 0, retry_after: 50 });
+});
+
+test('take_rate_limit: 150 concurrent takes at one instant admit exactly the limit', async (t) => {
+  const key = `burst:${Math.random()}`;
+  const results = await Promise.all(Array.from({ length: 150 }, () => take(pinned, key, 100, 1, '2030-01-01T00:00:00.500Z')));
+  t.is(results.filter((r) => r.allowed).length, 100);
+  t.deepEqual(results.filter((r) => r.allowed).map((r) => r.remaining).sort((x, y) => x - y), Array.from({ length: 100 }, (_, i) => i));
+  t.true(results.filter((r) => !r.allowed).every((r) => r.remaining === 0 && r.retry_after === 1));
+});
+
+test('take_rate_limit without a time counts by the database clock', async (t) => {
+  const row = await pinned.pool.one(sql.type(taken.extend({ now: z.string() }))`
+    select t.*, clock_timestamp()::text as now from take_rate_limit(${`db:${Math.random()}`}, 5, 3600) t`);
+  t.like(row, { allowed: true, remaining: 4 });
+  const end = Date.parse(row.reset_at);
+  t.is(end % 3_600_000, 0);
+  t.true(end > Date.now() - 60_000 && end <= Date.now() + 3_600_000 + 60_000, `reset ${row.reset_at} is the end of this hour`);
 });

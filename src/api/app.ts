@@ -27,10 +27,13 @@ export type AppDependencies = {
   pool: DatabasePool; config: Config; logger: Logger; queue: Queue;
   /** The process's metrics (shared with its worker); a registry of the app's own when absent. */
   metrics?: Metrics;
+  /** The time of a request for rate-limit windows; the database's clock when absent. Tests pin it. */
+  now?: () => Date;
 };
 
-export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }) }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now }: AppDependencies): Express {
   const app = express();
+  app.locals.now = now; // read by enforceRateLimit
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', parseQueryString);

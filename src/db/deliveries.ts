@@ -22,16 +22,20 @@ const claimRow = z.object({
   job_headers: z.record(z.string(), z.string()),
   secrets: z.array(z.string()),
   expires_at: z.string(),
-  /** The endpoint's rate-limit slot spacing in milliseconds (1020 / rate_limit_rps). */
-  spacing_ms: z.number(),
+  rate_limit_rps: z.number(),
+  /** The job's event type name (webhook-event-type). */
+  event_type: z.string(),
 });
 export type Claim = z.infer<typeof claimRow>;
 
 export async function claimDeliveries(
   db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
+  /** Who claims (one name per delivery loop) and the gap after another claimant's slots (worker/pacing.ts). */
+  slots: { owner: string; handoffMs: number } = { owner: 'none', handoffMs: 0 },
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
-  return db.any(sql.type(claimRow)`select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs})`);
+  return db.any(sql.type(claimRow)`
+    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${slots.owner}, ${slots.handoffMs})`);
 }
 
 export type AttemptResult = {

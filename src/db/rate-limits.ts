@@ -5,7 +5,13 @@ import { z } from 'zod';
 const takenRow = z.object({ allowed: z.boolean(), remaining: z.number(), reset_at: z.string(), retry_after: z.number() });
 export type Taken = z.infer<typeof takenRow>;
 
-/** One statement: counts this request against `key` and says whether it is within `limit`. */
-export async function takeRateLimit(db: CommonQueryMethods, key: string, limit: number, periodSeconds: number): Promise<Taken> {
-  return db.one(sql.type(takenRow)`select * from take_rate_limit(${key}, ${limit}, ${periodSeconds})`);
+/**
+ * One statement: counts this request against `key` and says whether it is within `limit`. `at`
+ * is the time of the request: the database's clock when absent (production), pinned by tests.
+ */
+export async function takeRateLimit(
+  db: CommonQueryMethods, key: string, limit: number, periodSeconds: number, at?: Date,
+): Promise<Taken> {
+  const time = at ? sql.fragment`, ${at.toISOString()}::timestamptz` : sql.fragment``;
+  return db.one(sql.type(takenRow)`select * from take_rate_limit(${key}, ${limit}, ${periodSeconds}${time})`);
 }

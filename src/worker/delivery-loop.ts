@@ -2,13 +2,16 @@
 // (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
 // attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
 // the recorder.
+import { randomUUID } from 'node:crypto';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
+import { takeSendSlot } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
+import { graceFor, LATE_LIMIT_MS, LEAD_MS, makeStartWindows, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
@@ -21,7 +24,10 @@ export const USER_AGENT = 'hookline/0.1.0';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Standard Webhooks headers, then the endpoint's custom headers, then the job's (which win). */
+/**
+ * Standard Webhooks headers and the job's event type name, then the endpoint's custom headers,
+ * then the job's (which win).
+ */
 export function deliveryHeaders(claim: Claim, timestamp: number): Record<string, string> {
   const custom = new Map<string, [string, string]>();
   for (const [name, value] of [...Object.entries(claim.endpoint_headers), ...Object.entries(claim.job_headers)]) {
@@ -33,6 +39,7 @@ export function deliveryHeaders(claim: Claim, timestamp: number): Record<string,
     'webhook-id': claim.job_id,
     'webhook-timestamp': String(timestamp),
     'webhook-signature': signatureHeader(claim.secrets, claim.job_id, timestamp, claim.payload),
+    'webhook-event-type': claim.event_type,
     ...Object.fromEntries(custom.values()),
   };
 }
@@ -49,8 +56,8 @@ export function storableBody(body: string): string {
 
 export type DeliveryLoop = { stop(): Promise<void> };
 
-/** A claimed attempt, to start at `startAt` (this process's clock). */
-type Send = { message: Message; claim: Claim; startAt: number };
+/** A claimed attempt and its rate-limit slot. */
+type Send = { message: Message; claim: Claim; slot: Slot };
 
 export function startDeliveryLoop(deps: {
   pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder; metrics: Metrics;
@@ -66,9 +73,13 @@ export function startDeliveryLoop(deps: {
     resolve?.();
   };
 
+  // This loop's name in endpoint_send_slots: whether the slots after its own went to someone else.
+  const owner = randomUUID();
+
   async function claim(messages: readonly Message[]) {
     return pool.transaction(async (tx) => {
-      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS);
+      const sentAt = Date.now();
+      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, { owner, handoffMs: LATE_LIMIT_MS });
       const claimedAt = Date.now();
       const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
       const sends: Send[] = [];
@@ -77,7 +88,7 @@ export function startDeliveryLoop(deps: {
       for (const message of messages) {
         const claimed = byDelivery.get(message.data.deliveryId);
         if (claimed?.action === 'send' && claimed.round === message.data.round) {
-          sends.push({ message, claim: claimed, startAt: claimedAt + (claimed.start_in_ms ?? 0) });
+          sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt) });
           continue;
         }
         settled.push(message); // skip, hold, drop, expire, cancel: this message is done
@@ -89,23 +100,37 @@ export function startDeliveryLoop(deps: {
     });
   }
 
-  // The last real start of each endpoint in this process. A start that ran late (a busy event
-  // loop, a slow machine) would otherwise fall closer to the next one than the slot spacing:
-  // the next start of that endpoint waits until a spacing after it. Only the spacing is kept,
-  // not the whole planned gap, so lateness is absorbed as soon as the slots leave room.
-  const lastStarts = new Map<string, number>();
+  const windows = makeStartWindows();
 
-  async function attempt(claimed: Claim, startAt: number): Promise<AttemptResult> {
-    const wait = startAt - Date.now();
-    if (wait > 0) await sleep(wait);
-    const previous = lastStarts.get(claimed.endpoint_id);
-    if (previous !== undefined) {
-      const behind = previous + claimed.spacing_ms - Date.now();
-      if (behind >= 1) await sleep(behind); // below a timer's resolution the slots alone keep the pace
+  /**
+   * Waits for the moment this attempt may start (pacing.ts): its slot has come, this process
+   * started fewer than rate_limit_rps attempts of the endpoint in the last second, and the slot
+   * is not more than LATE_LIMIT_MS past; a start that missed its slot takes a new one. Checked
+   * and recorded in one synchronous step, so two attempts waking together cannot both pass.
+   */
+  async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number> {
+    let slot = first;
+    for (let retake = 0; ; retake += 1) {
+      for (;;) {
+        const at = Math.max(slot.startAt, windows.freeAt(claimed.endpoint_id, claimed.rate_limit_rps));
+        const now = Date.now();
+        if (now >= at) break;
+        await sleep(at - now);
+      }
+      const now = Date.now();
+      if (now <= slot.latestAt) {
+        windows.record(claimed.endpoint_id, claimed.rate_limit_rps, now);
+        return now;
+      }
+      const graceMs = graceFor(retake);
+      const sentAt = Date.now();
+      const taken = await takeSendSlot(pool, claimed.endpoint_id, { owner, leadMs: LEAD_MS, handoffMs: LATE_LIMIT_MS, graceMs });
+      slot = slotFrom(taken.start_in_ms, sentAt, Date.now(), taken.graced ? graceMs : 0);
     }
-    if (lastStarts.size >= 10_000) lastStarts.clear();
-    lastStarts.set(claimed.endpoint_id, Date.now());
-    const started = new Date();
+  }
+
+  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult> {
+    const started = new Date(await startWhenAllowed(claimed, slot));
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
@@ -139,7 +164,7 @@ export function startDeliveryLoop(deps: {
 
   function start(send: Send): void {
     inFlight += 1;
-    attempt(send.claim, send.startAt)
+    attempt(send.claim, send.slot)
       .then((result) => recorder.add(send.message, result))
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {

@@ -3,7 +3,7 @@
 // batch is written, the messages' leases expire and the attempts are redone: at least once.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
-import { recordAttempts, type AttemptResult } from '../db/deliveries.ts';
+import { recordAttempts, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
 import type { Message, Queue } from '../queue.ts';
 
@@ -20,11 +20,13 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
   async function write(batch: typeof buffer): Promise<void> {
     for (let failures = 0; ; failures += 1) {
       try {
-        await deps.pool.transaction(async (tx) => {
+        const transitions = await deps.pool.transaction(async (tx) => {
           const recorded = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
           await deps.queue.complete(tx, batch.map((b) => b.message));
           await deps.queue.enqueue(tx, recorded.enqueue);
+          return recorded.transitions;
         });
+        for (const transition of transitions) logTransition(transition); // committed: it happened
         return;
       } catch (error) {
         deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
@@ -32,6 +34,13 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
         await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));
       }
     }
+  }
+
+  /** One line per circuit change: operators see an endpoint go dark or come back without querying. */
+  function logTransition(t: CircuitTransition): void {
+    const ids = { endpoint_id: t.endpoint_id, application_id: t.application_id, org_id: t.org_id };
+    if (t.circuit === 'disabled') deps.logger.warn(ids, 'endpoint disabled: its circuit opened after consecutive failed attempts');
+    else deps.logger.info(ids, 'endpoint enabled: a successful attempt closed its circuit');
   }
 
   function flush(): Promise<void> {

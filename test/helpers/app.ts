@@ -6,7 +6,7 @@ import { createApiKey, type CreatedApiKey } from '../../src/core/api-keys.ts';
 import { insertOrganization } from '../../src/db/organizations.ts';
 import { makePool } from '../../src/db/pool.ts';
 import { newId } from '../../src/ids.ts';
-import { makeLogger } from '../../src/logger.ts';
+import { makeLogger, type Logger } from '../../src/logger.ts';
 import { makeMetrics } from '../../src/metrics.ts';
 import { startQueue, type Queue } from '../../src/queue.ts';
 import { startWeb } from '../../src/web.ts';
@@ -36,7 +36,13 @@ export type TestApp = {
  * wants hooks and tests declared synchronously. The app starts in a `before` hook; the
  * returned handle delegates to it once started.
  */
-export type TestAppOptions = { worker?: boolean; lookup?: Lookup };
+export type TestAppOptions = {
+  worker?: boolean; lookup?: Lookup;
+  /** The web's clock for rate-limit windows (AppDependencies.now); the database's when absent. */
+  now?: () => Date;
+  /** Where the app and its worker log (tests that read log lines); silent when absent. */
+  logger?: Logger;
+};
 
 export function startTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
   const teardown: Array<() => Promise<void>> = [];
@@ -68,7 +74,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   teardown.push(database.drop);
   const databaseUrl = database.url;
   const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
-  const logger = makeLogger(config.logLevel);
+  const logger = options.logger ?? makeLogger(config.logLevel);
   const queue = await startQueue({
     databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker, retentionHours: config.retention.queueHours,
   });
@@ -80,7 +86,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     const running = await startWorker({ pool, config, logger, queue, metrics, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);
   }
-  const web = await startWeb({ pool, config, logger, queue, metrics });
+  const web = await startWeb({ pool, config, logger, queue, metrics, ...(options.now ? { now: options.now } : {}) });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;
 

@@ -20,7 +20,9 @@ export function rateLimitRules(config: Config) {
 
 /** Counts this request against `rule` for `subject` (an organization or endpoint id); 429 past it. */
 export async function enforceRateLimit(pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string): Promise<void> {
-  const taken = await takeRateLimit(pool, `${rule.name}:${subject}`, rule.limit, rule.periodSeconds);
+  // A clock given to the app (AppDependencies.now: tests pin the window), else the database's.
+  const now = res.app.locals.now as (() => Date) | undefined;
+  const taken = await takeRateLimit(pool, `${rule.name}:${subject}`, rule.limit, rule.periodSeconds, now?.());
   res.setHeader('X-RateLimit-Limit', String(rule.limit));
   res.setHeader('X-RateLimit-Remaining', String(taken.remaining));
   res.setHeader('X-RateLimit-Reset', String(Math.ceil(Date.parse(taken.reset_at) / 1000)));

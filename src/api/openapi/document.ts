@@ -35,6 +35,11 @@ const deliveryHeaders = z.object({
       + 'the request when any of them matches. Any Standard Webhooks library verifies it given the secret as displayed.',
     examples: ['v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4='],
   }),
+  'webhook-event-type': z.string().meta({
+    description: 'The name of the job\'s event type (`webhook.test` for the endpoint test action), so a receiver subscribed to several '
+      + 'types can tell them apart without parsing the body. Not part of the signed content: the body stays the payload, byte for byte.',
+    examples: ['invoice.paid'],
+  }),
   'user-agent': z.string().meta({ description: 'The service and its version.', examples: [USER_AGENT] }),
 });
 
