@@ -143,6 +143,20 @@ async function endpointInSql(ctx: Ctx, id: string) {
 }
 
 /** Waits until `ms` after `sinceMs` (epoch ms): for "nothing more arrives" checks, bounded. */
+/**
+ * Makes a delivery's queued retry due now and waits until a worker has handled it: the check that
+ * no attempt follows a delete or a cancel, without racing the retry schedule on a busy machine.
+ * Returns how many queued messages it moved (the caller expects exactly one).
+ */
+async function runQueuedRetryNow(ctx: Ctx, deliveryId: number): Promise<number> {
+  const ofDelivery = sql.fragment`name = 'deliveries' and data->>'deliveryId' = ${String(deliveryId)}`;
+  const moved = await ctx.on.pool.query(sql.unsafe`
+    update pgboss.job set start_after = now() where ${ofDelivery} and state in ('created', 'retry')`);
+  await until(`the queued retry of delivery ${deliveryId} to be handled`, async () => (await ctx.on.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pgboss.job where ${ofDelivery} and state in ('created', 'retry', 'active')`)) === 0);
+  return moved.rowCount;
+}
+
 async function waitPast(sinceMs: number, ms: number): Promise<void> {
   const left = sinceMs + ms - Date.now();
   if (left > 0) await sleep(left);
@@ -564,16 +578,17 @@ test('reset-circuit on a disabled endpoint releases its held deliveries at once'
 
 test('an endpoint deleted while its delivery awaits a retry: no further attempt, delivery dropped, job discarded', async (t) => {
   const ctx = await setup(t);
-  // The first answer asks for 4 s (Retry-After), so the retry is not already in flight when a
-  // loaded machine lets the test see awaiting_retry late.
-  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '4' } } : { status: 200 }));
+  // The first answer asks for a minute (Retry-After), so the retry cannot be in flight however
+  // late a loaded machine lets the test see awaiting_retry; the test then makes it due itself.
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '60' } } : { status: 200 }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
-  const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
+  await waitStatus(ctx, jobId, 'awaiting_retry');
   const deleted = await ctx.on.request('DELETE', `/v1/endpoints/${ep.id}`, { key: ctx.key });
   t.is(deleted.status, 200, JSON.stringify(deleted.body));
-  // The retry was due about 4 s after the failure.
-  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 6000);
+  const delivery = await deliveryOf(ctx, jobId, ep.id);
+  t.is(delivery.status, 'dropped');
+  t.is(await runQueuedRetryNow(ctx, delivery.id), 1, 'the retry was queued');
   t.is(r.arrivals.length, 1, 'no attempt after the endpoint was deleted');
   t.is((await deliveryOf(ctx, jobId, ep.id)).status, 'dropped');
   const job = await waitStatus(ctx, jobId, 'discarded', 5000);
@@ -583,18 +598,17 @@ test('an endpoint deleted while its delivery awaits a retry: no further attempt,
 
 test('cancel while awaiting a retry stops further attempts; retry of the discarded job delivers again and succeeds', async (t) => {
   const ctx = await setup(t);
-  // The first answer asks for 4 s (Retry-After), so the retry is not already in flight when a
-  // loaded machine lets the test see awaiting_retry late.
-  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '4' } } : { status: 200 }));
+  // As above: the retry waits a minute unless the test makes it due.
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '60' } } : { status: 200 }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
-  const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
+  await waitStatus(ctx, jobId, 'awaiting_retry');
 
   const cancelled = await ctx.on.request('POST', `/v1/webhook-jobs/${jobId}/cancel`, { key: ctx.key });
   t.is(cancelled.status, 200, JSON.stringify(cancelled.body));
   t.is(cancelled.body.status, 'discarded');
   t.regex(cancelled.body.discarded_at, ISO_MS);
-  await waitPast(Date.parse(waiting.deliveries[0].attempted_at), 6000);
+  t.is(await runQueuedRetryNow(ctx, (await deliveryOf(ctx, jobId, ep.id)).id), 1, 'the retry was queued');
   t.is(r.arrivals.length, 1, 'no attempt after the cancel');
   t.is((await deliveryOf(ctx, jobId, ep.id)).status, 'cancelled');
   const job = await getJob(ctx, jobId);
