@@ -1,54 +1,73 @@
-// Event type schemas: checked with Ajv when an event type is written, and (with the
-// delivery issue) used to validate job payloads. JSON Schema 2020-12 unless `$schema`
-// names draft-07 or 2019-09.
-import { Ajv, type AnySchema, type ErrorObject, type ValidateFunction } from 'ajv';
+// Event type schemas: checked when an event type is written and used to validate job payloads.
+// JSON Schema 2020-12 unless `$schema` names draft-07 or 2019-09. No tenant input changes state
+// another tenant uses: the meta-schema instances below only ever validate, and every schema is
+// compiled in an Ajv instance of its own. Cost is bounded by the limits (schema-limits.ts), RE2,
+// and a time budget: schemas that are not known-cheap are validated on a worker thread.
+import { Ajv, type AnySchema, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { compileIsolated, describeErrors, draftOf, runValidator, type SchemaProblem } from './json-schema-engine.ts';
+import { validateOffThread } from './json-schema-pool.ts';
+import { CHEAP_EXPANDED, checkSchemaLimits } from './schema-limits.ts';
 
-// ajv-formats is CommonJS; its default export is the plugin function.
+export type { SchemaProblem } from './json-schema-engine.ts';
+
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-// strict: false, because real-world schemas carry annotations Ajv does not know ("example",
-// vendor keywords); a schema is still refused when it breaks its draft's meta-schema.
-const options = { strict: false, allErrors: true, validateFormats: true } as const;
-const validators = {
-  draft07: addFormats(new Ajv(options)),
-  draft2019: addFormats(new Ajv2019(options) as unknown as Ajv),
-  draft2020: addFormats(new Ajv2020(options) as unknown as Ajv),
+// Meta-schema validation only: validateSchema never registers the schema it checks. Frozen in
+// spirit: nothing here calls compile, addSchema or removeSchema with tenant input.
+const metaOptions = { strict: false, allErrors: true, validateFormats: true } as const;
+const metaValidators = {
+  draft07: addFormats(new Ajv(metaOptions)),
+  draft2019: addFormats(new Ajv2019(metaOptions) as unknown as Ajv),
+  draft2020: addFormats(new Ajv2020(metaOptions) as unknown as Ajv),
 };
 
-function validatorFor(schema: Record<string, unknown>): Ajv | null {
-  const declared = schema.$schema;
-  if (declared === undefined) return validators.draft2020;
-  if (typeof declared !== 'string') return null;
-  const uri = declared.replace(/#$/, '').replace(/^http:/, 'https:');
-  if (uri === 'https://json-schema.org/draft/2020-12/schema') return validators.draft2020;
-  if (uri === 'https://json-schema.org/draft/2019-09/schema') return validators.draft2019;
-  if (uri === 'https://json-schema.org/draft-07/schema') return validators.draft07;
-  return null;
-}
+/** Payloads up to this many characters of JSON are validated inline against a cheap schema. */
+export const INLINE_MAX_PAYLOAD = 16_384;
 
-export type SchemaProblem = { path: string; message: string };
+/** A compiled event type schema. */
+export type PayloadValidator = { validate: ValidateFunction; cheap: boolean; schemaText: string };
 
-const describe = (errors: ErrorObject[] | null | undefined, root: string): SchemaProblem[] =>
-  (errors ?? []).map((e) => ({ path: `${root}${e.instancePath.replaceAll('/', '.')}`, message: e.message ?? 'is invalid' }));
+const internalMessage = (error: unknown) =>
+  error instanceof RangeError ? 'is too deeply nested to compile' : String((error as Error).message).slice(0, 300);
 
-/** Compiles a schema; problems (under `root`, e.g. "schema") when it is not a valid JSON Schema. */
-export function compileSchema(schema: Record<string, unknown>, root = 'schema'): { validate: ValidateFunction } | { problems: SchemaProblem[] } {
-  const ajv = validatorFor(schema);
-  if (!ajv) {
+/** Compiles a schema; problems (under `root`, e.g. "schema") when it is not a valid JSON Schema or breaks a limit. */
+export function compileSchema(schema: Record<string, unknown>, root = 'schema'): { validator: PayloadValidator } | { problems: SchemaProblem[] } {
+  const draft = draftOf(schema);
+  if (!draft) {
     return { problems: [{ path: `${root}.$schema`, message: 'must be the URI of JSON Schema 2020-12, 2019-09 or draft-07' }] };
   }
-  if (!ajv.validateSchema(schema as AnySchema)) return { problems: describe(ajv.errors, root) };
+  const limits = checkSchemaLimits(schema, root);
+  if ('problems' in limits) return limits;
+  const meta = metaValidators[draft];
   try {
-    return { validate: ajv.compile(schema as AnySchema) };
+    if (!meta.validateSchema(schema as AnySchema)) return { problems: describeErrors(meta.errors, root) };
+    const validate = compileIsolated(schema, draft);
+    const cheap = !limits.shape.recursive && limits.shape.expanded <= CHEAP_EXPANDED;
+    return { validator: { validate, cheap, schemaText: JSON.stringify(schema) } };
   } catch (error) {
     // e.g. a $ref that resolves to nothing
-    return { problems: [{ path: root, message: (error as Error).message }] };
-  } finally {
-    // Tenants share these Ajv instances: never leave a schema (or its $id) registered, so
-    // one tenant's schema can neither clash with nor be $ref'd by another's.
-    ajv.removeSchema(schema as AnySchema);
+    return { problems: [{ path: root, message: internalMessage(error) }] };
   }
+}
+
+/**
+ * Validates a job payload: null when valid, else its problems (at most MAX_DETAILS). Cheap
+ * schemas with small payloads run inline; the rest on a worker thread within a time budget,
+ * past which the payload is refused (400) as too expensive to validate.
+ */
+export async function validatePayload(
+  validator: PayloadValidator, cacheKey: string, payload: unknown, payloadText: string,
+): Promise<SchemaProblem[] | null> {
+  if (validator.cheap && payloadText.length <= INLINE_MAX_PAYLOAD) {
+    try {
+      return runValidator(validator.validate, payload);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      return [{ path: 'payload', message: 'is nested too deeply for the event type\'s schema' }];
+    }
+  }
+  return validateOffThread(cacheKey, validator.schemaText, payloadText);
 }
