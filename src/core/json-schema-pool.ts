@@ -1,13 +1,19 @@
-// Validation off the main thread, within a time budget: a small piscina pool, started on first
-// use. A validation past the budget has its thread terminated (piscina starts another) and the
-// payload is refused as too expensive to validate: a 400, never a 500, and /health never waits.
+// Schema work off the main thread, within time budgets: a small piscina pool, started on first
+// use. Work past its budget has its thread terminated (piscina starts another) and the caller
+// gets a 400-worthy answer: never a 500, and /health never waits.
+import { readFileSync } from 'node:fs';
 import { Piscina } from 'piscina';
 import { AppError } from '../api/errors.ts';
-import type { SchemaProblem } from './json-schema-engine.ts';
 import type { ValidationResult, ValidationTask } from './json-schema-worker.ts';
 
-/** Milliseconds one payload validation may take on a worker thread (queueing included). */
+/** Milliseconds of CPU time one payload validation may use on a worker thread. */
 export const VALIDATION_BUDGET_MS = 2_000;
+/** Milliseconds of CPU time checking and compiling one schema may use on a worker thread. */
+export const COMPILE_BUDGET_MS = 5_000;
+/** Milliseconds of wall time either may take, however busy the machine. */
+export const WALL_BUDGET_MS = 20_000;
+/** Milliseconds a task may wait for a free thread before the request is answered 503. */
+export const QUEUE_BUDGET_MS = 30_000;
 
 let pool: Piscina<ValidationTask, ValidationResult> | null = null;
 let ready: Promise<unknown> | null = null;
@@ -26,34 +32,71 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
   return { pool, ready };
 }
 
-const tooExpensive = (why: string): SchemaProblem[] => [{
-  path: 'payload',
-  message: `could not be validated: ${why}; the event type's schema is too expensive for this payload (fewer nested anyOf/oneOf branches or a smaller payload help)`,
-}];
+// CPU time (user + system) of a thread of this process, from Linux's /proc (clock ticks of 10 ms).
+function threadCpuMs(tid: number): number | null {
+  if (!tid) return null;
+  try {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
+}
 
-/** Validates on a worker thread: null when valid, else problems (also when over budget). */
-export async function validateOffThread(key: string, schemaText: string, payloadText: string): Promise<SchemaProblem[] | null> {
+export type ThreadOutcome = { result: ValidationResult } | { over: 'compile' | 'validation' | 'memory' };
+
+type Task = { check: true; schemaText: string; root: string } | { key: string; schemaText: string; payloadText: string };
+
+/**
+ * Runs a task on a thread. Budgets are the CPU time the thread spends on it (wall time where
+ * /proc is missing), so neither waiting behind another tenant's work nor a busy machine uses
+ * them up.
+ */
+export async function runOnThread(task: Task): Promise<ThreadOutcome> {
   const warm = warmPool();
   await warm.ready;
-  let result: ValidationResult;
-  try {
-    result = await warm.pool.run({ key, schemaText, payloadText }, { signal: AbortSignal.timeout(VALIDATION_BUDGET_MS) });
-  } catch (error) {
-    const name = (error as Error).name;
-    if ((error as Error).message === 'Task queue is at limit') {
-      throw new AppError(503, 'service_unavailable', 'Too many payload validations are waiting; try again shortly.');
+  const clock = new Float64Array(new SharedArrayBuffer(24));
+  const controller = new AbortController();
+  const submitted = Date.now();
+  let over: 'compile' | 'validation' | null = null;
+  let phase: { name: 'compile' | 'validation'; cpu: number | null } | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    const [began = 0, validating = 0, tid = 0] = clock;
+    const now = Date.now();
+    if (began === 0) {
+      if (now - submitted >= QUEUE_BUDGET_MS) return controller.abort();
+    } else {
+      const name = validating === 0 ? 'compile' : 'validation';
+      if (phase?.name !== name) phase = { name, cpu: threadCpuMs(tid) };
+      const cpu = phase.cpu === null ? null : threadCpuMs(tid);
+      const used = cpu === null || phase.cpu === null ? now - (validating || began) : cpu - phase.cpu;
+      const budget = name === 'compile' ? COMPILE_BUDGET_MS : VALIDATION_BUDGET_MS;
+      if (used >= budget || now - (validating || began) >= WALL_BUDGET_MS) over = name;
     }
-    if (name === 'AbortError' || name === 'TimeoutError') {
+    if (over) return controller.abort();
+    timer = setTimeout(check, 50);
+  };
+  timer = setTimeout(check, 50);
+  try {
+    return { result: await warm.pool.run({ ...task, clock }, { signal: controller.signal }) };
+  } catch (error) {
+    if ((error as Error).message === 'Task queue is at limit' || (controller.signal.aborted && !over)) {
+      throw new AppError(503, 'service_unavailable', 'Too many schema validations are waiting; try again shortly.');
+    }
+    if (over && (error as Error).name === 'AbortError') {
       ready = warm.pool.run({ ping: true }).catch(() => undefined);
-      return tooExpensive(`it took longer than the ${VALIDATION_BUDGET_MS} ms budget`);
+      return { over };
     }
     if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
       ready = warm.pool.run({ ping: true }).catch(() => undefined);
-      return tooExpensive('it needed more memory than a validation may use');
+      return { over: 'memory' };
     }
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
-  return 'tooDeep' in result ? tooExpensive('the payload is nested too deeply for it') : result.problems;
 }
 
 /** Stops the pool's threads (on shutdown). */

@@ -15,10 +15,14 @@ export const SCHEMA_LIMITS = {
   maxExpanded: 10_000,
 } as const;
 
-/** Below this many expanded subschemas (and without recursion) a schema is validated inline. */
-export const CHEAP_EXPANDED = 1_000;
+/**
+ * What makes a schema known-cheap, so it is compiled and run inline (small payloads): no
+ * recursion, at most this many expanded subschemas, this many characters of JSON and this many
+ * RE2 instructions over all its patterns. Compiling grows with size, validating with both.
+ */
+export const CHEAP = { expanded: 1_000, chars: 4_096, patternInstructions: 2_000 } as const;
 
-export type SchemaShape = { expanded: number; recursive: boolean };
+export type SchemaShape = { expanded: number; recursive: boolean; patternInstructions: number };
 
 type Node = Record<string, unknown>;
 const isObject = (v: unknown): v is Node => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -38,7 +42,7 @@ type Edge = { to: Node; down: boolean; path: string };
 const problem = (path: string, message: string): SchemaProblem[] => [{ path, message }];
 
 /** Size and nesting of a JSON value, without recursion (the value may be nested thousands deep). */
-function checkSizeAndDepth(schema: unknown, root: string): SchemaProblem[] | null {
+export function checkSizeAndDepth(schema: unknown, root: string): SchemaProblem[] | null {
   const stack: Array<[unknown, number]> = [[schema, 1]];
   let chars = 0;
   while (stack.length > 0) {
@@ -122,6 +126,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   const anchors = new Map<string, Node>();
   const dynamicAnchors = new Map<string, Node[]>();
   const pending: Array<[Node, string, string]> = [[schema, ROOT_BASE, root]];
+  let patternInstructions = 0;
   while (pending.length > 0) {
     const [node, parentBase, path] = pending.pop() as [Node, string, string];
     if (paths.has(node)) continue;
@@ -156,7 +161,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
     for (const [where, pattern] of patterns) {
       if (typeof pattern !== 'string') continue;
       try {
-        compilePattern(pattern);
+        patternInstructions += (compilePattern(pattern).re2().prog as { inst: unknown[] }).inst.length;
       } catch (error) {
         const reason = String((error as Error).message).slice(0, 200);
         return { problems: problem(where, `is not a pattern the linear-time (RE2) engine accepts: no lookaround or backreferences (${reason})`) };
@@ -231,5 +236,5 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   if (total > SCHEMA_LIMITS.maxExpanded) {
     return { problems: problem(root, `expands to more than ${SCHEMA_LIMITS.maxExpanded} subschemas when its $refs are followed (too many branches)`) };
   }
-  return { shape: { expanded: total, recursive } };
+  return { shape: { expanded: total, recursive, patternInstructions } };
 }

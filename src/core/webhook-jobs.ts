@@ -9,7 +9,7 @@ import {
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import type { Queue } from '../queue.ts';
-import { compileSchema, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
+import { prepareValidator, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
@@ -31,11 +31,11 @@ async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: str
     eventTypes.delete(key);
     return null;
   }
-  const compiled = row.schema ? compileSchema(row.schema, 'event_type.schema') : null;
+  const prepared = row.schema ? await prepareValidator(row.schema, `${row.id}@${row.version}`) : null;
   const known = {
     id: row.id, version: row.version,
-    validator: compiled && 'validator' in compiled ? compiled.validator : null,
-    refused: compiled && 'problems' in compiled ? compiled.problems : null,
+    validator: prepared && 'problems' in prepared ? null : prepared,
+    refused: prepared && 'problems' in prepared ? prepared.problems : null,
   };
   eventTypes.delete(key);
   if (eventTypes.size >= MAX_EVENT_TYPES) eventTypes.delete(eventTypes.keys().next().value as string);
@@ -80,7 +80,7 @@ export async function createJob(
     let known = testJob ? null : eventTypes.get(key) ?? await lookUpEventType(tx, tenant, input.eventType);
     for (let tries = 0; tries < 3; tries += 1) {
       const problems = known?.refused
-        ?? (known?.validator ? await validatePayload(known.validator, `${known.id}@${known.version}`, input.payload, payloadText) : null);
+        ?? (known?.validator ? await validatePayload(known.validator, input.payload, payloadText) : null);
       const valid = problems === null;
       const row = await acceptJob(tx, tenant, {
         id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers,
