@@ -3,7 +3,7 @@
 // gets a 400-worthy answer: never a 500, and /health never waits.
 import { readFileSync } from 'node:fs';
 import { Piscina } from 'piscina';
-import { AppError } from '../api/errors.ts';
+import { AppError } from '../errors.ts';
 import type { ValidationResult, ValidationTask } from './json-schema-worker.ts';
 
 /** Milliseconds of CPU time one payload validation may use on a worker thread. */
