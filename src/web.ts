@@ -3,6 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { makeApp, type AppDependencies } from './api/app.ts';
+import { stopValidationPool } from './core/json-schema-pool.ts';
 
 export type WebServer = { port: number; stop(): Promise<void> };
 
@@ -20,7 +21,7 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
       const force = setTimeout(() => server.closeAllConnections(), deps.config.shutdownTimeoutMs);
       server.close(() => {
         clearTimeout(force);
-        resolve();
+        void stopValidationPool().then(resolve, resolve);
       });
       server.closeIdleConnections();
     }),

@@ -1,54 +1,87 @@
-// Event type schemas: checked with Ajv when an event type is written, and (with the
-// delivery issue) used to validate job payloads. JSON Schema 2020-12 unless `$schema`
-// names draft-07 or 2019-09.
-import { Ajv, type AnySchema, type ErrorObject, type ValidateFunction } from 'ajv';
-import { Ajv2019 } from 'ajv/dist/2019.js';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+// Event type schemas: checked when an event type is written and used to validate job payloads.
+// JSON Schema 2020-12 unless `$schema` names draft-07 or 2019-09. No tenant input changes state
+// another tenant uses: every schema compiles in an Ajv instance of its own (schema-check.ts).
+// Cost is bounded by the limits (schema-limits.ts), RE2, and time budgets: checking a schema
+// larger than CHEAP.chars runs on a worker thread, and so do validations unless the schema is
+// known to be cheap and the payload small.
+import type { ValidateFunction } from 'ajv';
+import { runValidator, type SchemaProblem } from './json-schema-engine.ts';
+import { COMPILE_BUDGET_MS, runOnThread, VALIDATION_BUDGET_MS, type ThreadOutcome } from './json-schema-pool.ts';
+import { checkAndCompile } from './schema-check.ts';
+import { CHEAP, checkSizeAndDepth, type SchemaShape } from './schema-limits.ts';
 
-// ajv-formats is CommonJS; its default export is the plugin function.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+export type { SchemaProblem } from './json-schema-engine.ts';
 
-// strict: false, because real-world schemas carry annotations Ajv does not know ("example",
-// vendor keywords); a schema is still refused when it breaks its draft's meta-schema.
-const options = { strict: false, allErrors: true, validateFormats: true } as const;
-const validators = {
-  draft07: addFormats(new Ajv(options)),
-  draft2019: addFormats(new Ajv2019(options) as unknown as Ajv),
-  draft2020: addFormats(new Ajv2020(options) as unknown as Ajv),
-};
+/** Payloads up to this many characters of JSON are validated inline against a cheap schema. */
+export const INLINE_MAX_PAYLOAD = 8_192;
 
-function validatorFor(schema: Record<string, unknown>): Ajv | null {
-  const declared = schema.$schema;
-  if (declared === undefined) return validators.draft2020;
-  if (typeof declared !== 'string') return null;
-  const uri = declared.replace(/#$/, '').replace(/^http:/, 'https:');
-  if (uri === 'https://json-schema.org/draft/2020-12/schema') return validators.draft2020;
-  if (uri === 'https://json-schema.org/draft/2019-09/schema') return validators.draft2019;
-  if (uri === 'https://json-schema.org/draft-07/schema') return validators.draft07;
-  return null;
+/** A checked event type schema; `validate` (inline) only when it is known to be cheap. */
+export type PayloadValidator = { key: string; schemaText: string; validate: ValidateFunction | null };
+
+const tooExpensive = (path: string, what: string, why: string): SchemaProblem[] => [{
+  path, message: `could not be ${what}: ${why}; the event type's schema is too expensive${path === 'payload' ? ' for this payload' : ''} (fewer nested anyOf/oneOf branches, patterns or properties help)`,
+}];
+
+function overBudget(outcome: Extract<ThreadOutcome, { over: unknown }>, path: string, what: string): SchemaProblem[] {
+  if (outcome.over === 'memory') return tooExpensive(path, what, 'it needed more memory than one validation may use');
+  const budget = outcome.over === 'compile' ? COMPILE_BUDGET_MS : VALIDATION_BUDGET_MS;
+  return tooExpensive(path, what, `it took longer than the ${budget} ms budget`);
 }
 
-export type SchemaProblem = { path: string; message: string };
+type Checked = { problems: SchemaProblem[] } | { cheap: ValidateFunction | null };
 
-const describe = (errors: ErrorObject[] | null | undefined, root: string): SchemaProblem[] =>
-  (errors ?? []).map((e) => ({ path: `${root}${e.instancePath.replaceAll('/', '.')}`, message: e.message ?? 'is invalid' }));
+const isCheap = (shape: SchemaShape, schemaText: string) => !shape.recursive && shape.expanded <= CHEAP.expanded
+  && schemaText.length <= CHEAP.chars && shape.patternInstructions <= CHEAP.patternInstructions;
 
-/** Compiles a schema; problems (under `root`, e.g. "schema") when it is not a valid JSON Schema. */
-export function compileSchema(schema: Record<string, unknown>, root = 'schema'): { validate: ValidateFunction } | { problems: SchemaProblem[] } {
-  const ajv = validatorFor(schema);
-  if (!ajv) {
-    return { problems: [{ path: `${root}.$schema`, message: 'must be the URI of JSON Schema 2020-12, 2019-09 or draft-07' }] };
+// A small schema is checked and compiled inline (its size bounds the work); a larger one on a
+// thread within the compile budget, and it is then never compiled on the main thread.
+async function check(schema: Record<string, unknown>, root: string): Promise<Checked> {
+  const sized = checkSizeAndDepth(schema, root);
+  if (sized) return { problems: sized };
+  const schemaText = JSON.stringify(schema);
+  if (schemaText.length <= CHEAP.chars) {
+    const result = checkAndCompile(schema, root);
+    if ('problems' in result) return result;
+    return { cheap: isCheap(result.shape, schemaText) ? result.validate : null };
   }
-  if (!ajv.validateSchema(schema as AnySchema)) return { problems: describe(ajv.errors, root) };
-  try {
-    return { validate: ajv.compile(schema as AnySchema) };
-  } catch (error) {
-    // e.g. a $ref that resolves to nothing
-    return { problems: [{ path: root, message: (error as Error).message }] };
-  } finally {
-    // Tenants share these Ajv instances: never leave a schema (or its $id) registered, so
-    // one tenant's schema can neither clash with nor be $ref'd by another's.
-    ajv.removeSchema(schema as AnySchema);
+  const outcome = await runOnThread({ check: true, schemaText, root });
+  if ('over' in outcome) return { problems: overBudget(outcome, root, 'compiled') };
+  const { result } = outcome;
+  if ('problems' in result) return { problems: result.problems ?? [] };
+  if (!('checked' in result)) return { problems: [{ path: root, message: 'is too deeply nested to compile' }] };
+  return { cheap: null };
+}
+
+/** Problems (under `root`, e.g. "schema") when the schema is not a valid JSON Schema or breaks a limit; null when fine. */
+export async function checkSchema(schema: Record<string, unknown>, root = 'schema'): Promise<SchemaProblem[] | null> {
+  const checked = await check(schema, root);
+  return 'problems' in checked ? checked.problems : null;
+}
+
+/** A validator for a stored schema (`key` names its version), or the problems it has today. */
+export async function prepareValidator(schema: Record<string, unknown>, key: string): Promise<PayloadValidator | { problems: SchemaProblem[] }> {
+  const checked = await check(schema, 'event_type.schema');
+  if ('problems' in checked) return checked;
+  return { key, schemaText: JSON.stringify(schema), validate: checked.cheap };
+}
+
+/**
+ * Validates a job payload: null when valid, else its problems (at most MAX_DETAILS). Cheap
+ * schemas with small payloads run inline; the rest on a worker thread within a time budget,
+ * past which the payload is refused (400) as too expensive to validate.
+ */
+export async function validatePayload(validator: PayloadValidator, payload: unknown, payloadText: string): Promise<SchemaProblem[] | null> {
+  if (validator.validate && payloadText.length <= INLINE_MAX_PAYLOAD) {
+    try {
+      return runValidator(validator.validate, payload);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      return [{ path: 'payload', message: 'is nested too deeply for the event type\'s schema' }];
+    }
   }
+  const outcome = await runOnThread({ key: validator.key, schemaText: validator.schemaText, payloadText });
+  if ('over' in outcome) return overBudget(outcome, 'payload', 'validated');
+  const { result } = outcome;
+  if ('tooDeep' in result) return tooExpensive('payload', 'validated', 'the payload is nested too deeply for it');
+  return 'problems' in result ? result.problems : null;
 }

@@ -1,6 +1,5 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
-import type { ValidateFunction } from 'ajv';
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { invalidState, notFound, validationError } from '../errors.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
@@ -10,7 +9,7 @@ import {
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import type { Queue } from '../queue.ts';
-import { compileSchema } from './json-schema.ts';
+import { prepareValidator, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
@@ -18,7 +17,8 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 // version and compiled payload validator (compiling costs far more than validating). An entry
 // is only a guess: accept_webhook_job checks the version under the insert's own snapshot and
 // answers 'stale' when the event type changed, and then it is looked up again.
-type KnownEventType = { id: string; version: number; validate: ValidateFunction | null };
+// A stored schema that no longer passes the schema limits refuses payloads with its problems.
+type KnownEventType = { id: string; version: number; validator: PayloadValidator | null; refused: SchemaProblem[] | null };
 const eventTypes = new Map<string, KnownEventType>();
 const MAX_EVENT_TYPES = 1000;
 
@@ -31,13 +31,12 @@ async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: str
     eventTypes.delete(key);
     return null;
   }
-  let validate: ValidateFunction | null = null;
-  if (row.schema) {
-    const compiled = compileSchema(row.schema);
-    if ('problems' in compiled) throw new Error(`stored schema of ${row.id} does not compile`);
-    validate = compiled.validate;
-  }
-  const known = { id: row.id, version: row.version, validate };
+  const prepared = row.schema ? await prepareValidator(row.schema, `${row.id}@${row.version}`) : null;
+  const known = {
+    id: row.id, version: row.version,
+    validator: prepared && 'problems' in prepared ? null : prepared,
+    refused: prepared && 'problems' in prepared ? prepared.problems : null,
+  };
   eventTypes.delete(key);
   if (eventTypes.size >= MAX_EVENT_TYPES) eventTypes.delete(eventTypes.keys().next().value as string);
   eventTypes.set(key, known);
@@ -80,8 +79,9 @@ export async function createJob(
   return pool.transaction(async (tx) => {
     let known = testJob ? null : eventTypes.get(key) ?? await lookUpEventType(tx, tenant, input.eventType);
     for (let tries = 0; tries < 3; tries += 1) {
-      const valid = known?.validate ? known.validate(input.payload) : true;
-      const errors = valid ? null : [...(known?.validate?.errors ?? [])];
+      const problems = known?.refused
+        ?? (known?.validator ? await validatePayload(known.validator, input.payload, payloadText) : null);
+      const valid = problems === null;
       const rows = await acceptJob(tx, tenant, {
         id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers,
         eventTypeId: known?.id ?? null, eventTypeVersion: known?.version ?? null, payloadValid: valid, endpointId: input.endpointId ?? null,
@@ -96,9 +96,7 @@ export async function createJob(
           eventTypes.delete(key);
           throw validationError(`Unknown event type: ${input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
         case 'invalid':
-          throw validationError('payload does not match the event type\'s schema.', (errors ?? []).map((e) => ({
-            path: `payload${e.instancePath.replaceAll('/', '.')}`, message: e.message ?? 'is invalid',
-          })));
+          throw validationError('payload does not match the event type\'s schema.', problems ?? []);
         case 'stale':
           known = await lookUpEventType(tx, tenant, input.eventType);
           continue;

@@ -3,7 +3,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { compileSchema } from '../../core/json-schema.ts';
+import { checkSchema } from '../../core/json-schema.ts';
 import { deleteEventType, findEventType, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
 import { isId, newId } from '../../ids.ts';
 import { AppError, notFound, validationError } from '../../errors.ts';
@@ -32,10 +32,10 @@ export const eventTypeRequests = { createBody, patchBody, listQuery, deleteQuery
 const toEventType = shaper(eventType);
 
 /** A schema must compile; its problems become the 400's details. */
-function assertValidSchema(schema: Record<string, unknown> | null | undefined): void {
+async function assertValidSchema(schema: Record<string, unknown> | null | undefined): Promise<void> {
   if (!schema) return;
-  const compiled = compileSchema(schema);
-  if ('problems' in compiled) throw validationError('schema is not a valid JSON Schema.', compiled.problems);
+  const problems = await checkSchema(schema);
+  if (problems) throw validationError('schema is not a valid JSON Schema.', problems);
 }
 
 const eventTypeInUse = () =>
@@ -46,7 +46,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
 
   router.post('/', async (req, res) => {
     const body = parseBody(createBody, req.body);
-    assertValidSchema(body.schema);
+    await assertValidSchema(body.schema);
     res.status(201).json(toEventType(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body })));
   });
 
@@ -69,7 +69,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
       throw validationError('The request body is invalid.', [{ path: 'name', message: 'cannot be changed after creation' }]);
     }
     const body = parseBody(patchBody, req.body);
-    assertValidSchema(body.schema);
+    await assertValidSchema(body.schema);
     const updated = await updateEventType(pool, authOf(res), req.params.id, body);
     if (!updated) throw notFound('Event type');
     res.json(toEventType(updated));

@@ -1,0 +1,108 @@
+// Schema work off the main thread, within time budgets: a small piscina pool, started on first
+// use. Work past its budget has its thread terminated (piscina starts another) and the caller
+// gets a 400-worthy answer: never a 500, and /health never waits.
+import { readFileSync } from 'node:fs';
+import { Piscina } from 'piscina';
+import { AppError } from '../errors.ts';
+import type { ValidationResult, ValidationTask } from './json-schema-worker.ts';
+
+/** Milliseconds of CPU time one payload validation may use on a worker thread. */
+export const VALIDATION_BUDGET_MS = 2_000;
+/** Milliseconds of CPU time checking and compiling one schema may use on a worker thread. */
+export const COMPILE_BUDGET_MS = 5_000;
+/** Milliseconds of wall time either may take, however busy the machine. */
+export const WALL_BUDGET_MS = 20_000;
+/** Milliseconds a task may wait for a free thread before the request is answered 503. */
+export const QUEUE_BUDGET_MS = 30_000;
+
+let pool: Piscina<ValidationTask, ValidationResult> | null = null;
+let ready: Promise<unknown> | null = null;
+
+// A thread is started (and loads Ajv) before budgets run, so a cold start never counts against one.
+function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: Promise<unknown> } {
+  pool ??= new Piscina<ValidationTask, ValidationResult>({
+    filename: new URL('./json-schema-worker.ts', import.meta.url).href,
+    minThreads: 1,
+    maxThreads: 2,
+    idleTimeout: 60_000,
+    maxQueue: 1_000,
+    resourceLimits: { maxOldGenerationSizeMb: 64 },
+  });
+  ready ??= pool.run({ ping: true }).catch(() => undefined);
+  return { pool, ready };
+}
+
+// CPU time (user + system) of a thread of this process, from Linux's /proc (clock ticks of 10 ms).
+function threadCpuMs(tid: number): number | null {
+  if (!tid) return null;
+  try {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
+export type ThreadOutcome = { result: ValidationResult } | { over: 'compile' | 'validation' | 'memory' };
+
+type Task = { check: true; schemaText: string; root: string } | { key: string; schemaText: string; payloadText: string };
+
+/**
+ * Runs a task on a thread. Budgets are the CPU time the thread spends on it (wall time where
+ * /proc is missing), so neither waiting behind another tenant's work nor a busy machine uses
+ * them up.
+ */
+export async function runOnThread(task: Task): Promise<ThreadOutcome> {
+  const warm = warmPool();
+  await warm.ready;
+  const clock = new Float64Array(new SharedArrayBuffer(24));
+  const controller = new AbortController();
+  const submitted = Date.now();
+  let over: 'compile' | 'validation' | null = null;
+  let phase: { name: 'compile' | 'validation'; cpu: number | null } | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    const [began = 0, validating = 0, tid = 0] = clock;
+    const now = Date.now();
+    if (began === 0) {
+      if (now - submitted >= QUEUE_BUDGET_MS) return controller.abort();
+    } else {
+      const name = validating === 0 ? 'compile' : 'validation';
+      if (phase?.name !== name) phase = { name, cpu: threadCpuMs(tid) };
+      const cpu = phase.cpu === null ? null : threadCpuMs(tid);
+      const used = cpu === null || phase.cpu === null ? now - (validating || began) : cpu - phase.cpu;
+      const budget = name === 'compile' ? COMPILE_BUDGET_MS : VALIDATION_BUDGET_MS;
+      if (used >= budget || now - (validating || began) >= WALL_BUDGET_MS) over = name;
+    }
+    if (over) return controller.abort();
+    timer = setTimeout(check, 50);
+  };
+  timer = setTimeout(check, 50);
+  try {
+    return { result: await warm.pool.run({ ...task, clock }, { signal: controller.signal }) };
+  } catch (error) {
+    if ((error as Error).message === 'Task queue is at limit' || (controller.signal.aborted && !over)) {
+      throw new AppError(503, 'service_unavailable', 'Too many schema validations are waiting; try again shortly.');
+    }
+    if (over && (error as Error).name === 'AbortError') {
+      ready = warm.pool.run({ ping: true }).catch(() => undefined);
+      return { over };
+    }
+    if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      ready = warm.pool.run({ ping: true }).catch(() => undefined);
+      return { over: 'memory' };
+    }
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Stops the pool's threads (on shutdown). */
+export async function stopValidationPool(): Promise<void> {
+  const stopping = pool;
+  pool = null;
+  ready = null;
+  await stopping?.destroy();
+}
