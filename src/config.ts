@@ -15,7 +15,7 @@ const schema = z.object({
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
-  DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(2_000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
     const parts = value.split(',').map((p) => p.trim());

@@ -2,6 +2,9 @@
 // limit, so during an outage requests waited for the whole of it and then ran. Here every call
 // first takes one of `permits` (as many as the pool has connections), then a connection, both
 // within `acquireTimeoutMs`; past that it fails with DatabaseUnavailableError (the API's 503).
+// While the database is known to be lost, callers that would have to queue fail at once (and
+// the queue is emptied when it is lost); callers that find a free permit try it, which is how
+// the recovery is noticed.
 // A call made while serving an HTTP request whose client has gone away does not start, and its
 // transaction rolls back instead of committing.
 import type { DatabasePool, DatabasePoolConnection } from 'slonik';
@@ -34,6 +37,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
       free -= 1;
       return Promise.resolve();
     }
+    if (!availability.available) return Promise.reject(new DatabaseUnavailableError('the database is unavailable'));
     return new Promise<void>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
@@ -53,6 +57,12 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
     });
   }
 
+  /** The database was just lost: nobody waits for a connection that is not coming. */
+  function failWaitersIfLost() {
+    if (availability.available) return;
+    while (waiters.length > 0) waiters[0]!.fail(new DatabaseUnavailableError('the database is unavailable'));
+  }
+
   async function run<T>(work: (connection: DatabasePoolConnection) => Promise<T>): Promise<T> {
     const signal = currentRequestSignal();
     const deadline = Date.now() + acquireTimeoutMs;
@@ -66,13 +76,17 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
       if (gaveUp || signal?.aborted) throw new RequestAbandonedError();
       return work(connection);
     });
-    underlying.then(() => availability.succeeded(), (error: unknown) => availability.failed(error)).finally(release);
+    underlying.then(() => availability.succeeded(), (error: unknown) => {
+      availability.failed(error);
+      failWaitersIfLost();
+    }).finally(release);
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         if (connected) return;
         gaveUp = true;
         const error = new DatabaseUnavailableError(`no database connection could be opened within ${acquireTimeoutMs} ms`);
         availability.failed(error);
+        failWaitersIfLost();
         reject(error);
       }, Math.max(0, deadline - Date.now()));
     });

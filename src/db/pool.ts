@@ -39,7 +39,7 @@ export type PoolOptions = {
   onAvailabilityChange?: (available: boolean) => void;
 };
 
-export const DEFAULT_ACQUIRE_TIMEOUT_MS = 2_000;
+export const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
 
 const availabilities = new WeakMap<DatabasePool, Availability>();
 
