@@ -13,7 +13,9 @@ const integer = (min: number, max: number) =>
 const schema = z.object({
   PORT: integer(0, 65535).default(3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
+  DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
     const parts = value.split(',').map((p) => p.trim());
@@ -42,7 +44,11 @@ const schema = z.object({
 export type Config = Readonly<{
   port: number;
   databaseUrl: string | undefined;
+  /** For migrations (session advisory lock): a URL that bypasses a transaction-mode pooler. Defaults to databaseUrl. */
+  databaseDirectUrl: string | undefined;
   databasePoolSize: number;
+  /** The longest a request (or the worker) waits for a database connection before a 503. */
+  databaseAcquireTimeoutMs: number;
   allowPrivateDestinations: boolean;
   retrySchedule: readonly number[];
   circuitBreakerThreshold: number;
@@ -76,7 +82,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   return Object.freeze({
     port: c.PORT,
     databaseUrl: c.DATABASE_URL,
+    databaseDirectUrl: c.DATABASE_DIRECT_URL,
     databasePoolSize: c.DATABASE_POOL_SIZE,
+    databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
     allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,

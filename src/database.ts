@@ -4,11 +4,13 @@ import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import type { Logger } from './logger.ts';
 
-export type Database = { url: string; stop(): Promise<void> };
+/** `directUrl`: for migrations, which hold a session advisory lock (DATABASE_DIRECT_URL, else `url`). */
+export type Database = { url: string; directUrl: string; stop(): Promise<void> };
 
 export async function openDatabase(config: Config, logger: Logger, options: { shareOrphan?: boolean; ownProcessGroup?: boolean } = {}): Promise<Database> {
-  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
-  return startEmbeddedPostgres({
+  if (config.databaseUrl) return { url: config.databaseUrl, directUrl: config.databaseDirectUrl ?? config.databaseUrl, stop: async () => {} };
+  const embedded = await startEmbeddedPostgres({
     dataDir: config.dataDir, logger, shareOrphan: options.shareOrphan ?? false, ownProcessGroup: options.ownProcessGroup ?? false,
   });
+  return { url: embedded.url, directUrl: embedded.url, stop: embedded.stop };
 }

@@ -1,6 +1,7 @@
 // The one error type of the service, shared by the API and core/: a constructor per row of
 // decisions section 3, and the translation of database constraint names into those rows.
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
+import { isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
 
 export type ErrorDetail = { path: string; message: string };
 
@@ -29,13 +30,17 @@ export class AppError extends Error {
   readonly code: string;
   readonly details: ErrorDetail[] | undefined;
   readonly retryAfter: number | undefined;
+  /** A Retry-After header without `retry_after` in the body (which section 3 keeps for 429). */
+  readonly retryAfterHeader: number | undefined;
 
-  constructor(status: number, code: string, message: string, extra: { details?: ErrorDetail[]; retryAfter?: number } = {}) {
+  constructor(status: number, code: string, message: string,
+    extra: { details?: ErrorDetail[]; retryAfter?: number; retryAfterHeader?: number } = {}) {
     super(message.length > 4 * MAX_TEXT ? `${message.slice(0, 4 * MAX_TEXT - 1)}…` : message);
     this.status = status;
     this.code = code;
     this.details = extra.details && boundDetails(extra.details);
     this.retryAfter = extra.retryAfter;
+    this.retryAfterHeader = extra.retryAfterHeader ?? extra.retryAfter;
   }
 
   toBody(): { error: Record<string, unknown> } {
@@ -58,6 +63,10 @@ export const unsupportedMediaType = () =>
   new AppError(415, 'unsupported_media_type', 'Request bodies must be JSON with Content-Type: application/json.');
 export const rateLimitExceeded = (retryAfter: number) =>
   new AppError(429, 'rate_limit_exceeded', `Rate limit exceeded; retry after ${retryAfter} s.`, { retryAfter });
+/** Seconds a client is asked to wait when the database cannot be reached (Retry-After). */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+export const serviceUnavailable = () => new AppError(503, 'service_unavailable',
+  `The service cannot reach its database right now; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`, { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
 export const internalError = () => new AppError(500, 'internal_error', 'An unexpected error occurred.');
 
 /**
@@ -72,6 +81,8 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
 
 /** An AppError for a known database error, else null (the caller reports a 500). */
 export function translateDatabaseError(error: unknown): AppError | null {
+  // A lost database is the service's state, not a bug: 503, logged once per change by the pool.
+  if (error instanceof RequestAbandonedError || isDatabaseUnavailable(error)) return serviceUnavailable();
   if (error instanceof UniqueIntegrityConstraintViolationError) {
     const make = UNIQUE_CONSTRAINT_ERRORS[error.constraint ?? ''];
     if (make) return make();

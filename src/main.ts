@@ -39,7 +39,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
 
   try {
     const database = await opening;
-    await migrate(database.url, logger);
+    await migrate(database.directUrl, logger);
     const runsWorker = role === 'worker' || role === 'all';
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
     const queue = await startQueue({
@@ -51,7 +51,9 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
       await stop('release done');
       return;
     }
-    const pool = await makePool(database.url, { maximumPoolSize: config.databasePoolSize });
+    const pool = await makePool(database.url, {
+      maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs, logger,
+    });
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the
     // API port (web and all; a worker alone then has none).

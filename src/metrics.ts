@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
+import { isDatabaseUnavailable } from './db/availability.ts';
+import { poolAvailability } from './db/pool.ts';
 import type { Logger } from './logger.ts';
 import type { AttemptError } from './worker/attempt.ts';
 
@@ -121,6 +123,13 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
     collect: () => refresh(),
   });
 
+  new Gauge({
+    name: `${PREFIX}database_up`,
+    help: '1 while this process reaches its database, 0 from the first failed connection until one works again.',
+    registers: [registry],
+    collect() { this.set(poolAvailability(deps.pool).available ? 1 : 0); },
+  });
+
   // The database gauges share one query per scrape: the collect() calls of one scrape run
   // together and join the read in flight. A scrape waits for it at most COLLECT_TIMEOUT_MS; on a
   // timeout or an error the gauges keep the values of the last read that worked (and a series
@@ -133,7 +142,10 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
         oldestDue.set(Math.max(0, s.oldest_due_age));
         for (const status of ENDPOINT_STATUSES) endpoints.set({ status }, s[`endpoints_${status}`]);
       })
-      .catch((error: unknown) => deps.logger.warn({ err: error }, 'metrics: reading queue depth and endpoint counts failed; serving the last values'))
+      .catch((error: unknown) => {
+        // A lost database is logged once by the pool, not on every scrape.
+        if (!isDatabaseUnavailable(error)) deps.logger.warn({ err: error }, 'metrics: reading queue depth and endpoint counts failed; serving the last values');
+      })
       .finally(() => { reading = undefined; });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, COLLECT_TIMEOUT_MS); });

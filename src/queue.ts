@@ -5,6 +5,7 @@
 import { PgBoss } from 'pg-boss';
 import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { isDatabaseUnavailable } from './db/availability.ts';
 import type { Logger } from './logger.ts';
 
 export const DELIVERY_QUEUE = 'deliveries';
@@ -88,7 +89,9 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     schedule: false,
     application_name: 'hookline-queue',
   });
-  boss.on('error', (error: unknown) => options.logger.error({ err: error }, 'queue error'));
+  boss.on('error', (error: unknown) => {
+    if (!isDatabaseUnavailable(error)) options.logger.error({ err: error }, 'queue error'); // a lost database: logged once by the pool
+  });
   await boss.start();
   const queueOptions = {
     expireInSeconds: options.leaseSeconds,

@@ -11,7 +11,7 @@ import { makeMetrics, sendMetrics, type Metrics } from '../metrics.ts';
 import { authenticate, authorize } from './middleware/auth.ts';
 import { errorHandler, notFoundRoute } from './middleware/errors.ts';
 import { jsonBody } from './middleware/json-body.ts';
-import { requestContext } from './middleware/request-context.ts';
+import { reenterRequestScope, requestContext } from './middleware/request-context.ts';
 import { makeApiKeysRouter } from './routes/api-keys.ts';
 import { makeApplicationsRouter } from './routes/applications.ts';
 import { makeEndpointsRouter } from './routes/endpoints.ts';
@@ -46,7 +46,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   }
 
   const authenticated = authenticate(pool);
-  const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, router];
+  const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, router];
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool)));

@@ -1,6 +1,10 @@
 // The slonik pool: zod row schemas really checked, and explicit type parsers so rows reach
-// the API edge as JSON-ready values (timestamps as ISO strings, counts as numbers).
+// the API edge as JSON-ready values (timestamps as ISO strings, counts as numbers). In front of
+// it a guard (pool-guard.ts) bounds the wait for a connection and tracks availability.
 import { createPool, SchemaValidationError, type DatabasePool, type Interceptor } from 'slonik';
+import type { Logger } from '../logger.ts';
+import { makeAvailability, type Availability } from './availability.ts';
+import { guardPool } from './pool-guard.ts';
 import { parseTimestamptz } from './timestamps.ts';
 
 export type { DatabasePool };
@@ -24,16 +28,39 @@ const typeParsers = [
   { name: 'timestamptz', parse: parseTimestamptz },
 ];
 
-export type PoolOptions = { maximumPoolSize?: number; statementTimeoutMs?: number };
+export type PoolOptions = {
+  maximumPoolSize?: number;
+  statementTimeoutMs?: number;
+  /** The longest a caller waits for a connection (a free one, or a new one being opened). */
+  acquireTimeoutMs?: number;
+  /** Where the availability changes are logged (once per change). */
+  logger?: Logger;
+  /** Called on each availability change (the metrics gauge). */
+  onAvailabilityChange?: (available: boolean) => void;
+};
+
+export const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
+
+const availabilities = new WeakMap<DatabasePool, Availability>();
+
+/** The availability tracker of a pool made by makePool (always up for any other pool). */
+export function poolAvailability(pool: DatabasePool): Availability {
+  return availabilities.get(pool) ?? makeAvailability(undefined);
+}
 
 export async function makePool(databaseUrl: string, options: PoolOptions = {}): Promise<DatabasePool> {
-  return createPool(databaseUrl, {
+  const maximumPoolSize = options.maximumPoolSize ?? 10;
+  const acquireTimeoutMs = options.acquireTimeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
+  const pool = await createPool(databaseUrl, {
     interceptors: [resultParser],
     typeParsers,
-    maximumPoolSize: options.maximumPoolSize ?? 10,
+    maximumPoolSize,
     statementTimeout: options.statementTimeoutMs ?? 30_000,
     idleTimeout: 10_000,
-    connectionTimeout: 10_000,
+    // The guard gives up on the caller's behalf after acquireTimeoutMs; the attempt itself may
+    // run a little longer, and its connection then serves the next caller.
+    connectionTimeout: Math.max(acquireTimeoutMs, 5_000),
+    connectionRetryLimit: 0,
     captureStackTrace: false,
     // slonik's default runs DISCARD ALL whenever a connection returns to the pool, which also
     // throws away every cached plan, the plpgsql functions' and triggers' included: each
@@ -41,4 +68,8 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     // `set_config(..., true)`, transaction-local; record_attempts' temp table empties on commit).
     resetConnection: async () => {},
   });
+  const availability = makeAvailability(options.logger, options.onAvailabilityChange);
+  const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability });
+  availabilities.set(guarded, availability);
+  return guarded;
 }

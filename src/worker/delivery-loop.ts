@@ -1,10 +1,13 @@
 // The delivery loop of one worker process: fetch queue messages in batches, claim them
 // (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
 // attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
-// the recorder.
+// the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
+// ends: when recording falls behind, the loop waits instead of piling up finished outcomes
+// that a crash would redo.
 import { randomUUID } from 'node:crypto';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
+import { isDatabaseUnavailable } from '../db/availability.ts';
 import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlot } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
@@ -54,7 +57,11 @@ export function storableBody(body: string): string {
   return bytes.subarray(0, end).toString('utf8');
 }
 
-export type DeliveryLoop = { stop(): Promise<void> };
+export type DeliveryLoop = {
+  stop(): Promise<void>;
+  /** Claimed deliveries not yet recorded (running, or finished and waiting for the recorder). */
+  readonly inFlight: number;
+};
 
 /** A claimed attempt and its rate-limit slot. */
 type Send = { message: Message; claim: Claim; slot: Slot };
@@ -165,7 +172,7 @@ export function startDeliveryLoop(deps: {
   function start(send: Send): void {
     inFlight += 1;
     attempt(send.claim, send.slot)
-      .then((result) => recorder.add(send.message, result))
+      .then((result) => recorder.add(send.message, result)) // the slot is free once recorded
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {
         inFlight -= 1;
@@ -188,19 +195,22 @@ export function startDeliveryLoop(deps: {
         }
         for (const send of await claim(messages)) start(send);
       } catch (error) {
-        logger.error({ err: error }, 'delivery loop error');
+        if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'delivery loop error'); // a lost database: logged once by the pool
         await sleep(1000);
       }
     }
   })();
 
   return {
+    get inFlight() { return inFlight; },
     async stop() {
       running = false;
       freed();
       await loop;
       const deadline = Date.now() + config.shutdownTimeoutMs;
+      const flushing = setInterval(() => void recorder.flush(), 20); // no linger while stopping
       while (inFlight > 0 && Date.now() < deadline) await sleep(20);
+      clearInterval(flushing);
       if (inFlight > 0) logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: their leases will expire and they will be redone');
       await recorder.flush();
     },

@@ -1,8 +1,12 @@
 // Outcomes are recorded in batches: one transaction writes the attempts (record_attempts),
 // settles their queue messages and enqueues what comes next. If the process dies before a
 // batch is written, the messages' leases expire and the attempts are redone: at least once.
+// `add` resolves once its outcome is written (or given up on): the delivery loop holds the
+// attempt's concurrency slot until then, so finished-but-unrecorded outcomes never exceed
+// WORKER_CONCURRENCY and a crash redoes at most that many deliveries.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
+import { isDatabaseUnavailable } from '../db/availability.ts';
 import { recordAttempts, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
 import type { Message, Queue } from '../queue.ts';
@@ -10,10 +14,16 @@ import type { Message, Queue } from '../queue.ts';
 const BATCH = 100;
 const LINGER_MS = 20;
 
-export type Recorder = { add(message: Message, result: AttemptResult): void; flush(): Promise<void> };
+export type Recorder = {
+  /** Resolves when the outcome is written, or given up on (its lease then expires and it is redone). */
+  add(message: Message, result: AttemptResult): Promise<void>;
+  flush(): Promise<void>;
+};
+
+type Entry = { message: Message; result: AttemptResult; written: () => void };
 
 export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: Config; logger: Logger }): Recorder {
-  let buffer: Array<{ message: Message; result: AttemptResult }> = [];
+  let buffer: Entry[] = [];
   let timer: NodeJS.Timeout | undefined;
   let writing: Promise<void> = Promise.resolve();
 
@@ -29,7 +39,8 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
         for (const transition of transitions) logTransition(transition); // committed: it happened
         return;
       } catch (error) {
-        deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
+        // A lost database is logged once by the pool; anything else is worth a line per try.
+        if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
         if (failures >= 5) return; // the leases expire and the attempts are redone
         await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));
       }
@@ -48,15 +59,21 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
     timer = undefined;
     const batch = buffer;
     buffer = [];
-    if (batch.length > 0) writing = writing.then(() => write(batch));
+    if (batch.length > 0) {
+      writing = writing.then(() => write(batch)).finally(() => {
+        for (const entry of batch) entry.written();
+      });
+    }
     return writing;
   }
 
   return {
     add(message, result) {
-      buffer.push({ message, result });
+      const { promise, resolve } = Promise.withResolvers<void>();
+      buffer.push({ message, result, written: resolve });
       if (buffer.length >= BATCH) void flush();
       else timer ??= setTimeout(() => void flush(), LINGER_MS);
+      return promise;
     },
     flush,
   };

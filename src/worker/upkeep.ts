@@ -2,6 +2,7 @@
 // recovery probes (run_delivery_upkeep); every hour, archiving and success-rate decay, then
 // retention (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
+import { isDatabaseUnavailable } from '../db/availability.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { runDeliveryUpkeep } from '../db/deliveries.ts';
 import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
@@ -45,7 +46,9 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
     running ??= deps.pool.transaction(async (tx) => {
       const probes = await runDeliveryUpkeep(tx);
       await deps.queue.enqueue(tx, probes);
-    }).catch((error: unknown) => deps.logger.error({ err: error }, 'delivery upkeep failed'))
+    }).catch((error: unknown) => {
+      if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
+    })
       .finally(() => { running = undefined; });
   };
   // One hourly run at a time in this process: a long backlog must not start a second one.

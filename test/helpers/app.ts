@@ -79,7 +79,8 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker, retentionHours: config.retention.queueHours,
   });
   teardown.push(queue.stop);
-  const pool = await makePool(databaseUrl, { maximumPoolSize: 10 });
+  // A generous wait for a connection: the suite's bursts on a busy machine are not outages.
+  const pool = await makePool(databaseUrl, { maximumPoolSize: 10, acquireTimeoutMs: 30_000 });
   teardown.push(() => pool.end());
   const metrics = makeMetrics({ pool, logger }); // one registry per app, as per process: /metrics shows the worker's attempts too
   if (worker) {

@@ -39,7 +39,7 @@ export function errorHandler(logger: Logger) {
       logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path }, 'unexpected error');
       appError = internalError();
     }
-    if (appError.retryAfter !== undefined) res.setHeader('Retry-After', String(appError.retryAfter));
+    if (appError.retryAfterHeader !== undefined) res.setHeader('Retry-After', String(appError.retryAfterHeader));
     res.status(appError.status).json(appError.toBody());
   };
 }

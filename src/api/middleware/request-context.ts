@@ -1,10 +1,12 @@
 // X-Request-Id on every response (the caller's when it is sane, else a new one), and one
 // log line and one duration observation (hookline_http_request_duration_seconds) per request
-// when its response is finished.
+// when its response is finished. The request's abort signal (its client went away before the
+// response was written) is carried to the pool through requestScope.
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
+import { requestScope, type RequestScope } from '../../db/request-scope.ts';
 
 const SANE_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
@@ -53,6 +55,22 @@ export function requestContext(logger: Logger, metrics: Metrics) {
         org_id: res.locals.auth?.orgId ?? null,
       }, 'request');
     });
-    next();
+    const abandoned = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) abandoned.abort();
+    });
+    const scope: RequestScope = { signal: abandoned.signal };
+    res.locals.requestScope = scope;
+    requestScope.run(scope, next);
   };
+}
+
+/**
+ * Enters the request's scope again: callbacks of the request stream (the JSON body parser's)
+ * run in the socket's async context, not the request's.
+ */
+export function reenterRequestScope(_req: Request, res: Response, next: NextFunction): void {
+  const scope = res.locals.requestScope as RequestScope | undefined;
+  if (scope) requestScope.run(scope, next);
+  else next();
 }

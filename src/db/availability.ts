@@ -1,0 +1,89 @@
+// Whether the database can be reached, as this process sees it: errors that mean "no database"
+// (refused or dropped connections, a server shutting down or read-only after a failover, no
+// connection within the wait) become DatabaseUnavailableError, and the change of state is
+// logged once each way ("database unavailable", "database available again"), never per request.
+import { BackendTerminatedError, BackendTerminatedUnexpectedlyError, ConnectionError } from 'slonik';
+import type { Logger } from '../logger.ts';
+
+/** No connection could be had in time, or the one held was lost: the API answers 503. */
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
+/** The request's client went away before its database work began or committed: nothing was done. */
+export class RequestAbandonedError extends Error {
+  constructor() {
+    super('the client disconnected before its database work began or committed');
+    this.name = 'RequestAbandonedError';
+  }
+}
+
+/** Socket-level failures: nothing answers at that address, or the connection broke. */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * SQLSTATEs of a server that cannot serve us now: connection exceptions (class 08), shutdown
+ * and startup (57P01-57P03), too many connections (53300) and a read-only server (25006: a
+ * standby, or a primary demoted by a failover, reached through a stale connection).
+ */
+const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
+
+const MESSAGES = [/connection terminated/i, /timeout expired/i, /connection timeout/i, /server closed the connection/i, /client has encountered a connection error/i];
+
+/** True when `error` (or anything in its `cause` chain) means the database is out of reach. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 8; depth += 1) {
+    if (current instanceof DatabaseUnavailableError || current instanceof ConnectionError
+      || current instanceof BackendTerminatedError || current instanceof BackendTerminatedUnexpectedlyError) return true;
+    if (typeof current !== 'object') return false;
+    const { code, message, cause, errors } = current as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08'))) return true;
+    if (typeof message === 'string' && MESSAGES.some((pattern) => pattern.test(message))) return true;
+    if (Array.isArray(errors) && errors.some((inner) => isDatabaseUnavailable(inner))) return true; // AggregateError of a multi-address connect
+    current = cause;
+  }
+  return false;
+}
+
+export type Availability = {
+  readonly available: boolean;
+  /** Records an outcome: a database call that worked, or an error (only unavailability counts). */
+  succeeded(): void;
+  failed(error: unknown): void;
+};
+
+/** One per pool. Logs on each change of state only; `onChange` feeds the metrics gauge. */
+export function makeAvailability(logger: Logger | undefined, onChange?: (available: boolean) => void): Availability {
+  let available = true;
+  let lostAt = 0;
+  return {
+    get available() { return available; },
+    succeeded() {
+      if (available) return;
+      available = true;
+      logger?.info({ unavailable_ms: Date.now() - lostAt }, 'database available again');
+      onChange?.(true);
+    },
+    failed(error) {
+      if (!available || !isDatabaseUnavailable(error)) return;
+      available = false;
+      lostAt = Date.now();
+      logger?.error({ reason: describe(error) }, 'database unavailable: requests answer 503 until it is back');
+      onChange?.(false);
+    },
+  };
+}
+
+/** The innermost message and code: enough to tell "refused" from "shutting down" from "timed out". */
+function describe(error: unknown): string {
+  const parts: string[] = [];
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 8; depth += 1) {
+    const { code, message, cause } = current as { code?: unknown; message?: unknown; cause?: unknown };
+    if (typeof message === 'string' && message) parts.push(typeof code === 'string' ? `${message} (${code})` : message);
+    current = cause;
+  }
+  return parts.join(': ') || String(error);
+}
