@@ -65,8 +65,9 @@ export const rateLimitExceeded = (retryAfter: number) =>
   new AppError(429, 'rate_limit_exceeded', `Rate limit exceeded; retry after ${retryAfter} s.`, { retryAfter });
 /** Seconds a client is asked to wait when the database cannot be reached (Retry-After). */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
-export const serviceUnavailable = () => new AppError(503, 'service_unavailable',
-  `The service cannot reach its database right now; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`, { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+export const serviceUnavailable = (
+  message = `The service cannot reach its database right now; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`,
+) => new AppError(503, 'service_unavailable', message, { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
 export const internalError = () => new AppError(500, 'internal_error', 'An unexpected error occurred.');
 
 /**

@@ -3,7 +3,7 @@
 // gets a 400-worthy answer: never a 500, and /health never waits.
 import { readFileSync } from 'node:fs';
 import { Piscina } from 'piscina';
-import { AppError } from '../errors.ts';
+import { serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors.ts';
 import type { ValidationResult, ValidationTask } from './json-schema-worker.ts';
 
 /** Milliseconds of CPU time one payload validation may use on a worker thread. */
@@ -83,7 +83,7 @@ export async function runOnThread(task: Task): Promise<ThreadOutcome> {
     return { result: await warm.pool.run({ ...task, clock }, { signal: controller.signal }) };
   } catch (error) {
     if ((error as Error).message === 'Task queue is at limit' || (controller.signal.aborted && !over)) {
-      throw new AppError(503, 'service_unavailable', 'Too many schema validations are waiting; try again shortly.');
+      throw serviceUnavailable(`Too many schema validations are waiting; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
     }
     if (over && (error as Error).name === 'AbortError') {
       ready = warm.pool.run({ ping: true }).catch(() => undefined);

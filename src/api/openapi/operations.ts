@@ -70,6 +70,8 @@ const ERRORS = {
   429: error('RateLimited', 'A rate limit is exceeded (`rate_limit_exceeded`); `error.retry_after` and `Retry-After` say how long to wait.',
     'rate_limit_exceeded', 'Rate limit exceeded; retry after 1 s.', { 'Retry-After': retryAfter }, true),
   500: error('InternalError', 'Something unexpected; logged with the request id (`internal_error`).', 'internal_error', 'An unexpected error occurred.'),
+  503: error('ServiceUnavailable', 'The database cannot be reached or no connection is free in time, or the service is too busy to take the work now (`service_unavailable`); `Retry-After` says when to try again. Nothing was changed.',
+    'service_unavailable', 'The service cannot reach its database right now; retry after 5 s.', { 'Retry-After': retryAfter }),
 };
 export type ErrorStatus = keyof typeof ERRORS | 409;
 
@@ -87,7 +89,7 @@ export type OperationSpec = {
   body?: { schema: z.ZodType; required?: boolean; example?: unknown };
   /** Responses with a body of their own: the successes (and health's 503). */
   responses: Partial<Record<'200' | '201' | '202' | '503', Success>>;
-  /** Client errors beside 401/403 (added for authenticated operations) and 500 (added to all). */
+  /** Client errors beside 401/403/503 (added for authenticated operations) and 500 (added to all). */
   errors: readonly ErrorStatus[];
   /** What a 409 means here, when the operation can return one. */
   conflict?: { description: string; code: string; message: string };
@@ -112,7 +114,8 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
       content: json(success.schema),
     };
   }
-  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403] as const : []), 500]);
+  // Every authenticated operation reads the database (the key), so each can meet a lost database.
+  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : []), 500]);
   for (const status of [...statuses].sort((a, b) => a - b)) {
     if (status === 409) {
       if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);
