@@ -84,7 +84,7 @@ export const deletedView = (row: { id: string; deleted_at: string }) => toDelete
 
 export const ERROR_CODES = [
   'validation_error', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'event_type_in_use', 'invalid_state',
-  'payload_too_large', 'unsupported_media_type', 'rate_limit_exceeded', 'internal_error',
+  'payload_too_large', 'unsupported_media_type', 'rate_limit_exceeded', 'internal_error', 'service_unavailable',
 ] as const;
 
 /** The one error body (decisions section 3). */

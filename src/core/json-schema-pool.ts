@@ -28,6 +28,9 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
     maxQueue: 1_000,
     resourceLimits: { maxOldGenerationSizeMb: 64 },
   });
+  // A thread that dies outside a task (out of memory while its aborted task unwinds) is replaced
+  // by piscina; unhandled, the pool's 'error' event would end the whole process.
+  pool.on('error', () => {});
   ready ??= pool.run({ ping: true }).catch(() => undefined);
   return { pool, ready };
 }
