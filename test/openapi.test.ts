@@ -99,7 +99,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['', makeHealthRouter(pool)],
     ['', makeOpenApiRouter()],
     ['/v1/api-keys', makeApiKeysRouter(pool, config)],
-    ['/v1/applications', makeApplicationsRouter(pool)],
+    ['/v1/applications', makeApplicationsRouter(pool, config)],
     ['/v1/endpoints', makeEndpointsRouter(pool, config, queue)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
