@@ -61,8 +61,9 @@ const error = (id: string, description: string, code: string, message: string, e
 const ERRORS = {
   400: error('ValidationError', 'Malformed JSON, a wrong type, an out-of-range value, or an unknown field or query parameter (`validation_error`, with `details`).',
     'validation_error', 'The request body is invalid.'),
-  401: error('Unauthorized', 'API key missing, malformed, unknown, deleted or expired (`unauthorized`).', 'unauthorized', 'A valid API key is required.'),
-  403: error('Forbidden', 'The key lacks the scope for the operation, or tries to grant a scope it lacks (`forbidden`).',
+  401: error('Unauthorized', 'API key missing, malformed, unknown, deleted or expired, or a portal token expired, revoked or of a deleted application (`unauthorized`).',
+    'unauthorized', 'A valid API key is required.'),
+  403: error('Forbidden', 'The key lacks the scope for the operation, or tries to grant a scope it lacks; or a portal token may not use the operation (`forbidden`).',
     'forbidden', 'This API key lacks the webhooks:write scope.'),
   404: error('NotFound', 'Unknown or deleted resource, or one of another organization or environment (`not_found`).', 'not_found', 'Resource not found.'),
   413: error('PayloadTooLarge', 'A job payload over 256 KB of JSON, or a request body over 1 MiB (`payload_too_large`).',
