@@ -18,7 +18,7 @@ type Environment = 'live' | 'test';
  */
 export type Auth = Readonly<
   | { kind: 'api_key'; keyId: string; orgId: string; environment: Environment; scopes: readonly string[]; applicationId?: undefined; readOnly: false }
-  | { kind: 'portal_token'; tokenId: number; orgId: string; environment: Environment; scopes: readonly []; applicationId: string; readOnly: boolean }
+  | { kind: 'portal_token'; tokenId: number; orgId: string; environment: Environment; scopes: readonly string[]; applicationId: string; readOnly: boolean }
 >;
 
 export function authOf(res: Response): Auth {
