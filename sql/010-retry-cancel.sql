@@ -1,7 +1,8 @@
 -- Retry and cancel of a job (POST /v1/webhook-jobs/{id}/retry and /cancel): each locks the job,
 -- decides from its status whether the operation is allowed, changes the rows and returns the
 -- outcome, with the job as it now is. The allowed-from rules live here and nowhere else.
---   outcome   not_found      no live job with this id in this organization and environment
+--   outcome   not_found      no live job with this id in this organization and environment (and
+--                            application, when p_application_id is given: a portal token's)
 --             invalid_state  the job's status does not allow it (status says which it is)
 --             retried / cancelled
 
@@ -10,7 +11,7 @@
 -- and the job a new 48 h window. Queue messages of earlier rounds are skipped by their round.
 -- One row per delivery to enqueue (delivery_id, round, start_after), each with the job's
 -- columns; one row with delivery_id null when there is none (or for not_found, invalid_state).
-create or replace function retry_webhook_job(p_org_id text, p_environment text, p_job_id text)
+create or replace function retry_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text default null)
 returns table (
   outcome text, id text, status text, attempt_count integer,
   delivery_id bigint, round integer, start_after timestamptz
@@ -24,6 +25,7 @@ declare
 begin
   select j.status into v_status from webhook_jobs j
     where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
+      and (p_application_id is null or j.application_id = p_application_id)
     for update;
   if v_status is null then
     outcome := 'not_found';
@@ -67,12 +69,12 @@ begin
 end;
 $$;
 
-comment on function retry_webhook_job(text, text, text) is
+comment on function retry_webhook_job(text, text, text, text) is
   'Retries a job if its status allows (succeeded, discarded, awaiting_retry, archived): a new round for its unsucceeded targets (all, if all succeeded); returns the deliveries to enqueue.';
 
 -- Cancel, allowed from created and awaiting_retry: waiting deliveries stop (cancelled); an
 -- attempt in flight finishes and is recorded. The job is discarded at once, with reason cancelled.
-create or replace function cancel_webhook_job(p_org_id text, p_environment text, p_job_id text)
+create or replace function cancel_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text default null)
 returns table (outcome text, id text, status text, discarded_at timestamptz)
 language plpgsql as $$
 declare
@@ -80,6 +82,7 @@ declare
 begin
   select j.status into v_status from webhook_jobs j
     where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
+      and (p_application_id is null or j.application_id = p_application_id)
     for update;
   if v_status is null then
     outcome := 'not_found';
@@ -105,5 +108,5 @@ begin
 end;
 $$;
 
-comment on function cancel_webhook_job(text, text, text) is
+comment on function cancel_webhook_job(text, text, text, text) is
   'Cancels a job if its status allows (created, awaiting_retry): its waiting deliveries are cancelled and the job discarded (reason cancelled).';

@@ -148,8 +148,19 @@ comment on column endpoint_send_slots.next_slot_at is 'Earliest start of the end
 comment on column endpoint_send_slots.guard_until is 'Late starts of the owner (take_send_slot) come before this; another claimant''s first slot is the handoff gap after it.';
 comment on column endpoint_send_slots.owner is 'The delivery loop (a random name per worker) that took the latest slots; another claimant starts its slots a handoff gap after them.';
 
-comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, endpoint tests per endpoint per minute). UNLOGGED: may reset after a crash.';
-comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_… or endpoint-tests:ep_….';
+comment on table portal_tokens is 'Application-scoped bearer tokens behind portal links (POST /v1/applications/{id}/portal-links); only a SHA-256 hash of the token is kept.';
+comment on column portal_tokens.id is 'Internal row id (never shown by the API).';
+comment on column portal_tokens.org_id is 'Owning organization.';
+comment on column portal_tokens.environment is 'live or test: the environment of the key that made the link (pt_live_ or pt_test_ token).';
+comment on column portal_tokens.application_id is 'The one application the token reaches.';
+comment on column portal_tokens.token_hash is 'SHA-256 of the whole token (32 bytes), unique; the token itself is shown once, in the link.';
+comment on column portal_tokens.read_only is 'True: GET only, and endpoint secrets are never sent.';
+comment on column portal_tokens.expires_at is 'After this the token is refused (401, "has expired").';
+comment on column portal_tokens.revoked_at is 'Set by DELETE /v1/applications/{id}/portal-links; the token is refused from then on. Null: not revoked.';
+comment on column portal_tokens.created_at is 'When the link was made.';
+
+comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, portal links per org per minute, endpoint tests per endpoint per minute). UNLOGGED: may reset after a crash.';
+comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_…, portal-links:org_… or endpoint-tests:ep_….';
 comment on column rate_limit_counters.window_start is 'Start of the current window (aligned to the epoch).';
 comment on column rate_limit_counters.count is 'Requests counted in that window (admitted or not), from 1.';
 

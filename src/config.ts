@@ -32,6 +32,15 @@ const schema = z.object({
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
+  RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: integer(1, 1_000_000).default(100),
+  PUBLIC_URL: z.string().transform((value, ctx) => {
+    const url = URL.canParse(value) ? new URL(value) : null;
+    if (!url || !['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash || value.includes('#')) {
+      ctx.addIssue({ code: 'custom', message: 'must be an http:// or https:// URL without credentials, query or fragment' });
+      return z.NEVER;
+    }
+    return url.href.replace(/\/+$/, '');
+  }).optional(),
   METRICS_PORT: integer(0, 65535).optional(),
   ATTEMPT_RETENTION_DAYS: integer(1, 3650).default(30),
   ARCHIVED_JOB_RETENTION_DAYS: integer(1, 3650).default(90),
@@ -55,7 +64,9 @@ export type Config = Readonly<{
   circuitBreakerCooldown: number;
   deliveryLeaseSeconds: number;
   workerConcurrency: number;
-  rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number }>;
+  rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number }>;
+  /** Where customers reach this service: portal links are `<publicUrl>/portal#<token>` (no trailing slash). */
+  publicUrl: string;
   /** Serve /metrics on this port instead of the API's (unset: on the API's port). */
   metricsPort: number | undefined;
   retention: Readonly<{ attemptDays: number; archivedJobDays: number; queueHours: number }>;
@@ -95,7 +106,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       jobsPerSecond: c.RATE_LIMIT_JOBS_PER_SECOND,
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,
       endpointTestsPerMinute: c.RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE,
+      portalLinksPerMinute: c.RATE_LIMIT_PORTAL_LINKS_PER_MINUTE,
     }),
+    publicUrl: c.PUBLIC_URL ?? `http://localhost:${c.PORT}`,
     metricsPort: c.METRICS_PORT,
     retention: Object.freeze({
       attemptDays: c.ATTEMPT_RETENTION_DAYS,

@@ -49,7 +49,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, router];
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
-  v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool)));
+  v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
   v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));

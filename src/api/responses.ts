@@ -141,6 +141,23 @@ export const applicationSummary = documented(applicationSummaryRow, applicationD
 export const applicationPatched = documented(applicationPatchedRow, applicationDocs).meta({ id: 'ApplicationPatched' });
 export const applicationList = offsetList(applicationSummary, 'ApplicationList');
 
+export const portalLink = z.object({
+  url: z.string().meta({
+    description: '`PUBLIC_URL` + `/portal#` + the token: the token is in the fragment, so browsers never send it to a server.',
+    examples: ['https://hooks.example.com/portal#pt_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCd'],
+  }),
+  token: z.string().regex(/^pt_(live|test)_[0-9A-Za-z]{40}$/).meta({
+    description: 'The application-scoped token itself (`Authorization: Bearer <token>`): shown in this response only.',
+    examples: ['pt_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCd'],
+  }),
+  expires_at: at('When the link stops working'),
+  read_only: z.boolean().meta({ description: 'Whether the token may only read (GET).' }),
+}).meta({ id: 'PortalLink' });
+export const portalLinksRevoked = z.object({
+  id: ids.app,
+  revoked: count('Tokens of the application that still worked (not expired, not revoked before).'),
+}).meta({ id: 'PortalLinksRevoked' });
+
 // ---------------------------------------------------------------- endpoints
 
 const endpointDocs = {
@@ -162,8 +179,11 @@ const endpointDocs = {
   old_secret_expires_at: at('Until then deliveries are also signed with the previous secret'),
 };
 
-export const endpoint = documented(endpointRow, endpointDocs).meta({ id: 'Endpoint' });
-export const endpointCreated = endpoint.omit({ disabled_at: true, updated_at: true }).meta({ id: 'EndpointCreated' });
+const endpointWithSecret = documented(endpointRow, endpointDocs);
+export const endpoint = endpointWithSecret.extend({
+  secret: secret.optional().meta({ description: 'Signing secret (Standard Webhooks): `whsec_` and 64 hex characters. Absent for a read-only portal token.' }),
+}).meta({ id: 'Endpoint' });
+export const endpointCreated = endpointWithSecret.omit({ disabled_at: true, updated_at: true }).meta({ id: 'EndpointCreated' });
 export const endpointSummary = documented(endpointSummaryRow, endpointDocs).meta({ id: 'EndpointSummary' });
 export const endpointList = offsetList(endpointSummary, 'EndpointList');
 export const applicationEndpoint = documented(applicationEndpointRow, endpointDocs).meta({ id: 'ApplicationEndpoint' });

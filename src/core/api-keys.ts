@@ -10,8 +10,8 @@ const KEY_LENGTH = 32;
 const PREFIX_LENGTH = 12;
 export const KEY_PATTERN = /^sk_(live|test)_[0-9A-Za-z]{32}$/;
 
-/** 32 uniformly random base62 characters (about 190 bits), by rejection sampling. */
-function randomBase62(length: number): string {
+/** `length` uniformly random base62 characters (32: about 190 bits), by rejection sampling. */
+export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
     for (const byte of randomBytes(length * 2)) {

@@ -72,6 +72,8 @@ export async function createJob(
   pool: DatabasePool, queue: Queue, tenant: Tenant, input: NewJobInput,
 ): Promise<{ job: CreatedJob; replayed: boolean }> {
   if (!isId('app', input.applicationId)) throw notFound('Application');
+  // accept_webhook_job takes the application from the input: a portal token's own only.
+  if (tenant.applicationId !== undefined && tenant.applicationId !== input.applicationId) throw notFound('Application');
   const payloadText = JSON.stringify(input.payload);
   const id = newId('job');
   const testJob = input.endpointId !== undefined;

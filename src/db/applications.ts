@@ -2,7 +2,7 @@
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { limitOffset, type PageRequest } from './offset.ts';
-import { containing, ownedBy, type Tenant } from './tenant.ts';
+import { applicationsOf, containing, type Tenant } from './tenant.ts';
 
 export const applicationRow = z.object({
   id: z.string(),
@@ -34,12 +34,12 @@ export async function insertApplication(
 
 export async function findApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<ApplicationRow | null> {
   return db.maybeOne(sql.type(applicationRow)`
-    select ${columns} from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+    select ${columns} from applications where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null`);
 }
 
 export async function findApplicationByUid(db: CommonQueryMethods, tenant: Tenant, uid: string): Promise<ApplicationRow | null> {
   return db.maybeOne(sql.type(applicationRow)`
-    select ${columns} from applications where ${ownedBy(tenant)} and uid = ${uid} and deleted_at is null`);
+    select ${columns} from applications where ${applicationsOf(tenant)} and uid = ${uid} and deleted_at is null`);
 }
 
 /**
@@ -49,7 +49,7 @@ export async function findApplicationByUid(db: CommonQueryMethods, tenant: Tenan
  */
 export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
   return db.exists(sql.unsafe`
-    select 1 from applications where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for no key update`);
+    select 1 from applications where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null for no key update`);
 }
 
 export async function listApplications(db: CommonQueryMethods, tenant: Tenant, page: PageRequest & { search?: string }) {
@@ -57,10 +57,10 @@ export async function listApplications(db: CommonQueryMethods, tenant: Tenant, p
     ? sql.fragment``
     : sql.fragment`and (name ilike ${containing(page.search)} or uid ilike ${containing(page.search)})`;
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from applications where ${ownedBy(tenant)} and deleted_at is null ${search}`);
+    select count(*)::int as total from applications where ${applicationsOf(tenant)} and deleted_at is null ${search}`);
   const rows = await db.any(sql.type(applicationSummaryRow)`
     select ${summaryColumns} from applications
-    where ${ownedBy(tenant)} and deleted_at is null ${search}
+    where ${applicationsOf(tenant)} and deleted_at is null ${search}
     order by created_at desc, id desc ${limitOffset(page)}`);
   return { rows, total };
 }
@@ -77,7 +77,7 @@ export async function updateApplication(db: CommonQueryMethods, tenant: Tenant, 
   ].filter((s) => s !== null);
   return db.maybeOne(sql.type(applicationPatchedRow)`
     update applications set ${sql.join(sets.length ? sets : [sql.fragment`name = name`], sql.fragment`, `)}
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null
     returning id, name, uid, metadata, updated_at`);
 }
 
@@ -87,6 +87,6 @@ const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 export async function softDeleteApplication(db: CommonQueryMethods, tenant: Tenant, id: string) {
   return db.maybeOne(sql.type(deletedRow)`
     update applications set deleted_at = now()
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null
     returning id, deleted_at`);
 }

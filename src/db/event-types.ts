@@ -3,7 +3,7 @@ import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue
 import { z } from 'zod';
 import { deleteSubscriptionsTo, hasSubscribers } from './endpoint-event-types.ts';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
-import { containing, ownedBy, type Tenant } from './tenant.ts';
+import { containing, inEnvironment, type Tenant } from './tenant.ts';
 
 export const eventTypeRow = z.object({
   id: z.string(),
@@ -34,7 +34,7 @@ export async function insertEventType(
 }
 
 export async function findEventType(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<EventTypeRow | null> {
-  return db.maybeOne(sql.type(eventTypeRow)`select ${columns} from event_types where ${ownedBy(tenant)} and id = ${id}`);
+  return db.maybeOne(sql.type(eventTypeRow)`select ${columns} from event_types where ${inEnvironment(tenant)} and id = ${id}`);
 }
 
 const nameRow = z.object({ id: z.string(), name: z.string() });
@@ -42,7 +42,7 @@ const nameRow = z.object({ id: z.string(), name: z.string() });
 /** The tenant's event types among `names` (those that exist; the caller reports the rest). */
 export async function findEventTypesByName(db: CommonQueryMethods, tenant: Tenant, names: readonly string[]) {
   return db.any(sql.type(nameRow)`
-    select id, name from event_types where ${ownedBy(tenant)} and name = any(${sql.array(names, 'text')}) order by id`);
+    select id, name from event_types where ${inEnvironment(tenant)} and name = any(${sql.array(names, 'text')}) order by id`);
 }
 
 export async function listEventTypes(
@@ -53,7 +53,7 @@ export async function listEventTypes(
   const rows = await db.any(sql.type(eventTypeRow.extend({ cursor_at: z.string() }))`
     select ${columns}, ${cursorAtColumn}
     from event_types
-    where ${ownedBy(tenant)}
+    where ${inEnvironment(tenant)}
       ${options.search === undefined ? sql.fragment`` : sql.fragment`and name ilike ${containing(options.search)}`}
       ${afterCursor(options.cursor)}
     order by created_at desc, id desc
@@ -70,7 +70,7 @@ export async function updateEventType(db: CommonQueryMethods, tenant: Tenant, id
   ].filter((s) => s !== null);
   return db.maybeOne(sql.type(eventTypeRow)`
     update event_types set ${sql.join(sets.length ? sets : [sql.fragment`name = name`], sql.fragment`, `)}
-    where ${ownedBy(tenant)} and id = ${id}
+    where ${inEnvironment(tenant)} and id = ${id}
     returning ${columns}`);
 }
 
@@ -84,7 +84,7 @@ export type DeleteOutcome = { deleted: z.infer<typeof deletedRow> } | { inUse: t
  */
 export async function deleteEventType(db: DatabasePool, tenant: Tenant, id: string, force: boolean): Promise<DeleteOutcome> {
   return db.transaction(async (tx) => {
-    const locked = await tx.exists(sql.unsafe`select 1 from event_types where ${ownedBy(tenant)} and id = ${id} for update`);
+    const locked = await tx.exists(sql.unsafe`select 1 from event_types where ${inEnvironment(tenant)} and id = ${id} for update`);
     if (!locked) return null;
     if (force) {
       await deleteSubscriptionsTo(tx, id);
@@ -102,5 +102,5 @@ export type EventTypeForJob = z.infer<typeof forJobRow>;
 /** What job creation needs of an event type: its id, schema and version (see accept_webhook_job). */
 export async function findEventTypeForJob(db: CommonQueryMethods, tenant: Tenant, name: string): Promise<EventTypeForJob | null> {
   return db.maybeOne(sql.type(forJobRow)`
-    select id, schema, event_type_version(updated_at) as version from event_types where ${ownedBy(tenant)} and name = ${name}`);
+    select id, schema, event_type_version(updated_at) as version from event_types where ${inEnvironment(tenant)} and name = ${name}`);
 }

@@ -135,7 +135,7 @@ const retriedRow = z.object({
 
 /** One call of retry_webhook_job (sql/010-retry-cancel.sql): one row per delivery to enqueue. */
 export async function retryJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
-  return db.many(sql.type(retriedRow)`select * from retry_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id})`);
+  return db.many(sql.type(retriedRow)`select * from retry_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id}, ${tenant.applicationId ?? null})`);
 }
 
 const cancelledRow = z.object({
@@ -147,7 +147,7 @@ const cancelledRow = z.object({
 
 /** One call of cancel_webhook_job (sql/010-retry-cancel.sql). */
 export async function cancelJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
-  return db.one(sql.type(cancelledRow)`select * from cancel_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id})`);
+  return db.one(sql.type(cancelledRow)`select * from cancel_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id}, ${tenant.applicationId ?? null})`);
 }
 
 /** At most `limit` held deliveries of these endpoints become pending (oldest first). */

@@ -15,6 +15,7 @@ export function rateLimitRules(config: Config) {
     jobCreation: { name: 'jobs', limit: config.rateLimits.jobsPerSecond, periodSeconds: 1 },
     apiKeyCreation: { name: 'api-keys', limit: config.rateLimits.apiKeysPerHour, periodSeconds: 3600 },
     endpointTest: { name: 'endpoint-tests', limit: config.rateLimits.endpointTestsPerMinute, periodSeconds: 60 },
+    portalLinkCreation: { name: 'portal-links', limit: config.rateLimits.portalLinksPerMinute, periodSeconds: 60 },
   } satisfies Record<string, RateLimitRule>;
 }
 

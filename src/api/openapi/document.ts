@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { USER_AGENT } from '../../worker/delivery-loop.ts';
 import { paths } from './paths.ts';
-import { SECURITY_SCHEME, sharedSchemas } from './operations.ts';
+import { SECURITY_SCHEME, sharedSchemas, TOKEN_SECURITY_SCHEME, withPortalTokens } from './operations.ts';
 
 const { version } = createRequire(import.meta.url)('../../../package.json') as { version: string };
 
@@ -15,6 +15,10 @@ const DESCRIPTION = `Hookline delivers webhooks on behalf of organizations to th
 Every request under \`/v1\` carries \`Authorization: Bearer <API key>\`; keys start with \`sk_live_\` or \`sk_test_\`, and
 resources belong to the environment (\`live\` or \`test\`) of the key that created them. Each operation names the scope it
 needs: \`GET\` needs \`<family>:read\`, any other method \`<family>:write\`; \`write\` implies \`read\` and \`*\` implies all.
+
+A portal token (\`pt_live_…\` or \`pt_test_…\`, from \`POST /v1/applications/{id}/portal-links\`) is accepted the same way
+for one application: the operations that list the \`portalToken\` scheme, on that application's endpoints and jobs only
+(another application's id is a 404; any other operation a 403). A read-only token may only \`GET\` and never receives \`secret\`.
 
 Errors share one body, \`{ "error": { "code", "message" } }\`, with \`details\` on validation errors and \`retry_after\` on 429.
 An unknown route is a 404 with that body. Every response carries \`X-Request-Id\`.`;
@@ -96,7 +100,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Webhook jobs', description: 'One event to deliver to every subscribed endpoint of an application.' },
       { name: 'Service', description: 'Health and this document; no authentication.' },
     ],
-    paths,
+    paths: withPortalTokens(paths),
     webhooks,
     components: {
       schemas: sharedSchemas,
@@ -106,6 +110,13 @@ export function openApiDocument(): Record<string, unknown> {
           scheme: 'bearer',
           bearerFormat: 'sk_live_… or sk_test_… (API key)',
           description: 'An API key: `Authorization: Bearer sk_live_…`. The list in each security requirement is the scope the operation needs.',
+        },
+        [TOKEN_SECURITY_SCHEME]: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'pt_live_… or pt_test_… (portal token)',
+          description: 'An application-scoped token from a portal link: `Authorization: Bearer pt_live_…`, for that application only, '
+            + 'until it expires or is revoked.',
         },
       },
     },

@@ -3,7 +3,8 @@
 // error schema), the rate-limit headers where a limit applies, and X-Request-Id everywhere.
 import { z } from 'zod';
 import type { oas31, ZodOpenApiOperationObject, ZodOpenApiResponseObject } from 'zod-openapi';
-import { accessFor, type Family } from '../../core/scopes.ts';
+import type { ZodOpenApiPathsObject } from 'zod-openapi';
+import { accessFor, tokenAllows, type Family } from '../../core/scopes.ts';
 import { errorBody } from '../responses.ts';
 
 type SchemaObject = oas31.SchemaObject;
@@ -12,6 +13,7 @@ type SchemaObject = oas31.SchemaObject;
 export const sharedSchemas = { Error: errorBody };
 
 export const SECURITY_SCHEME = 'apiKey';
+export const TOKEN_SECURITY_SCHEME = 'portalToken';
 
 const requestId = z.string().meta({
   description: 'The caller\'s X-Request-Id when it sent a sane one, else a new UUID; quote it when reporting a problem.',
@@ -59,8 +61,9 @@ const error = (id: string, description: string, code: string, message: string, e
 const ERRORS = {
   400: error('ValidationError', 'Malformed JSON, a wrong type, an out-of-range value, or an unknown field or query parameter (`validation_error`, with `details`).',
     'validation_error', 'The request body is invalid.'),
-  401: error('Unauthorized', 'API key missing, malformed, unknown, deleted or expired (`unauthorized`).', 'unauthorized', 'A valid API key is required.'),
-  403: error('Forbidden', 'The key lacks the scope for the operation, or tries to grant a scope it lacks (`forbidden`).',
+  401: error('Unauthorized', 'API key missing, malformed, unknown, deleted or expired, or a portal token expired, revoked or of a deleted application (`unauthorized`).',
+    'unauthorized', 'A valid API key is required.'),
+  403: error('Forbidden', 'The key lacks the scope for the operation, or tries to grant a scope it lacks; or a portal token may not use the operation (`forbidden`).',
     'forbidden', 'This API key lacks the webhooks:write scope.'),
   404: error('NotFound', 'Unknown or deleted resource, or one of another organization or environment (`not_found`).', 'not_found', 'Resource not found.'),
   413: error('PayloadTooLarge', 'A job payload over 256 KB of JSON, or a request body over 1 MiB (`payload_too_large`).',
@@ -141,4 +144,28 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
 
 function fail(operationId: string): never {
   throw new Error(`${operationId}: a 429 needs a rate limit`);
+}
+
+/**
+ * `paths` with the portal token added to the security of every /v1 operation the token rules
+ * of src/core/scopes.ts allow, and a line saying so: the document follows the rules the server
+ * enforces, for operations added later too.
+ */
+export function withPortalTokens(paths: ZodOpenApiPathsObject): ZodOpenApiPathsObject {
+  const out: ZodOpenApiPathsObject = {};
+  for (const [path, item] of Object.entries(paths)) {
+    const [, v1, collection = '', ...rest] = path.split('/');
+    const next: Record<string, unknown> = { ...item };
+    for (const [method, op] of Object.entries(item as Record<string, ZodOpenApiOperationObject>)) {
+      if (v1 !== 'v1' || !op.security?.length) continue;
+      const write = tokenAllows(false, collection, method.toUpperCase(), rest);
+      if (!write.allowed) continue;
+      const read = tokenAllows(true, collection, method.toUpperCase(), rest);
+      const says = read.allowed ? 'Portal tokens may call it, read-only ones too (a read-only token never receives `secret`).'
+        : 'Portal tokens may call it, except read-only ones.';
+      next[method] = { ...op, description: `${op.description ?? ''}\n\n${says}`, security: [...op.security, { [TOKEN_SECURITY_SCHEME]: [] }] };
+    }
+    out[path as keyof ZodOpenApiPathsObject] = next as ZodOpenApiPathsObject[string];
+  }
+  return out;
 }

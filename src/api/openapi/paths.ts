@@ -122,6 +122,23 @@ export const paths: ZodOpenApiPathsObject = {
     }),
   },
 
+  '/v1/applications/{id}/portal-links': {
+    post: operation('post', {
+      ...APPS, operationId: 'createPortalLink', summary: 'Create a portal link',
+      description: 'A link to the consumer portal for this application\'s customer: `url` carries a new application-scoped token in its '
+        + 'fragment. The token is accepted as `Authorization: Bearer <token>` by this API for this application only, until `expires_at` '
+        + 'or until revoked; only its hash is stored.',
+      path: appId, body: { schema: applicationRequests.portalLinkBody, required: false, example: { expires_in: 3600, read_only: false } },
+      responses: { 201: ok('The link and its token (shown only here).', r.portalLink) },
+      errors: [400, 404, 413, 415, 429], rateLimit: 'per organization, `RATE_LIMIT_PORTAL_LINKS_PER_MINUTE` per minute (default 100)',
+    }),
+    delete: operation('delete', {
+      ...APPS, operationId: 'revokePortalLinks', summary: 'Revoke an application\'s portal links',
+      description: 'Every token of the application stops working at once (401). `revoked` counts those that still worked.',
+      path: appId, responses: { 200: ok('The tokens are revoked.', r.portalLinksRevoked) }, errors: [404],
+    }),
+  },
+
   '/v1/endpoints': {
     post: operation('post', {
       ...ENDPOINTS, operationId: 'createEndpoint', summary: 'Create an endpoint',

@@ -1,19 +1,27 @@
 // /v1/applications: create, list (offset, search), retrieve (with its endpoints), by-uid,
-// patch (metadata replaced whole, uid may be cleared), delete (soft; endpoints follow).
+// patch (metadata replaced whole, uid may be cleared), delete (soft; endpoints follow), and
+// its portal links: create one (an application-scoped token in a URL) or revoke them all.
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
+import type { Config } from '../../config.ts';
+import { createPortalLink } from '../../core/portal-tokens.ts';
 import {
   findApplication, findApplicationByUid, insertApplication, listApplications, softDeleteApplication, updateApplication,
   type ApplicationRow,
 } from '../../db/applications.ts';
 import { listApplicationEndpoints } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
+import { revokePortalTokens } from '../../db/portal-tokens.ts';
 import type { Tenant } from '../../db/tenant.ts';
 import { isId, newId } from '../../ids.ts';
 import { notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
-import { application, applicationDetail, applicationEndpoint, applicationPatched, applicationSummary, deletedView, shaper, type applicationList } from '../responses.ts';
+import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import {
+  application, applicationDetail, applicationEndpoint, applicationPatched, applicationSummary, deletedView, portalLink, portalLinksRevoked, shaper,
+  type applicationList,
+} from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
@@ -27,17 +35,27 @@ const listQuery = z.strictObject({
   search: searchText.optional().meta({ description: 'Case-insensitive part of the name or uid.' }),
 });
 
+const portalLinkBody = z.strictObject({
+  expires_in: z.number().int().min(60).max(604_800).default(3600)
+    .meta({ description: 'Seconds until the link stops working (60 to 604800, 7 days).', examples: [3600] }),
+  read_only: z.boolean().default(false)
+    .meta({ description: 'A read-only link may only read (GET), and never shows an endpoint secret.', examples: [false] }),
+});
+
 /** What the OpenAPI document says this resource accepts. */
-export const applicationRequests = { createBody, patchBody, listQuery, uid };
+export const applicationRequests = { createBody, patchBody, listQuery, uid, portalLinkBody };
 
 const toApplication = shaper(application);
 const toDetail = shaper(applicationDetail);
 const toSummary = shaper(applicationSummary);
 const toPatched = shaper(applicationPatched);
 const toEndpoint = shaper(applicationEndpoint);
+const toPortalLink = shaper(portalLink);
+const toRevoked = shaper(portalLinksRevoked);
 
-export function makeApplicationsRouter(pool: DatabasePool): Router {
+export function makeApplicationsRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
+  const { portalLinkCreation } = rateLimitRules(config);
 
   /** The retrieve response: the application and its live endpoints. */
   async function detail(tenant: Tenant, app: ApplicationRow | null) {
@@ -83,6 +101,23 @@ export function makeApplicationsRouter(pool: DatabasePool): Router {
     const deleted = isId('app', req.params.id) ? await softDeleteApplication(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Application');
     res.json(deletedView(deleted));
+  });
+
+  router.post('/:id/portal-links', async (req, res) => {
+    const tenant = authOf(res);
+    await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
+    const body = parseBody(portalLinkBody, req.body);
+    const link = await createPortalLink(pool, tenant, {
+      applicationId: req.params.id, expiresInSeconds: body.expires_in, readOnly: body.read_only, publicUrl: config.publicUrl,
+    });
+    res.status(201).json(toPortalLink(link));
+  });
+
+  router.delete('/:id/portal-links', async (req, res) => {
+    const tenant = authOf(res);
+    const app = isId('app', req.params.id) ? await findApplication(pool, tenant, req.params.id) : null;
+    if (!app) throw notFound('Application');
+    res.json(toRevoked({ id: app.id, revoked: await revokePortalTokens(pool, tenant, app.id) }));
   });
 
   return router;
