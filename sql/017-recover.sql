@@ -32,17 +32,20 @@ create or replace trigger deliveries_mark_gave_up
 -- The request: records a recovery of this (live) endpoint and returns it with the number of
 -- deliveries it covers, counted in the snapshot it keeps. The batches take exactly the failures
 -- that snapshot saw, so the count is exact and a delivery failing after the request is never
--- swept in. No row: no such live endpoint. The caller checks the tenant.
+-- swept in. p_until null: now, by the database's clock (the one gave_up_at is written by).
+-- No row: no such live endpoint. The caller checks the tenant.
 create or replace function recover_endpoint(p_endpoint_id text, p_since timestamptz, p_until timestamptz)
 returns table (recovery_id bigint, deliveries bigint)
 language sql as $$
   insert into endpoint_recoveries (endpoint_id, org_id, since, until, snapshot, deliveries, cursor_at)
-  select e.id, e.org_id, p_since, p_until, pg_current_snapshot(),
+  select e.id, e.org_id, p_since, r.until, pg_current_snapshot(),
          (select count(*) from deliveries d
-          where d.endpoint_id = e.id and d.status = 'failed' and d.gave_up_at between p_since and p_until
+          where d.endpoint_id = e.id and d.status = 'failed' and d.gave_up_at between p_since and r.until
             and not exists (select 1 from webhook_jobs j where j.id = d.job_id and j.discard_reason = 'cancelled')),
          p_since
   from endpoints e
+    -- A since a moment ahead of this clock gives an empty range, not a broken one.
+    cross join (select coalesce(p_until, greatest(now(), p_since + interval '1 microsecond')) as until) r
   where e.id = p_endpoint_id and e.deleted_at is null
   returning id, deliveries;
 $$;

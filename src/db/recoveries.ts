@@ -6,8 +6,8 @@ import { queueItem, type QueueItem } from '../queue.ts';
 
 const recordedRow = z.object({ recovery_id: z.number(), deliveries: z.number() });
 
-/** Records a recovery of a live endpoint's deliveries that gave up in [since, until]; null: no such live endpoint. */
-export async function recordRecovery(db: CommonQueryMethods, endpointId: string, since: string, until: string) {
+/** Records a recovery of a live endpoint's deliveries that gave up in [since, until] (null: now); null: no such live endpoint. */
+export async function recordRecovery(db: CommonQueryMethods, endpointId: string, since: string, until: string | null) {
   return db.maybeOne(sql.type(recordedRow)`select * from recover_endpoint(${endpointId}, ${since}, ${until})`);
 }
 

@@ -54,10 +54,9 @@ export function makeEndpointRecoverRouter(pool: DatabasePool): Router {
     const tenant = authOf(res);
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(recoverBody, req.body);
-    const until = body.until ?? new Date().toISOString();
     const recorded = await pool.transaction(async (tx) => {
       const endpoint = await findEndpoint(tx, tenant, req.params.id);
-      return endpoint ? recordRecovery(tx, endpoint.id, body.since, until) : null;
+      return endpoint ? recordRecovery(tx, endpoint.id, body.since, body.until ?? null) : null;
     });
     if (!recorded) throw notFound('Endpoint');
     res.status(202).json(toRecovering({ id: req.params.id, status: 'recovering', deliveries: recorded.deliveries }));
