@@ -16,6 +16,8 @@ export const GOALS: readonly Goal[] = [
   { figure: 'delivery rate / raw POST ceiling', path: ['delivery', 'ratio_to_post_ceiling'], at_least: 0.2 },
   { figure: 'latency p99, creation to first attempt (ms)', path: ['latency', 'p99_ms'], at_most: 250 },
   { figure: 'drain rate / delivery rate', path: ['drain', 'ratio_to_delivery_rate'], at_least: 0.8 },
+  { figure: 'recover request for the whole backlog (ms)', path: ['recover', 'request_ms'], at_most: 1000 },
+  { figure: 'recovery drain rate / delivery rate', path: ['recover', 'ratio_to_delivery_rate'], at_least: 0.8 },
   { figure: 'peak RSS, web (MB)', path: ['memory_mb', 'web_peak'], at_most: 150 },
   { figure: 'peak RSS, worker (MB)', path: ['memory_mb', 'worker_peak'], at_most: 200 },
 ];

@@ -3,7 +3,9 @@
 // them (one worker process, to a receiver in a third process), with peak memory and CPU per
 // delivery, the latency from job creation to the receiver at a steady 300 jobs/s, and the
 // drain of a 100,000-delivery backlog (1,000,000 with --full) released by an endpoint coming
-// back from an outage. Prints a table and writes bench/results/<timestamp>.json.
+// back from an outage, and the recovery of as many deliveries that gave up (POST
+// /v1/endpoints/{id}/recover: the request's time, the re-queue and the delivery rate).
+// Prints a table and writes bench/results/<timestamp>.json.
 // One function a phase, each returning its part of the report; main() only runs them in order.
 // A phase whose deliveries stop coming (none for BENCH_STALL_SECONDS, default 30) fails the
 // run: a message on stderr and exit code 1, never a report built on a stalled drain.
@@ -412,6 +414,64 @@ async function drainPhase(b: Bench, deliveriesPerSecond: number) {
   };
 }
 
+/**
+ * The outage that ended in give-ups: BACKLOG jobs of one endpoint whose deliveries failed an
+ * hour ago (written in bulk by SQL, as exhaustion would have left them).
+ */
+async function seedGiveUps(org: Fixture, db: pg.Client): Promise<void> {
+  const payload = JSON.stringify(PAYLOAD);
+  for (let start = 0; start < BACKLOG; start += 100_000) {
+    await db.query(`
+      with jobs as (
+        insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at, status,
+                                  attempt_count, completed_at, discarded_at, discard_reason)
+        select 'job_gaveup' || lpad(g::text, 21, '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() - interval '1 hour',
+               'discarded', 7, now() - interval '1 hour', now() - interval '1 hour', 'failed'
+        from generate_series($4::int, $5::int) g
+        returning id)
+      insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count, last_attempt_at, gave_up_at, gave_up_xact)
+      select id, $6, $1, $2, 'failed', 7, now() - interval '1 hour', now() - interval '1 hour', pg_current_xact_id() from jobs`,
+    [org.orgId, org.applicationId, payload, start + 1, Math.min(BACKLOG, start + 100_000), org.endpointId]);
+  }
+  await db.query('analyze webhook_jobs; analyze deliveries');
+}
+
+/**
+ * Recovery: BACKLOG deliveries that gave up, recovered by one request while a worker runs: the
+ * request's time (it records the recovery and counts its deliveries), the time until the
+ * workers' batches re-queued the last one, and the rate at which they arrive at the receiver.
+ */
+async function recoverPhase(b: Bench, deliveriesPerSecond: number) {
+  const org = b.orgs[1] as Fixture;
+  await seedGiveUps(org, b.db);
+  b.receiver.send('reset');
+  const worker = startRole('worker', b.env);
+  b.children.push(worker);
+  const since = new Date(Date.now() - 2 * 3_600_000).toISOString();
+  const requestStarted = performance.now();
+  const answer = await api(b.webPort, org.key, 'POST', `/v1/endpoints/${org.endpointId}/recover`, { since }) as { deliveries: number };
+  const requestMs = performance.now() - requestStarted;
+  if (answer.deliveries !== BACKLOG) throw new BenchFailure(`recover matched ${answer.deliveries} deliveries, not ${BACKLOG}`);
+  const first = await waitForDeliveries(b.receiver, 1, 'the recovery (first delivery)', 60);
+  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+  const drained = await waitForDeliveries(b.receiver, BACKLOG, 'the recovery');
+  const workerUsage = await usage(worker.pid ?? 0);
+  const requeue = (await b.db.query<{ seconds: number | null }>(`
+    select extract(epoch from completed_at - requested_at)::float8 as seconds from endpoint_recoveries
+    where endpoint_id = $1 order by id desc limit 1`, [org.endpointId])).rows[0]?.seconds ?? null;
+  const perSecond = drained.count / Math.max(0.001, (drained.last - drained.first) / 1000);
+  await stopChild(worker);
+  return {
+    part: {
+      deliveries: BACKLOG, delivered: drained.count, request_ms: Math.round(requestMs),
+      requeue_seconds: requeue === null ? null : +requeue.toFixed(1),
+      deliveries_per_second: Math.round(perSecond), ratio_to_delivery_rate: +(perSecond / deliveriesPerSecond).toFixed(2),
+      cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, drained.count - first.count)),
+    },
+    workerPeakMb: workerUsage.peakMb,
+  };
+}
+
 // ---------------------------------------------------------------- the run
 
 const began = Date.now();
@@ -455,14 +515,17 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     progress(`backlog of ${BACKLOG.toLocaleString('en')} held deliveries`);
     const drain = await drainPhase(b, delivery.deliveries_per_second);
 
+    progress(`recovery of ${BACKLOG.toLocaleString('en')} deliveries that gave up`);
+    const recovery = await recoverPhase(b, delivery.deliveries_per_second);
+
     const report = {
       at: new Date().toISOString(),
       mode: full ? 'full' : quick ? 'quick' : 'default',
       seconds: SECONDS,
       database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
-      ceilings, accept, delivery, latency, drain: drain.part,
+      ceilings, accept, delivery, latency, drain: drain.part, recover: recovery.part,
       memory_mb: {
-        web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb)),
+        web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb, recovery.workerPeakMb)),
       },
       run_seconds: Math.round((Date.now() - began) / 1000),
     };
@@ -484,6 +547,8 @@ function print(report: Report, file: string): void {
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
+    [`recover ${report.recover.deliveries}: request (ms) / re-queue (s) / deliveries/s`]:
+      `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,
     'pg-boss fetch of 100, backlog due, with / without its index (ms)':
       `${drain.pgboss_fetch_100_ms.with_index_ms} / ${drain.pgboss_fetch_100_ms.without_index_ms ?? 'n/a'}`,
     'web CPU per accepted job (us)': accept.web_cpu_us_per_job,

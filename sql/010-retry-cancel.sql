@@ -6,11 +6,48 @@
 --             invalid_state  the job's status does not allow it (status says which it is)
 --             retried / cancelled
 
+-- A new round for these deliveries, the one reset behind both a job's retry and an endpoint's
+-- recover (sql/017-recover.sql): each starts again from attempt 0 (pending, now), and its job
+-- gets a new 48 h window and is no longer finished; the job's other finished targets count
+-- from attempt 0 too (their earlier attempts stay in delivery_attempts), targets still under
+-- way keep theirs. The jobs' statuses then follow from their deliveries. Queue messages of
+-- earlier rounds are skipped by their round. Returns the deliveries to enqueue. Callers lock
+-- the jobs first (retry locks its job; a recovery batch its jobs, then its deliveries).
+create or replace function start_delivery_round(p_delivery_ids bigint[])
+returns table (delivery_id bigint, round integer, start_after timestamptz)
+language plpgsql as $$
+declare
+  v_jobs text[] := array(select distinct d.job_id from deliveries d where d.id = any(p_delivery_ids) order by d.job_id);
+begin
+  -- The jobs first, so none is ever finished without completed_at (or the reverse) in between:
+  -- the deliveries' trigger then derives each status from the reopened deliveries.
+  update webhook_jobs j set status = 'created', expires_at = now() + interval '48 hours',
+                            completed_at = null, discarded_at = null, discard_reason = null
+    where j.id = any(v_jobs);
+
+  return query
+    with restarted as (
+      update deliveries d set round = d.round + 1, status = 'pending', attempt_count = 0, is_probe = false,
+                              next_attempt_at = now(), updated_at = now()
+      where d.id = any(p_delivery_ids)
+      returning d.id, d.round, d.next_attempt_at
+    )
+    select r.id, r.round, r.next_attempt_at from restarted r order by r.id;
+
+  update deliveries d set attempt_count = 0
+    where d.job_id = any(v_jobs) and d.attempt_count > 0 and d.status not in ('pending', 'in_flight', 'held');
+  perform refresh_webhook_jobs(v_jobs);
+end;
+$$;
+
+comment on function start_delivery_round(bigint[]) is
+  'A new round (attempt 0, pending now) for these deliveries and a new 48 h window for their jobs; returns the deliveries to enqueue. Shared by retry_webhook_job and run_endpoint_recoveries.';
+
 -- Retry, allowed from succeeded, discarded (failed or cancelled), awaiting_retry and archived:
--- every target that has not succeeded (or all, when all had) starts a new round from attempt 0,
--- and the job a new 48 h window. Queue messages of earlier rounds are skipped by their round.
--- One row per delivery to enqueue (delivery_id, round, start_after), each with the job's
--- columns; one row with delivery_id null when there is none (or for not_found, invalid_state).
+-- every target that has not succeeded (or all, when all had) starts a new round
+-- (start_delivery_round). One row per delivery to enqueue (delivery_id, round, start_after),
+-- each with the job's columns; one row with delivery_id null when there is none (or for
+-- not_found, invalid_state).
 create or replace function retry_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text default null)
 returns table (
   outcome text, id text, status text, attempt_count integer,
@@ -39,26 +76,14 @@ begin
     return;
   end if;
 
-  -- The job first, so it is never finished without completed_at (or the reverse) in between:
-  -- the deliveries' trigger then derives its status from the reopened deliveries.
-  update webhook_jobs j set status = 'created', expires_at = now() + interval '48 hours',
-                            completed_at = null, discarded_at = null, discard_reason = null
-    where j.id = p_job_id;
-
-  with restarted as (
-    update deliveries d set round = d.round + 1, status = 'pending', attempt_count = 0, is_probe = false,
-                            next_attempt_at = now(), updated_at = now()
-    where d.job_id = p_job_id
-      and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = p_job_id and o.status <> 'succeeded'))
-    returning d.id, d.round, d.next_attempt_at
-  )
-  select coalesce(array_agg(r.id order by r.id), '{}'), coalesce(array_agg(r.round order by r.id), '{}'),
-         coalesce(array_agg(r.next_attempt_at order by r.id), '{}')
-    into v_ids, v_rounds, v_starts from restarted r;
-  -- Attempts count from 1 again in the new round, for the targets left alone too (their
-  -- earlier attempts stay in delivery_attempts): the job's attempt_count starts at 0.
-  update deliveries d set attempt_count = 0 where d.job_id = p_job_id and d.attempt_count > 0;
-  perform refresh_webhook_jobs(array[p_job_id]);
+  select coalesce(array_agg(r.delivery_id order by r.delivery_id), '{}'), coalesce(array_agg(r.round order by r.delivery_id), '{}'),
+         coalesce(array_agg(r.start_after order by r.delivery_id), '{}')
+    into v_ids, v_rounds, v_starts
+    from start_delivery_round(array(
+      select d.id from deliveries d
+      where d.job_id = p_job_id
+        and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = p_job_id and o.status <> 'succeeded'))
+      order by d.id)) r;
 
   return query
     select 'retried'::text, j.id, j.status, j.attempt_count, r.delivery_id, r.round, r.start_after

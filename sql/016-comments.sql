@@ -120,6 +120,22 @@ comment on column deliveries.last_attempt_at is 'Start of the latest recorded at
 comment on column deliveries.is_probe is 'This is the one delivery sent to a disabled endpoint to test whether it recovered.';
 comment on column deliveries.created_at is 'When the delivery was created (with its job).';
 comment on column deliveries.updated_at is 'Last state change; for in_flight, when the worker claimed it (the running attempt''s start).';
+comment on column deliveries.gave_up_at is 'When it became failed (trigger deliveries_mark_gave_up); null unless failed. POST /v1/endpoints/{id}/recover ranges over it.';
+comment on column deliveries.gave_up_xact is 'Transaction that made it failed (pg_current_xact_id); null unless failed. A recovery takes the failures visible in its snapshot.';
+
+comment on table endpoint_recoveries is 'One row per POST /v1/endpoints/{id}/recover: the range and the set it fixed; workers re-queue the set in batches (run_endpoint_recoveries) and complete it.';
+comment on column endpoint_recoveries.id is 'Recovery number (identity); recoveries run oldest first.';
+comment on column endpoint_recoveries.endpoint_id is 'The endpoint whose given-up deliveries are delivered again.';
+comment on column endpoint_recoveries.org_id is 'Owning organization.';
+comment on column endpoint_recoveries.since is 'Start of the range of deliveries.gave_up_at (inclusive).';
+comment on column endpoint_recoveries.until is 'End of the range of deliveries.gave_up_at (inclusive); the request time when the caller gave none.';
+comment on column endpoint_recoveries.snapshot is 'The request''s snapshot: only failures committed before it (deliveries.gave_up_xact visible in it) are recovered.';
+comment on column endpoint_recoveries.deliveries is 'Deliveries matched when the request ran (the N of the 202 answer).';
+comment on column endpoint_recoveries.recovered is 'Deliveries this recovery restarted so far (fewer than deliveries when an overlapping recovery or a retry restarted some first).';
+comment on column endpoint_recoveries.cursor_at is 'Batches walk the range by (gave_up_at, id): gave_up_at of the last delivery examined (since at first).';
+comment on column endpoint_recoveries.cursor_id is 'Batches walk the range by (gave_up_at, id): id of the last delivery examined (0 at first).';
+comment on column endpoint_recoveries.requested_at is 'When the recover request ran.';
+comment on column endpoint_recoveries.completed_at is 'When the last batch ran (or the endpoint was found deleted); null: in progress.';
 
 comment on table delivery_attempts is 'One row per attempt, oldest first: the deliveries records of the job API. Never updated.';
 comment on column delivery_attempts.id is 'Attempt row number (identity): increases in recording order.';

@@ -9,6 +9,7 @@ import type { Router } from 'express';
 import { openApiDocument, openApiText } from '../src/api/openapi/document.ts';
 import { makeApiKeysRouter } from '../src/api/routes/api-keys.ts';
 import { makeApplicationsRouter } from '../src/api/routes/applications.ts';
+import { makeEndpointRecoverRouter } from '../src/api/routes/endpoint-recover.ts';
 import { makeEndpointsRouter } from '../src/api/routes/endpoints.ts';
 import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
@@ -106,6 +107,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/api-keys', makeApiKeysRouter(pool, config)],
     ['/v1/applications', makeApplicationsRouter(pool, config)],
     ['/v1/endpoints', makeEndpointsRouter(pool, config, queue)],
+    ['/v1/endpoints', makeEndpointRecoverRouter(pool)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
   ];

@@ -14,6 +14,7 @@ import { jsonBody } from './middleware/json-body.ts';
 import { reenterRequestScope, requestContext } from './middleware/request-context.ts';
 import { makeApiKeysRouter } from './routes/api-keys.ts';
 import { makeApplicationsRouter } from './routes/applications.ts';
+import { makeEndpointRecoverRouter } from './routes/endpoint-recover.ts';
 import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
@@ -46,12 +47,12 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   }
 
   const authenticated = authenticate(pool);
-  const resource = (family: Family, router: Router): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, router];
+  const resource = (family: Family, ...routers: Router[]): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, ...routers];
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
-  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue)));
+  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
   app.use('/v1', v1);
 

@@ -1,10 +1,12 @@
 // Periodic work of every worker process: every second, held deliveries past their window and
-// recovery probes (run_delivery_upkeep); every hour, archiving and success-rate decay, then
-// retention (run_retention: old attempts, archived jobs, expired keys, stale counters).
+// recovery probes (run_delivery_upkeep), then a batch of endpoint recoveries
+// (run_endpoint_recoveries); every hour, archiving and success-rate decay, then retention
+// (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { runDeliveryUpkeep } from '../db/deliveries.ts';
+import { runRecoveryBatch } from '../db/recoveries.ts';
 import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
 import type { Logger } from '../logger.ts';
 import type { Queue } from '../queue.ts';
@@ -38,6 +40,27 @@ export async function runHourlyTasks(
   }
 }
 
+/** Deliveries of endpoint recoveries re-queued per upkeep run (each worker process runs one a second). */
+export const RECOVERY_BATCH = 10_000;
+
+/**
+ * The batch step of POST /v1/endpoints/{id}/recover: up to RECOVERY_BATCH deliveries of
+ * unfinished recoveries start a new round and are enqueued, in one transaction. Errors are
+ * logged; the next run goes on from the recovery's cursor.
+ */
+export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; logger: Logger }, limit = RECOVERY_BATCH): Promise<number> {
+  try {
+    return await deps.pool.transaction(async (tx) => {
+      const restarted = await runRecoveryBatch(tx, limit);
+      await deps.queue.enqueue(tx, restarted);
+      return restarted.length;
+    });
+  } catch (error) {
+    deps.logger.error({ err: error }, 'endpoint recovery batch failed');
+    return 0;
+  }
+}
+
 export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySchedule: HourlySchedule = HOURLY): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
   let hourlyRunning: Promise<unknown> | undefined;
@@ -49,6 +72,7 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
     }).catch((error: unknown) => {
       if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
     })
+      .then(async () => { await runRecoveries(deps); })
       .finally(() => { running = undefined; });
   };
   // One hourly run at a time in this process: a long backlog must not start a second one.

@@ -5,6 +5,7 @@ import type { ZodOpenApiPathsObject } from 'zod-openapi';
 import * as r from '../responses.ts';
 import { apiKeyRequests } from '../routes/api-keys.ts';
 import { applicationRequests } from '../routes/applications.ts';
+import { endpointRecovering, recoverBody, RECOVER_MAX_AGE_DAYS } from '../routes/endpoint-recover.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
@@ -191,6 +192,19 @@ export const paths: ZodOpenApiPathsObject = {
       path: endpointId, body: { schema: endpoints.testBody, required: false, example: { payload: { hello: 'world' } } },
       responses: { 202: ok('The job was queued; read it at GET /v1/webhook-jobs/{job_id}.', r.endpointTestQueued) },
       errors: [400, 404, 413, 415, 429], rateLimit: 'per endpoint, `RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE` per minute (default 10)',
+    }),
+  },
+
+  '/v1/endpoints/{id}/recover': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'recoverEndpoint', summary: 'Deliver again what gave up in a time range',
+      description: 'Every delivery to this endpoint that gave up (attempts or 48 h window exhausted; not cancelled, nor of a cancelled job) '
+        + `at a time in [\`since\`, \`until\`] is delivered again as a new round: attempts count from 1, the job gets a new 48 h window. \`since\` at most ${RECOVER_MAX_AGE_DAYS} days ago. `
+        + 'The answer counts exactly the deliveries matched when the request ran; workers re-queue them in batches after it. '
+        + 'Deliveries of a paused or disabled endpoint are held like any other. Overlapping recoveries deliver the union, each delivery once.',
+      path: endpointId, body: { schema: recoverBody, example: { since: '2026-11-22T08:00:00.000Z', until: '2026-11-22T10:00:00.000Z' } },
+      responses: { 202: ok('The recovery is recorded; its deliveries are re-queued in batches.', endpointRecovering) },
+      errors: [400, 404, 413, 415],
     }),
   },
 

@@ -1,0 +1,148 @@
+// The batches behind POST /v1/endpoints/{id}/recover, run by hand here (no worker: the test
+// decides when each batch runs, with the same function the workers' upkeep calls). Overlapping
+// recoveries deliver the union, each delivery once, also with batches running concurrently; the
+// set is fixed when the request runs (a later failure is not swept in, even inside the range);
+// failed deliveries of a cancelled job are not recovered; the job reopens as after a retry.
+import test, { type ExecutionContext } from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { makeLogger } from '../../src/logger.ts';
+import { runRecoveries } from '../../src/worker/upkeep.ts';
+import { startTestApp } from '../helpers/app.ts';
+import * as fixtures from '../helpers/fixtures.ts';
+
+const app = startTestApp();
+const logger = makeLogger('silent');
+const HOURS_48 = 48 * 3600 * 1000;
+
+type Ctx = { key: string; appId: string };
+
+async function setup(t: ExecutionContext): Promise<Ctx> {
+  const { key } = await app.createOrg();
+  const appId = (await fixtures.createApplication({ t, on: app, key })).id;
+  await fixtures.createEventType({ t, on: app, key }, 'order.created');
+  return { key, appId };
+}
+
+const createEndpoint = async (t: ExecutionContext, ctx: Ctx): Promise<string> =>
+  (await fixtures.createEndpoint({ t, on: app, key: ctx.key }, { application_id: ctx.appId, url: 'https://hooks.example.com/in', event_types: ['order.created'] })).id;
+
+const createJob = async (t: ExecutionContext, ctx: Ctx): Promise<string> =>
+  (await fixtures.createJob({ t, on: app, key: ctx.key }, { application_id: ctx.appId, event_type: 'order.created', payload: {} })).id;
+
+/** The job's deliveries give up (as after their last attempt). */
+async function fail(jobIds: readonly string[], endpointId?: string): Promise<void> {
+  const only = endpointId ? sql.fragment`and endpoint_id = ${endpointId}` : sql.fragment``;
+  await app.pool.query(sql.unsafe`
+    update deliveries set status = 'failed', attempt_count = 7, last_attempt_at = now(), updated_at = now()
+    where job_id = any(${sql.array(jobIds, 'text')}) ${only}`);
+}
+
+const recover = async (t: ExecutionContext, ctx: Ctx, endpointId: string, body: Record<string, string>): Promise<number> => {
+  const res = await app.request('POST', `/v1/endpoints/${endpointId}/recover`, { key: ctx.key, body });
+  t.is(res.status, 202, JSON.stringify(res.body));
+  return res.body.deliveries;
+};
+
+const deliveryRow = z.object({ job_id: z.string(), status: z.string(), round: z.number(), attempt_count: z.number(), messages: z.number() });
+/** Each delivery of these jobs, with its queue messages of its current round. */
+const deliveriesOf = (jobIds: readonly string[]) => app.pool.any(sql.type(deliveryRow)`
+  select d.job_id, d.status, d.round, d.attempt_count,
+         (select count(*)::int from pgboss.job q where q.name = 'deliveries' and q.data->>'deliveryId' = d.id::text
+            and q.data->>'round' = d.round::text) as messages
+  from deliveries d where d.job_id = any(${sql.array(jobIds, 'text')}) order by d.job_id`);
+
+const recoveryRow = z.object({ deliveries: z.number(), recovered: z.number(), completed: z.boolean() });
+const recoveriesOf = (endpointId: string) => app.pool.any(sql.type(recoveryRow)`
+  select deliveries, recovered, completed_at is not null as completed from endpoint_recoveries where endpoint_id = ${endpointId} order by id`);
+
+const batch = (limit: number) => runRecoveries({ pool: app.pool, queue: app.queue, logger }, limit);
+
+/** Runs batches until every recovery is complete. */
+async function drain(): Promise<void> {
+  for (let i = 0; i < 100; i += 1) {
+    await batch(1000);
+    const open = await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from endpoint_recoveries where completed_at is null`);
+    if (open === 0) return;
+  }
+  throw new Error('recoveries did not complete');
+}
+
+test.serial('a recovery while a previous one runs: the union is delivered, each delivery once, with batches running concurrently', async (t) => {
+  const ctx = await setup(t);
+  const endpointId = await createEndpoint(t, ctx);
+  const since = new Date(Date.now() - 60_000).toISOString();
+  const first: string[] = [];
+  for (let i = 0; i < 5; i += 1) first.push(await createJob(t, ctx));
+  await fail(first);
+
+  t.is(await recover(t, ctx, endpointId, { since }), 5);
+  t.is(await batch(2), 2);
+  t.deepEqual((await recoveriesOf(endpointId)).map((r) => [r.deliveries, r.recovered, r.completed]), [[5, 2, false]]);
+
+  // Two more give up after the first recovery: the second covers them and the first's rest.
+  const later: string[] = [];
+  for (let i = 0; i < 2; i += 1) later.push(await createJob(t, ctx));
+  await fail(later);
+  t.is(await recover(t, ctx, endpointId, { since }), 5);
+
+  // Many one-delivery batches at once (as several workers would run them).
+  await Promise.all(Array.from({ length: 12 }, () => batch(1)));
+  await drain();
+
+  const rows = await deliveriesOf([...first, ...later]);
+  t.is(rows.length, 7);
+  for (const row of rows) t.deepEqual({ ...row, job_id: '' }, { job_id: '', status: 'pending', round: 2, attempt_count: 0, messages: 1 }, row.job_id);
+  const recoveries = await recoveriesOf(endpointId);
+  t.deepEqual(recoveries.map((r) => [r.deliveries, r.completed]), [[5, true], [5, true]]);
+  t.is(recoveries[0]!.recovered + recoveries[1]!.recovered, 7);
+  t.true(recoveries[0]!.recovered <= 5);
+});
+
+test.serial('the set is fixed when the request runs: a delivery giving up afterwards, inside the range, is not swept in', async (t) => {
+  const ctx = await setup(t);
+  const endpointId = await createEndpoint(t, ctx);
+  const before = await createJob(t, ctx);
+  const after = await createJob(t, ctx);
+  await fail([before]);
+  const range = { since: new Date(Date.now() - 60_000).toISOString(), until: new Date(Date.now() + 3_600_000).toISOString() };
+  t.is(await recover(t, ctx, endpointId, range), 1);
+  await fail([after]);
+  await drain();
+  const rows = await deliveriesOf([before, after]);
+  t.deepEqual(rows.find((r) => r.job_id === before)?.round, 2);
+  t.deepEqual(rows.find((r) => r.job_id === after)?.status, 'failed');
+  t.deepEqual(rows.find((r) => r.job_id === after)?.round, 1);
+  t.deepEqual(await recoveriesOf(endpointId), [{ deliveries: 1, recovered: 1, completed: true }]);
+});
+
+test.serial('a failed delivery of a cancelled job is not recovered; a recovered job reopens as after a retry', async (t) => {
+  const ctx = await setup(t);
+  const target = await createEndpoint(t, ctx);
+  const other = await createEndpoint(t, ctx);
+  const since = new Date(Date.now() - 60_000).toISOString();
+
+  // Failed towards `target`, then cancelled while the other target still waited.
+  const cancelled = await createJob(t, ctx);
+  await fail([cancelled], target);
+  t.is((await app.request('POST', `/v1/webhook-jobs/${cancelled}/cancel`, { key: ctx.key })).status, 200);
+  // Failed towards `target`, succeeded towards `other`: the job is discarded.
+  const failed = await createJob(t, ctx);
+  await fail([failed], target);
+  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 2 where job_id = ${failed} and endpoint_id = ${other}`);
+  const discarded = (await app.request('GET', `/v1/webhook-jobs/${failed}`, { key: ctx.key })).body;
+  t.is(discarded.status, 'discarded');
+
+  t.is(await recover(t, ctx, target, { since }), 1);
+  await drain();
+  const job = (await app.request('GET', `/v1/webhook-jobs/${failed}`, { key: ctx.key })).body;
+  t.is(job.status, 'created');
+  t.is(job.attempt_count, 0);
+  t.is(job.completed_at, null);
+  t.is(job.discarded_at, null);
+  t.true(Math.abs(Date.parse(job.expires_at) - (Date.now() + HOURS_48)) < 600_000, job.expires_at);
+  const cancelledRows = await app.pool.any(sql.type(z.object({ status: z.string(), round: z.number() }))`
+    select status, round from deliveries where job_id = ${cancelled} order by endpoint_id = ${target} desc`);
+  t.deepEqual(cancelledRows, [{ status: 'failed', round: 1 }, { status: 'cancelled', round: 1 }]);
+  t.is((await app.request('GET', `/v1/webhook-jobs/${cancelled}`, { key: ctx.key })).body.status, 'discarded');
+});
