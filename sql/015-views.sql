@@ -47,7 +47,7 @@ cross join lateral (
 where e.deleted_at is null;
 
 -- Per live endpoint: the circuit breaker and the latest outcomes. The last success and the
--- last failure are each one backward scan of delivery_attempts_endpoint_id_attempted_at_idx.
+-- last failure are each one backward scan of delivery_attempts_endpoint_id_attempted_at_id_idx.
 create or replace view endpoint_health as
 select e.org_id,
        e.application_id,

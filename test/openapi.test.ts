@@ -9,6 +9,7 @@ import type { Router } from 'express';
 import { openApiDocument, openApiText } from '../src/api/openapi/document.ts';
 import { makeApiKeysRouter } from '../src/api/routes/api-keys.ts';
 import { makeApplicationsRouter } from '../src/api/routes/applications.ts';
+import { makeEndpointActivityRouter, makeStatsRouter } from '../src/api/routes/endpoint-activity.ts';
 import { makeEndpointsRouter } from '../src/api/routes/endpoints.ts';
 import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
@@ -101,6 +102,8 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/api-keys', makeApiKeysRouter(pool, config)],
     ['/v1/applications', makeApplicationsRouter(pool)],
     ['/v1/endpoints', makeEndpointsRouter(pool, config, queue)],
+    ['/v1/endpoints', makeEndpointActivityRouter(pool)],
+    ['/v1/stats', makeStatsRouter(pool)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
   ];

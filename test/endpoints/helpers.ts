@@ -74,7 +74,7 @@ export async function countLive(appId: string): Promise<number> {
 
 export async function disable(id: string, on: TestApp = app): Promise<void> {
   await on.pool.query(sql.unsafe`
-    update endpoints set status = 'disabled', disabled_at = now(), failure_count = 10 where id = ${id}`);
+    update endpoints set status = 'disabled', disabled_reason = 'circuit_breaker', disabled_at = now(), failure_count = 10 where id = ${id}`);
 }
 
 export const paths = (res: Response): string[] => (res.body?.error?.details ?? []).map((d: { path: string }) => d.path);
