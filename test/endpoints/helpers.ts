@@ -11,7 +11,7 @@ import * as fixtures from '../helpers/fixtures.ts';
 export const app = startTestApp();
 
 export const CREATE_FIELDS = [
-  'application_id', 'created_at', 'event_types', 'failure_count', 'headers', 'id', 'rate_limit_rps', 'secret',
+  'application_id', 'created_at', 'disabled_reason', 'event_types', 'failure_count', 'headers', 'id', 'rate_limit_rps', 'secret',
   'secret_version', 'status', 'timeout_ms', 'url',
 ];
 export const FULL_FIELDS = [...CREATE_FIELDS, 'disabled_at', 'updated_at'].sort();
