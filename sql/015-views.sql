@@ -31,6 +31,7 @@ select e.org_id,
        b.held,
        case when b.held = 0 then null
             when e.status = 'paused' then 'paused'
+            when e.status = 'disabled' and e.disabled_reason = 'gone' then 'disabled (answered 410 Gone: only reset-circuit re-enables it)'
             when e.status = 'disabled' then 'disabled (circuit open)'
             else 'releasing (endpoint active: worker upkeep re-queues them, 10,000 a second)' end as held_because,
        extract(epoch from now() - b.oldest_due_at)::integer as oldest_due_age_seconds
