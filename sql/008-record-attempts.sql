@@ -20,13 +20,15 @@ declare
   v_breaker text[];
   v_recovered text[];
 begin
-  create temporary table if not exists pg_temp.recorded (
+  -- Named anew whenever its columns change: a session of a process started before the change
+  -- keeps its temporary table, and must not meet this body with the old shape.
+  create temporary table if not exists pg_temp.recorded_outcomes (
     delivery_id bigint, round integer, attempt integer, status_code integer, response_body text, latency_ms integer,
     attempted_at timestamptz, success boolean, error text, retry_at timestamptz,
     job_id text, endpoint_id text, org_id text, application_id text, is_probe boolean, event_type text
   ) on commit delete rows;
 
-  insert into pg_temp.recorded
+  insert into pg_temp.recorded_outcomes
     select r.delivery_id, r.round, r.attempt, r.status_code, coalesce(r.response_body, ''), r.latency_ms,
            r.attempted_at, r.success, r.error, r.retry_at, d.job_id, d.endpoint_id, d.org_id, d.application_id, d.is_probe,
            (select j.event_type from webhook_jobs j where j.id = d.job_id)
@@ -40,7 +42,7 @@ begin
                                  latency_ms, attempted_at, success, error, event_type)
     select r.delivery_id, r.job_id, r.endpoint_id, r.org_id, r.attempt, r.status_code, r.response_body,
            r.latency_ms, r.attempted_at, r.success, r.error, r.event_type
-    from pg_temp.recorded r order by r.attempted_at;
+    from pg_temp.recorded_outcomes r order by r.attempted_at;
 
   -- Attempt counts always; the next state only for deliveries still in flight in this round.
   update deliveries d set
@@ -54,17 +56,17 @@ begin
                            else d.next_attempt_at end,
     is_probe = false,
     updated_at = now()
-  from pg_temp.recorded r where d.id = r.delivery_id;
+  from pg_temp.recorded_outcomes r where d.id = r.delivery_id;
 
   -- Consecutive failures per endpoint, in attempt order: reset by a success.
-  select array_agg(distinct r.endpoint_id order by r.endpoint_id) into v_endpoints from pg_temp.recorded r;
+  select array_agg(distinct r.endpoint_id order by r.endpoint_id) into v_endpoints from pg_temp.recorded_outcomes r;
   -- Only endpoints whose breaker state can change are locked and written: a failure or a probe
   -- in this batch, or a failure count or status to reset. An active endpoint with no failures
   -- that only succeeded is left alone, so claims of a busy endpoint (which take its row FOR
   -- SHARE) do not queue behind every recording. (A failure recorded concurrently by another
   -- worker, not yet committed when this reads the row, is then not reset by these successes.)
   select array_agg(x.endpoint_id order by x.endpoint_id) into v_breaker
-    from (select r.endpoint_id from pg_temp.recorded r join endpoints e on e.id = r.endpoint_id
+    from (select r.endpoint_id from pg_temp.recorded_outcomes r join endpoints e on e.id = r.endpoint_id
           group by r.endpoint_id, e.failure_count, e.status
           having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active') x;
   perform 1 from endpoints where id = any(v_breaker) order by id for no key update;
@@ -84,13 +86,13 @@ begin
            bool_or(r.is_probe) as probed,
            -- A 410 Gone after the batch's last success to this endpoint: the receiver says it is gone.
            bool_or(r.status_code = 410 and r.attempted_at > coalesce(
-             (select max(r2.attempted_at) from pg_temp.recorded r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
              '-infinity')) as gone,
            count(*) filter (where not r.success) as failures,
            count(*) filter (where not r.success and r.attempted_at > coalesce(
-             (select max(r2.attempted_at) from pg_temp.recorded r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
              '-infinity')) as failures_after_success
-    from pg_temp.recorded r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
+    from pg_temp.recorded_outcomes r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
   ), counted as (
     select e.id, e.status, e.disabled_at, e.disabled_reason, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed, p.gone,
            case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
@@ -140,7 +142,7 @@ begin
 
   insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
     select r.endpoint_id, r.application_id, date_trunc('minute', r.attempted_at), count(*), count(*) filter (where r.success)
-    from pg_temp.recorded r group by 1, 2, 3 order by 1, 3
+    from pg_temp.recorded_outcomes r group by 1, 2, 3 order by 1, 3
   on conflict on constraint endpoint_attempt_stats_pkey do update
     set attempts = endpoint_attempt_stats.attempts + excluded.attempts,
         successes = endpoint_attempt_stats.successes + excluded.successes;
@@ -151,7 +153,7 @@ begin
     select q.delivery_id, q.round, q.start_after, null::text, null::text, null::text, null::text
     from (
       select d.id as delivery_id, d.round, d.next_attempt_at as start_after
-      from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
+      from deliveries d join pg_temp.recorded_outcomes r on r.delivery_id = d.id
       where d.status = 'pending' and d.round = r.round and not r.success
       union all
       -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.
