@@ -53,6 +53,26 @@ create or replace trigger applications_soft_delete_jobs
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function applications_soft_delete_jobs();
 
+-- A deleted endpoint remembers the names it subscribed to (deleted_event_types), so that
+-- restore_endpoint (018-restore-endpoint.sql) can subscribe it again by name.
+create or replace function endpoints_remember_subscriptions() returns trigger
+language plpgsql as $$
+begin
+  new.deleted_event_types := array(
+    select et.name from endpoint_event_types s join event_types et on et.id = s.event_type_id
+    where s.endpoint_id = new.id order by et.name);
+  return new;
+end;
+$$;
+
+comment on function endpoints_remember_subscriptions() is
+  'Trigger function: a soft-deleted endpoint keeps the names of its subscriptions in deleted_event_types (for restore).';
+
+create or replace trigger endpoints_remember_subscriptions
+  before update of deleted_at on endpoints
+  for each row when (old.deleted_at is null and new.deleted_at is not null)
+  execute function endpoints_remember_subscriptions();
+
 -- A deleted endpoint subscribes to nothing: its subscriptions go (and their counts with them,
 -- by the triggers of endpoint_event_types), in the statement that deletes it.
 create or replace function endpoints_drop_subscriptions() returns trigger

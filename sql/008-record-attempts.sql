@@ -6,8 +6,8 @@
 --                                        delivery of an endpoint that recovered
 --   circuit, endpoint_id, application_id, org_id
 --                                        an endpoint whose circuit this call changed: 'disabled'
---                                        (opened at p_threshold failures) or 'enabled' (a probe
---                                        succeeded)
+--                                        (opened at p_threshold failures), 'gone' (disabled by a
+--                                        410 answer) or 'enabled' (a probe succeeded)
 create or replace function record_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
 returns table (
   delivery_id bigint, round integer, start_after timestamptz,
@@ -20,15 +20,18 @@ declare
   v_breaker text[];
   v_recovered text[];
 begin
-  create temporary table if not exists pg_temp.recorded (
+  -- Named anew whenever its columns change: a session of a process started before the change
+  -- keeps its temporary table, and must not meet this body with the old shape.
+  create temporary table if not exists pg_temp.recorded_outcomes (
     delivery_id bigint, round integer, attempt integer, status_code integer, response_body text, latency_ms integer,
     attempted_at timestamptz, success boolean, error text, retry_at timestamptz,
-    job_id text, endpoint_id text, org_id text, application_id text, is_probe boolean
+    job_id text, endpoint_id text, org_id text, application_id text, is_probe boolean, event_type text
   ) on commit delete rows;
 
-  insert into pg_temp.recorded
+  insert into pg_temp.recorded_outcomes
     select r.delivery_id, r.round, r.attempt, r.status_code, coalesce(r.response_body, ''), r.latency_ms,
-           r.attempted_at, r.success, r.error, r.retry_at, d.job_id, d.endpoint_id, d.org_id, d.application_id, d.is_probe
+           r.attempted_at, r.success, r.error, r.retry_at, d.job_id, d.endpoint_id, d.org_id, d.application_id, d.is_probe,
+           (select j.event_type from webhook_jobs j where j.id = d.job_id)
     from jsonb_to_recordset(p_results) as r(
       delivery_id bigint, round integer, attempt integer, status_code integer, response_body text, latency_ms integer,
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
@@ -36,10 +39,10 @@ begin
 
   -- Every attempt that ran is recorded, even when its job was cancelled meanwhile.
   insert into delivery_attempts (delivery_id, job_id, endpoint_id, org_id, attempt, status_code, response_body,
-                                 latency_ms, attempted_at, success, error)
+                                 latency_ms, attempted_at, success, error, event_type)
     select r.delivery_id, r.job_id, r.endpoint_id, r.org_id, r.attempt, r.status_code, r.response_body,
-           r.latency_ms, r.attempted_at, r.success, r.error
-    from pg_temp.recorded r order by r.attempted_at;
+           r.latency_ms, r.attempted_at, r.success, r.error, r.event_type
+    from pg_temp.recorded_outcomes r order by r.attempted_at;
 
   -- Attempt counts always; the next state only for deliveries still in flight in this round.
   update deliveries d set
@@ -53,44 +56,52 @@ begin
                            else d.next_attempt_at end,
     is_probe = false,
     updated_at = now()
-  from pg_temp.recorded r where d.id = r.delivery_id;
+  from pg_temp.recorded_outcomes r where d.id = r.delivery_id;
 
   -- Consecutive failures per endpoint, in attempt order: reset by a success.
-  select array_agg(distinct r.endpoint_id order by r.endpoint_id) into v_endpoints from pg_temp.recorded r;
+  select array_agg(distinct r.endpoint_id order by r.endpoint_id) into v_endpoints from pg_temp.recorded_outcomes r;
   -- Only endpoints whose breaker state can change are locked and written: a failure or a probe
   -- in this batch, or a failure count or status to reset. An active endpoint with no failures
   -- that only succeeded is left alone, so claims of a busy endpoint (which take its row FOR
   -- SHARE) do not queue behind every recording. (A failure recorded concurrently by another
   -- worker, not yet committed when this reads the row, is then not reset by these successes.)
   select array_agg(x.endpoint_id order by x.endpoint_id) into v_breaker
-    from (select r.endpoint_id from pg_temp.recorded r join endpoints e on e.id = r.endpoint_id
+    from (select r.endpoint_id from pg_temp.recorded_outcomes r join endpoints e on e.id = r.endpoint_id
           group by r.endpoint_id, e.failure_count, e.status
           having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active') x;
   perform 1 from endpoints where id = any(v_breaker) order by id for no key update;
 
   -- The circuit: each endpoint's transition is decided once, in `decided`, and `next` gives the
   -- state it leads to:
+  --   gone          a 410 answer (not yet disabled as gone): disabled at once, reason gone, no
+  --                 probe ever (next_probe_at null; upkeep skips it): only reset-circuit reopens
   --   disabled      active, and failure_count reaches p_threshold: opens for p_cooldown seconds
-  --   enabled       disabled, and a success (its probe): closes, failure_count 0
-  --   probe_failed  disabled, its probe failed: stays open, the cooldown doubles (at most 1 h)
+  --   enabled       disabled by the breaker, and a success (its probe): closes, failure_count 0
+  --   probe_failed  disabled by the breaker, its probe failed: stays open, the cooldown doubles (at most 1 h)
   --   (none)        only failure_count moves
   return query
   with per_endpoint as (
     select r.endpoint_id,
            bool_or(r.success) as any_success,
            bool_or(r.is_probe) as probed,
+           -- A 410 Gone after the batch's last success to this endpoint: the receiver says it is gone.
+           bool_or(r.status_code = 410 and r.attempted_at > coalesce(
+             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+             '-infinity')) as gone,
            count(*) filter (where not r.success) as failures,
            count(*) filter (where not r.success and r.attempted_at > coalesce(
-             (select max(r2.attempted_at) from pg_temp.recorded r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
              '-infinity')) as failures_after_success
-    from pg_temp.recorded r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
+    from pg_temp.recorded_outcomes r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
   ), counted as (
-    select e.id, e.status, e.disabled_at, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed,
+    select e.id, e.status, e.disabled_at, e.disabled_reason, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed, p.gone,
            case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
     from endpoints e join per_endpoint p on p.endpoint_id = e.id
   ), decided as (
     select c.*,
-           case when c.status = 'disabled' and c.any_success then 'enabled'
+           case when c.gone and c.disabled_reason is distinct from 'gone' then 'gone'
+                when c.status = 'disabled' and c.disabled_reason = 'gone' then null
+                when c.status = 'disabled' and c.any_success then 'enabled'
                 when c.status = 'active' and c.failure_count >= p_threshold then 'disabled'
                 when c.status = 'disabled' and c.probed then 'probe_failed' end as transition,
            least(coalesce(c.cooldown_seconds, p_cooldown) * 2, 3600) as doubled_cooldown
@@ -98,28 +109,31 @@ begin
   ), next as (
     select d.id, d.transition, s.*
     from decided d cross join lateral (
-      select 'active' as status, 0::bigint as failure_count, null::timestamptz as disabled_at,
+      select 'active' as status, 0::bigint as failure_count, null::timestamptz as disabled_at, null::text as disabled_reason,
              null::integer as cooldown_seconds, null::timestamptz as next_probe_at
         where d.transition = 'enabled'
       union all
-      select 'disabled', d.failure_count, now(), p_cooldown, now() + p_cooldown * interval '1 second'
+      select 'disabled', d.failure_count, coalesce(d.disabled_at, now()), 'gone', null, null
+        where d.transition = 'gone'
+      union all
+      select 'disabled', d.failure_count, now(), 'circuit_breaker', p_cooldown, now() + p_cooldown * interval '1 second'
         where d.transition = 'disabled'
       union all
-      select d.status, d.failure_count, d.disabled_at, d.doubled_cooldown, now() + d.doubled_cooldown * interval '1 second'
+      select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.doubled_cooldown, now() + d.doubled_cooldown * interval '1 second'
         where d.transition = 'probe_failed'
       union all
-      select d.status, d.failure_count, d.disabled_at, d.cooldown_seconds, d.next_probe_at
+      select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.cooldown_seconds, d.next_probe_at
         where d.transition is null
     ) s
   ), changed as (
     update endpoints e set
-      status = n.status, failure_count = n.failure_count, disabled_at = n.disabled_at,
+      status = n.status, failure_count = n.failure_count, disabled_at = n.disabled_at, disabled_reason = n.disabled_reason,
       cooldown_seconds = n.cooldown_seconds, next_probe_at = n.next_probe_at
     from next n where e.id = n.id
     returning n.transition, e.id, e.application_id, e.org_id
   )
   select null::bigint, null::integer, null::timestamptz, c.transition, c.id, c.application_id, c.org_id
-  from changed c where c.transition in ('disabled', 'enabled') order by c.id;
+  from changed c where c.transition in ('disabled', 'gone', 'enabled') order by c.id;
 
   select array_agg(e.id) into v_recovered
     from endpoints e
@@ -128,7 +142,7 @@ begin
 
   insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
     select r.endpoint_id, r.application_id, date_trunc('minute', r.attempted_at), count(*), count(*) filter (where r.success)
-    from pg_temp.recorded r group by 1, 2, 3 order by 1, 3
+    from pg_temp.recorded_outcomes r group by 1, 2, 3 order by 1, 3
   on conflict on constraint endpoint_attempt_stats_pkey do update
     set attempts = endpoint_attempt_stats.attempts + excluded.attempts,
         successes = endpoint_attempt_stats.successes + excluded.successes;
@@ -139,7 +153,7 @@ begin
     select q.delivery_id, q.round, q.start_after, null::text, null::text, null::text, null::text
     from (
       select d.id as delivery_id, d.round, d.next_attempt_at as start_after
-      from deliveries d join pg_temp.recorded r on r.delivery_id = d.id
+      from deliveries d join pg_temp.recorded_outcomes r on r.delivery_id = d.id
       where d.status = 'pending' and d.round = r.round and not r.success
       union all
       -- The first 10,000 at once; upkeep releases the rest, 10,000 a second.

@@ -1,6 +1,6 @@
 -- Periodic upkeep, run by workers every few seconds; returns probe deliveries to enqueue.
 -- 1. held deliveries past their job's 48 h window fail; 2. a disabled endpoint whose probe
--- vanished (cancelled, dropped) gets another; 3. each disabled endpoint past its cooldown gets
+-- vanished (cancelled, dropped) gets another (not one disabled as gone: never probed); 3. each disabled endpoint past its cooldown gets
 -- one held delivery as its probe.
 create or replace function run_delivery_upkeep()
 returns table (delivery_id bigint, round integer, start_after timestamptz)
@@ -13,8 +13,9 @@ begin
     where j.status in ('created', 'executing', 'awaiting_retry') and j.expires_at <= now()
       and d.job_id = j.id and d.status = 'held';
 
+  -- Not an endpoint disabled as gone (a 410 answer): it never gets a probe.
   update endpoints e set next_probe_at = now()
-    where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at is null
+    where e.status = 'disabled' and e.disabled_reason = 'circuit_breaker' and e.deleted_at is null and e.next_probe_at is null
       and not exists (select 1 from deliveries d where d.endpoint_id = e.id and d.is_probe and d.status in ('pending', 'in_flight'));
 
   -- Held deliveries of active endpoints go back on the queue, 10,000 per run: the rest of a

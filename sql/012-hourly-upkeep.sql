@@ -1,5 +1,6 @@
--- Finished jobs older than p_after become archived; old per-minute stats are dropped and the
--- success rates of endpoints with recent traffic recomputed (the 24 h window moves on).
+-- Finished jobs older than p_after become archived; per-minute stats older than 8 days are
+-- dropped (the stats API reads up to 7 days back) and the success rates of endpoints with
+-- recent traffic recomputed (the 24 h window moves on).
 create or replace function run_hourly_upkeep(p_after interval default interval '30 days') returns void
 language plpgsql as $$
 begin
@@ -7,9 +8,9 @@ begin
     where status in ('succeeded', 'discarded') and completed_at < now() - p_after;
   perform refresh_success_rates(array(
     select distinct endpoint_id from endpoint_attempt_stats where minute > now() - interval '25 hours'));
-  delete from endpoint_attempt_stats where minute <= now() - interval '25 hours';
+  delete from endpoint_attempt_stats where minute <= now() - interval '8 days';
 end;
 $$;
 
 comment on function run_hourly_upkeep(interval) is
-  'Archives jobs finished longer ago than p_after, and keeps success rates and stats to the trailing 24 h.';
+  'Archives jobs finished longer ago than p_after, keeps success rates to the trailing 24 h and per-minute stats to the trailing 8 days.';

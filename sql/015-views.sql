@@ -31,6 +31,7 @@ select e.org_id,
        b.held,
        case when b.held = 0 then null
             when e.status = 'paused' then 'paused'
+            when e.status = 'disabled' and e.disabled_reason = 'gone' then 'disabled (answered 410 Gone: only reset-circuit re-enables it)'
             when e.status = 'disabled' then 'disabled (circuit open)'
             else 'releasing (endpoint active: worker upkeep re-queues them, 10,000 a second)' end as held_because,
        extract(epoch from now() - b.oldest_due_at)::integer as oldest_due_age_seconds
@@ -47,7 +48,7 @@ cross join lateral (
 where e.deleted_at is null;
 
 -- Per live endpoint: the circuit breaker and the latest outcomes. The last success and the
--- last failure are each one backward scan of delivery_attempts_endpoint_id_attempted_at_idx.
+-- last failure are each one backward scan of delivery_attempts_endpoint_id_attempted_at_id_idx.
 create or replace view endpoint_health as
 select e.org_id,
        e.application_id,

@@ -66,10 +66,12 @@ comment on column endpoints.old_secret is 'The secret before the last rotation, 
 comment on column endpoints.old_secret_expires_at is 'End of the rotation grace period (24 h after rotating); null with old_secret.';
 comment on column endpoints.failure_count is 'Consecutive failed attempts across all jobs; 0 after a success. At CIRCUIT_BREAKER_THRESHOLD the endpoint becomes disabled.';
 comment on column endpoints.disabled_at is 'When the circuit opened; set exactly while status = disabled.';
+comment on column endpoints.disabled_reason is 'Why it is disabled: circuit_breaker (failures reached the threshold; probed after the cooldown) or gone (it answered 410 Gone; never probed, only reset-circuit re-enables it); set exactly while status = disabled.';
 comment on column endpoints.success_rate is 'Percent of successful attempts over the trailing 24 h (two decimals, 100 when none), from endpoint_attempt_stats.';
 comment on column endpoints.created_at is 'When the endpoint was created.';
 comment on column endpoints.updated_at is 'Last change of a user-visible field or of its subscriptions (triggers); counters do not move it.';
 comment on column endpoints.deleted_at is 'When it was soft-deleted (its pending and held deliveries are then dropped); null: live.';
+comment on column endpoints.deleted_event_types is 'While deleted: the event type names it subscribed to (its subscription rows are gone), for restore_endpoint; null while live.';
 comment on column endpoints.cooldown_seconds is 'Seconds between recovery probes while disabled (1–3600): CIRCUIT_BREAKER_COOLDOWN, doubled after each failed probe. Meaningful only while disabled (reset-circuit leaves the last value).';
 comment on column endpoints.next_probe_at is 'While disabled: when one held delivery is sent as a probe; null while that probe is under way. Meaningful only while disabled.';
 
@@ -150,8 +152,9 @@ comment on column delivery_attempts.latency_ms is 'Milliseconds from start to ou
 comment on column delivery_attempts.attempted_at is 'When the attempt started.';
 comment on column delivery_attempts.success is 'A 2xx answer within timeout_ms; true exactly when error is null.';
 comment on column delivery_attempts.error is 'Why it failed: timeout, connection_error, dns_error, blocked_destination, tls_error or http_status (non-2xx, including 3xx); null on success.';
+comment on column delivery_attempts.event_type is 'The job''s event type (copied: a job''s event type never changes), for the attempt log''s event_type filter and its index.';
 
-comment on table endpoint_attempt_stats is 'Attempts and successes per endpoint and minute, for 24 h success rates without scanning delivery_attempts; rows older than 25 h are deleted hourly.';
+comment on table endpoint_attempt_stats is 'Attempts and successes per endpoint and minute, for 24 h success rates without scanning delivery_attempts; also the source of the stats API (up to 7 days back); rows older than 8 days are deleted hourly.';
 comment on column endpoint_attempt_stats.endpoint_id is 'The endpoint.';
 comment on column endpoint_attempt_stats.application_id is 'The endpoint''s application.';
 comment on column endpoint_attempt_stats.minute is 'Start of the minute (date_trunc minute of attempted_at).';

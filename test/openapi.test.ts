@@ -10,6 +10,7 @@ import { openApiDocument, openApiText } from '../src/api/openapi/document.ts';
 import { makeApiKeysRouter } from '../src/api/routes/api-keys.ts';
 import { makeApplicationsRouter } from '../src/api/routes/applications.ts';
 import { makeEndpointRecoverRouter } from '../src/api/routes/endpoint-recover.ts';
+import { makeEndpointActivityRouter, makeStatsRouter } from '../src/api/routes/endpoint-activity.ts';
 import { makeEndpointsRouter } from '../src/api/routes/endpoints.ts';
 import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
@@ -108,6 +109,8 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/applications', makeApplicationsRouter(pool, config)],
     ['/v1/endpoints', makeEndpointsRouter(pool, config, queue)],
     ['/v1/endpoints', makeEndpointRecoverRouter(pool)],
+    ['/v1/endpoints', makeEndpointActivityRouter(pool)],
+    ['/v1/stats', makeStatsRouter(pool)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
   ];

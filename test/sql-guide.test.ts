@@ -129,7 +129,7 @@ test('delivery_backlog: held counts and why, due and scheduled with their age, d
         next_attempt_at = case when job_id = $2 then now() - interval '30 seconds' else now() + interval '1 hour' end
       where endpoint_id = $1`, [s.paused, s.blocked]);
     // Activating an endpoint by hand: its held deliveries wait for the worker's upkeep.
-    await client.query(`update endpoints set status = 'active', disabled_at = null where id = $1`, [s.down]);
+    await client.query(`update endpoints set status = 'active', disabled_at = null, disabled_reason = null where id = $1`, [s.down]);
     const changed = await backlog(client);
     t.like(changed.get(s.paused), { due: 1, scheduled: 1, held: 0, held_because: null });
     const age = changed.get(s.paused).oldest_due_age_seconds;

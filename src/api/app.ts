@@ -15,6 +15,7 @@ import { reenterRequestScope, requestContext } from './middleware/request-contex
 import { makeApiKeysRouter } from './routes/api-keys.ts';
 import { makeApplicationsRouter } from './routes/applications.ts';
 import { makeEndpointRecoverRouter } from './routes/endpoint-recover.ts';
+import { makeEndpointActivityRouter, makeStatsRouter } from './routes/endpoint-activity.ts';
 import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
@@ -52,7 +53,9 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
-  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool)));
+  v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool), makeEndpointActivityRouter(pool)));
+  // The tenant's delivery stats: read with the endpoints' scope (endpoints:read).
+  v1.use('/stats', ...resource('endpoints', makeStatsRouter(pool)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
   app.use('/v1', v1);
 

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { apiKeyRow } from '../db/api-keys.ts';
 import { applicationPatchedRow, applicationRow, applicationSummaryRow } from '../db/applications.ts';
-import { applicationEndpointRow, endpointRow, endpointSummaryRow, resetRow, rotatedRow } from '../db/endpoints.ts';
+import { applicationEndpointRow, deletedEndpointRow, endpointRow, endpointSummaryRow, resetRow, rotatedRow } from '../db/endpoints.ts';
 import { eventTypeRow } from '../db/event-types.ts';
 import type { IdPrefix } from '../ids.ts';
 import { SCOPES } from '../core/scopes.ts';
@@ -173,6 +173,9 @@ const endpointDocs = {
   secret_version: z.number().int().min(1).meta({ description: '1, then one more per rotation.' }),
   failure_count: count('Consecutive failed attempts (the circuit breaker counter).'),
   disabled_at: at('When the circuit breaker disabled it; null otherwise').nullable(),
+  disabled_reason: z.enum(['circuit_breaker', 'gone']).nullable()
+    .meta({ description: 'Why it is disabled: `circuit_breaker` (consecutive failures; probed after the cooldown) or `gone` (it answered 410 Gone; never probed, only reset-circuit re-enables it); null unless disabled.' }),
+  deleted_at: at('When it was deleted (restorable for 30 days)'),
   created_at: at('Creation time'),
   updated_at: at('Last change of a user-visible field'),
   success_rate: successRate,
@@ -186,6 +189,10 @@ export const endpoint = endpointWithSecret.extend({
 export const endpointCreated = endpointWithSecret.omit({ disabled_at: true, updated_at: true }).meta({ id: 'EndpointCreated' });
 export const endpointSummary = documented(endpointSummaryRow, endpointDocs).meta({ id: 'EndpointSummary' });
 export const endpointList = offsetList(endpointSummary, 'EndpointList');
+export const deletedEndpointSummary = documented(deletedEndpointRow, endpointDocs).extend({
+  event_types: endpointDocs.event_types.meta({ description: 'The names it subscribed to; a restore subscribes it again to those that exist then.' }),
+}).meta({ id: 'DeletedEndpointSummary' });
+export const deletedEndpointList = offsetList(deletedEndpointSummary, 'DeletedEndpointList');
 export const applicationEndpoint = documented(applicationEndpointRow, endpointDocs).meta({ id: 'ApplicationEndpoint' });
 export const applicationDetail = application.extend({
   endpoints: z.array(applicationEndpoint).meta({ description: 'Live endpoints, oldest first.' }),
@@ -247,6 +254,26 @@ export const deliveryAttempt = z.object({
   error: oneOf(['timeout', 'connection_error', 'dns_error', 'blocked_destination', 'tls_error', 'http_status'], 'Why the attempt failed.')
     .nullable().meta({ description: 'Why the attempt failed; null on success.' }),
 }).meta({ id: 'DeliveryAttempt' });
+
+export const endpointAttempt = deliveryAttempt.extend({
+  job_id: ids.job,
+  event_type: z.string().meta({ description: 'The job\'s event type.', examples: ['invoice.paid'] }),
+}).meta({ id: 'EndpointAttempt' });
+export const endpointAttemptList = cursorList(endpointAttempt, 'EndpointAttemptList');
+
+const statsCounts = {
+  attempts: count('Delivery attempts.'),
+  successes: count('Attempts answered with a 2xx in time.'),
+  failures: count('attempts - successes.'),
+};
+export const attemptStats = z.object({
+  since: at('Start of the period asked for'),
+  until: at('End of the period: the time of the request'),
+  bucket: z.enum(['minute', 'hour']).meta({ description: '`minute` when `since` is at most 24 h ago, else `hour`.' }),
+  data: z.array(z.object({ start: at('Start of the bucket (UTC)'), ...statsCounts }).meta({ id: 'AttemptStatsBucket' }))
+    .meta({ description: 'Oldest first; buckets without attempts are left out. The first bucket is the one that holds `since`.' }),
+  totals: z.object(statsCounts).meta({ description: 'Sums over `data`.' }),
+}).meta({ id: 'AttemptStats' });
 
 export const webhookJobDetail = webhookJob.extend({
   deliveries: z.array(deliveryAttempt).meta({ description: 'One record per attempt, oldest first.' }),

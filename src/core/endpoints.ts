@@ -5,7 +5,7 @@ import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type Da
 import { invalidState, notFound, validationError } from '../errors.ts';
 import { lockApplication } from '../db/applications.ts';
 import {
-  findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, updateEndpoint, type EndpointPatch, type EndpointRow,
+  findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, restoreEndpoint, updateEndpoint, type EndpointPatch, type EndpointRow,
 } from '../db/endpoints.ts';
 import { setSubscriptions } from '../db/endpoint-event-types.ts';
 import { releaseHeld } from '../db/webhook-jobs.ts';
@@ -116,6 +116,23 @@ export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Ten
     const reset = await resetCircuit(tx, id);
     await releaseHeldDeliveries(tx, queue, id);
     return { ...reset, previous_status: current.status };
+  });
+}
+
+/**
+ * restore: a soft-deleted endpoint (at most 30 days ago, its application live) comes back as it
+ * was, subscribed again to the event types of its list that exist now (decisions 13/14).
+ */
+export async function restore(pool: DatabasePool, tenant: Tenant, id: string): Promise<EndpointRow> {
+  if (!isId('ep', id)) throw notFound('Endpoint');
+  return pool.transaction(async (tx) => {
+    const outcome = await restoreEndpoint(tx, tenant, id);
+    if (outcome === 'not_found') throw notFound('Endpoint');
+    if (outcome === 'not_deleted') throw invalidState('This endpoint is not deleted; only a deleted endpoint can be restored.');
+    if (outcome === 'application_deleted') {
+      throw invalidState('The application of this endpoint was deleted; its endpoints cannot be restored.');
+    }
+    return mustFind(tx, tenant, id);
   });
 }
 

@@ -51,14 +51,14 @@ export type AttemptResult = {
   retry_at: string | null;
 };
 
-/** An endpoint whose circuit a recording opened (disabled) or closed (enabled, by a probe). */
-export type CircuitTransition = { circuit: 'disabled' | 'enabled'; endpoint_id: string; application_id: string; org_id: string };
+/** An endpoint whose circuit a recording opened (disabled; gone: by a 410) or closed (enabled, by a probe). */
+export type CircuitTransition = { circuit: 'disabled' | 'gone' | 'enabled'; endpoint_id: string; application_id: string; org_id: string };
 
 const recordedRow = z.object({
   delivery_id: z.number().nullable(),
   round: z.number().nullable(),
   start_after: z.string().nullable(),
-  circuit: z.enum(['disabled', 'enabled']).nullable(),
+  circuit: z.enum(['disabled', 'gone', 'enabled']).nullable(),
   endpoint_id: z.string().nullable(),
   application_id: z.string().nullable(),
   org_id: z.string().nullable(),

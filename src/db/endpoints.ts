@@ -18,6 +18,7 @@ export const endpointRow = z.object({
   secret_version: z.number(),
   failure_count: z.number(),
   disabled_at: z.string().nullable(),
+  disabled_reason: z.enum(['circuit_breaker', 'gone']).nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });
@@ -28,7 +29,7 @@ const eventTypeNames = sql.fragment`array(
   where s.endpoint_id = endpoints.id order by et.name) as event_types`;
 
 const columns = sql.fragment`id, application_id, url, status, ${eventTypeNames}, headers, rate_limit_rps, timeout_ms,
-  secret, secret_version, failure_count, disabled_at, created_at, updated_at`;
+  secret, secret_version, failure_count, disabled_at, disabled_reason, created_at, updated_at`;
 
 export async function insertEndpoint(
   db: CommonQueryMethods,
@@ -73,6 +74,36 @@ export async function listEndpoints(
     where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}
     order by created_at desc, id desc ${limitOffset(page)}`);
   return { rows, total };
+}
+
+export const deletedEndpointRow = endpointSummaryRow.extend({ deleted_at: z.string() });
+
+/** How long a deleted endpoint can be restored (and is listed with deleted=true). */
+export const RESTORE_WINDOW_DAYS = 30;
+
+/**
+ * The restorable endpoints of an application: deleted at most 30 days ago, newest deletion
+ * first. `event_types` is the list a restore subscribes to again (those that exist then).
+ */
+export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string, page: PageRequest) {
+  const restorable = sql.fragment`${ownedBy(tenant)} and application_id = ${applicationId}
+    and deleted_at > now() - make_interval(days => ${RESTORE_WINDOW_DAYS})`;
+  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+    select count(*)::int as total from endpoints where ${restorable}`);
+  const rows = await db.any(sql.type(deletedEndpointRow)`
+    select id, application_id, url, status, coalesce(deleted_event_types, '{}') as event_types, failure_count, created_at, deleted_at
+    from endpoints where ${restorable}
+    order by deleted_at desc, id desc ${limitOffset(page)}`);
+  return { rows, total };
+}
+
+const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted']) });
+
+/** restore_endpoint (sql/018-restore-endpoint.sql): the checks and the writes of a restore, in one place. */
+export async function restoreEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.oneFirst(sql.type(restoreOutcome)`
+    select restore_endpoint(${tenant.orgId}, ${tenant.environment}, ${id},
+                            make_interval(days => ${RESTORE_WINDOW_DAYS}), ${tenant.applicationId ?? null}) as outcome`);
 }
 
 export const applicationEndpointRow = endpointRow.pick({ id: true, url: true, status: true }).extend({ success_rate: z.number() });
@@ -129,7 +160,7 @@ export const resetRow = z.object({ id: z.string(), status: z.enum(['active', 'pa
 /** Closes the circuit of an endpoint the caller has locked: active, failure_count 0, no probe pending. */
 export async function resetCircuit(db: CommonQueryMethods, id: string) {
   return db.one(sql.type(resetRow)`
-    update endpoints set status = 'active', failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
+    update endpoints set status = 'active', failure_count = 0, disabled_at = null, disabled_reason = null, cooldown_seconds = null, next_probe_at = null
     where id = ${id}
     returning id, status, failure_count`);
 }

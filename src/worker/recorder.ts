@@ -51,6 +51,7 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
   function logTransition(t: CircuitTransition): void {
     const ids = { endpoint_id: t.endpoint_id, application_id: t.application_id, org_id: t.org_id };
     if (t.circuit === 'disabled') deps.logger.warn(ids, 'endpoint disabled: its circuit opened after consecutive failed attempts');
+    else if (t.circuit === 'gone') deps.logger.warn(ids, 'endpoint disabled: it answered 410 Gone (no probe; reset-circuit re-enables it)');
     else deps.logger.info(ids, 'endpoint enabled: a successful attempt closed its circuit');
   }
 

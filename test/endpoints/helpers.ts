@@ -11,7 +11,7 @@ import * as fixtures from '../helpers/fixtures.ts';
 export const app = startTestApp();
 
 export const CREATE_FIELDS = [
-  'application_id', 'created_at', 'event_types', 'failure_count', 'headers', 'id', 'rate_limit_rps', 'secret',
+  'application_id', 'created_at', 'disabled_reason', 'event_types', 'failure_count', 'headers', 'id', 'rate_limit_rps', 'secret',
   'secret_version', 'status', 'timeout_ms', 'url',
 ];
 export const FULL_FIELDS = [...CREATE_FIELDS, 'disabled_at', 'updated_at'].sort();
@@ -74,7 +74,7 @@ export async function countLive(appId: string): Promise<number> {
 
 export async function disable(id: string, on: TestApp = app): Promise<void> {
   await on.pool.query(sql.unsafe`
-    update endpoints set status = 'disabled', disabled_at = now(), failure_count = 10 where id = ${id}`);
+    update endpoints set status = 'disabled', disabled_reason = 'circuit_breaker', disabled_at = now(), failure_count = 10 where id = ${id}`);
 }
 
 export const paths = (res: Response): string[] => (res.body?.error?.details ?? []).map((d: { path: string }) => d.path);

@@ -47,7 +47,7 @@ test('create fans out to every live subscribed endpoint of the application, what
   const otherAppId = await createApplication(t, key);
   const otherApps = await createEndpoint(t, key, otherAppId, ['invoice.paid']);
   await app.pool.query(sql.unsafe`update endpoints set status = 'paused' where id = ${paused}`);
-  await app.pool.query(sql.unsafe`update endpoints set status = 'disabled', disabled_at = now(), failure_count = 10 where id = ${disabled}`);
+  await app.pool.query(sql.unsafe`update endpoints set status = 'disabled', disabled_reason = 'circuit_breaker', disabled_at = now(), failure_count = 10 where id = ${disabled}`);
   ok(t, await app.request('DELETE', `/v1/endpoints/${deleted}`, { key }), 200, 'delete an endpoint');
 
   const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: { n: 1 } });

@@ -6,6 +6,7 @@ import * as r from '../responses.ts';
 import { apiKeyRequests } from '../routes/api-keys.ts';
 import { applicationRequests } from '../routes/applications.ts';
 import { endpointRecovering, recoverBody, RECOVER_MAX_AGE_DAYS } from '../routes/endpoint-recover.ts';
+import { activityRequests } from '../routes/endpoint-activity.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
@@ -148,8 +149,12 @@ export const paths: ZodOpenApiPathsObject = {
       responses: { 201: ok('The new endpoint, with its secret.', r.endpointCreated) }, errors: [400, 404, 413, 415],
     }),
     get: operation('get', {
-      ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List an application\'s endpoints', description: 'Newest first; never with secrets.',
-      query: endpoints.listQuery, responses: { 200: ok('A page of endpoint summaries.', r.endpointList) }, errors: [400, 404],
+      ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List an application\'s endpoints',
+      description: 'Newest first; never with secrets. With `deleted=true`: the deleted endpoints that can still be restored '
+        + '(deleted at most 30 days ago), newest deletion first, each with `deleted_at`.',
+      query: endpoints.listQuery,
+      responses: { 200: ok('A page of endpoint summaries (of deleted endpoints with `deleted=true`).', z.union([r.endpointList, r.deletedEndpointList])) },
+      errors: [400, 404],
     }),
   },
   '/v1/endpoints/{id}': {
@@ -167,6 +172,34 @@ export const paths: ZodOpenApiPathsObject = {
     delete: operation('delete', {
       ...ENDPOINTS, operationId: 'deleteEndpoint', summary: 'Delete an endpoint', description: 'Soft delete: its waiting deliveries are dropped.',
       path: endpointId, responses: { 200: deleted('The endpoint was') }, errors: [404],
+    }),
+  },
+  '/v1/endpoints/{id}/restore': {
+    post: operation('post', {
+      ...ENDPOINTS, operationId: 'restoreEndpoint', summary: 'Restore a deleted endpoint',
+      description: 'An endpoint deleted at most 30 days ago, whose application is not deleted, comes back with its settings, secret, '
+        + 'status and circuit state, subscribed again to the event types of its list that exist now (by name: a name deleted and '
+        + 'created again counts). Deliveries dropped by the delete stay dropped. Deleted longer ago: 404.',
+      path: endpointId, responses: { 200: ok('The full endpoint.', r.endpoint) }, errors: [404, 409, 413, 415],
+      conflict: invalidState('This endpoint is not deleted; only a deleted endpoint can be restored.'),
+    }),
+  },
+  '/v1/endpoints/{id}/attempts': {
+    get: operation('get', {
+      ...ENDPOINTS, operationId: 'listEndpointAttempts', summary: 'List an endpoint\'s delivery attempts',
+      description: 'Newest first (by `attempted_at`), across all jobs; a cursor list, stable while attempts are recorded. '
+        + '`since` is inclusive, `until` exclusive.',
+      path: endpointId, query: activityRequests.attemptsQuery,
+      responses: { 200: ok('A page of attempts.', r.endpointAttemptList) }, errors: [400, 404],
+    }),
+  },
+  '/v1/endpoints/{id}/stats': {
+    get: operation('get', {
+      ...ENDPOINTS, operationId: 'getEndpointStats', summary: 'An endpoint\'s delivery stats',
+      description: 'Attempts, successes and failures per minute (`since` at most 24 h ago) or per hour (up to 7 days), oldest first, '
+        + 'buckets without attempts left out; from the per-minute table behind `success_rate`.',
+      path: endpointId, query: activityRequests.statsQuery,
+      responses: { 200: ok('Buckets and totals.', r.attemptStats) }, errors: [400, 404],
     }),
   },
   '/v1/endpoints/{id}/rotate-secret': {
@@ -205,6 +238,15 @@ export const paths: ZodOpenApiPathsObject = {
       path: endpointId, body: { schema: recoverBody, example: { since: '2026-11-22T08:00:00.000Z', until: '2026-11-22T10:00:00.000Z' } },
       responses: { 202: ok('The recovery is recorded; its deliveries are re-queued in batches.', endpointRecovering) },
       errors: [400, 404, 413, 415],
+    }),
+  },
+
+  '/v1/stats': {
+    get: operation('get', {
+      ...ENDPOINTS, tag: 'Stats', operationId: 'getStats', summary: 'Delivery stats of the organization and environment',
+      description: 'As GET /v1/endpoints/{id}/stats, summed over every endpoint of the key\'s organization and environment.',
+      query: activityRequests.statsQuery,
+      responses: { 200: ok('Buckets and totals.', r.attemptStats) }, errors: [400],
     }),
   },
 

@@ -1,22 +1,24 @@
-// /v1/endpoints: create (secret shown), list (by application, summaries only), retrieve
-// (with secret), patch (full object back), delete (soft), rotate-secret, reset-circuit.
+// /v1/endpoints: create (secret shown), list (by application, summaries only; or its restorable
+// deleted ones), retrieve (with secret), patch (full object back), delete (soft), restore,
+// rotate-secret, reset-circuit.
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
 import { checkDestinationUrl } from '../../core/destinations.ts';
-import { closeCircuit, createEndpoint, newSecret, patchEndpoint } from '../../core/endpoints.ts';
+import { closeCircuit, createEndpoint, newSecret, patchEndpoint, restore } from '../../core/endpoints.ts';
 import { createJob, TEST_EVENT_TYPE } from '../../core/webhook-jobs.ts';
 import type { Queue } from '../../queue.ts';
 import { findApplication } from '../../db/applications.ts';
-import { findEndpoint, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
+import { findEndpoint, listDeletedEndpoints, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
 import { notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
-  circuitReset, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper, type endpointList,
+  circuitReset, deletedEndpointSummary, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper,
+  type deletedEndpointList, type endpointList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
@@ -51,6 +53,10 @@ export function endpointRequests(allowPrivateDestinations: boolean) {
     ...offsetQuery,
     application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose endpoints to list.' }),
     status: z.enum(['active', 'paused', 'disabled']).optional().meta({ description: 'Only endpoints in this status.' }),
+    deleted: z.enum(['true', 'false']).optional().meta({
+      description: '`true` lists the application\'s deleted endpoints that can still be restored (deleted at most 30 days ago), '
+        + 'newest deletion first, each with `deleted_at`; `status` does not apply then.',
+    }),
   });
   const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
   return { createBody, patchBody, listQuery, testBody };
@@ -59,6 +65,7 @@ export function endpointRequests(allowPrivateDestinations: boolean) {
 const toCreated = shaper(endpointCreated);
 const toEndpoint = shaper(endpoint);
 const toSummary = shaper(endpointSummary);
+const toDeletedSummary = shaper(deletedEndpointSummary);
 const toRotated = shaper(rotatedSecret);
 const toReset = shaper(circuitReset);
 const toQueued = shaper(endpointTestQueued);
@@ -83,6 +90,11 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
     if (!app) throw notFound('Application');
     const page = { page: query.page, perPage: query.per_page };
+    if (query.deleted === 'true') {
+      const { rows, total } = await listDeletedEndpoints(pool, tenant, app.id, page);
+      res.json({ data: rows.map(toDeletedSummary), pagination: pagination(page, total) } satisfies z.output<typeof deletedEndpointList>);
+      return;
+    }
     const { rows, total } = await listEndpoints(pool, tenant, app.id, { ...page, status: query.status });
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
   });
@@ -106,6 +118,11 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const deleted = isId('ep', req.params.id) ? await softDeleteEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Endpoint');
     res.json(deletedView(deleted));
+  });
+
+  // Decisions 13/14: at most 30 days after the delete, its application live; 409 when not deleted.
+  router.post('/:id/restore', async (req, res) => {
+    res.json(toEndpoint(await restore(pool, authOf(res), req.params.id)));
   });
 
   router.post('/:id/rotate-secret', async (req, res) => {

@@ -1,0 +1,44 @@
+-- Restoring a soft-deleted endpoint (decisions 13/14), in one place: the checks, the row and its
+-- subscriptions. Settings, secret, status and circuit state were never changed by the delete.
+-- Returns the outcome:
+--   restored             deleted_at cleared; subscribed again, by name, to the event types of its
+--                        remembered list that exist now (a name deleted and created again counts)
+--   not_found            no such endpoint for this tenant (and application, when p_application_id is
+--                        given: a portal token's), or deleted more than p_window ago
+--   not_deleted          the endpoint is live
+--   application_deleted  its application was deleted (restoring would revive an orphan)
+-- The deliveries dropped by the delete stay dropped. A restored endpoint counts again in
+-- endpoints_count and subscriber_count (the triggers of 002-counters.sql).
+create or replace function restore_endpoint(p_org_id text, p_environment text, p_id text,
+                                            p_window interval default interval '30 days',
+                                            p_application_id text default null)
+returns text
+language plpgsql as $$
+declare
+  v_endpoint endpoints;
+  v_application_deleted_at timestamptz;
+begin
+  select * into v_endpoint from endpoints
+    where id = p_id and org_id = p_org_id and environment = p_environment
+      and (p_application_id is null or application_id = p_application_id) -- a portal token's application
+    for no key update;
+  if not found then return 'not_found'; end if;
+  if v_endpoint.deleted_at is null then return 'not_deleted'; end if;
+  if v_endpoint.deleted_at < now() - p_window then return 'not_found'; end if;
+  -- FOR SHARE: a concurrent application delete waits for this restore (and then deletes it again).
+  select deleted_at into v_application_deleted_at from applications where id = v_endpoint.application_id for share;
+  if v_application_deleted_at is not null then return 'application_deleted'; end if;
+
+  update endpoints set deleted_at = null, deleted_event_types = null where id = p_id;
+  insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
+    select p_id, et.id, p_org_id from event_types et
+    where et.org_id = p_org_id and et.environment = p_environment
+      and et.name = any(coalesce(v_endpoint.deleted_event_types, '{}'))
+    order by et.id
+  on conflict do nothing;
+  return 'restored';
+end;
+$$;
+
+comment on function restore_endpoint(text, text, text, interval) is
+  'Restores a soft-deleted endpoint of this tenant deleted within p_window, with its subscriptions to the event types of its remembered names that exist now; returns restored, not_found, not_deleted or application_deleted.';
