@@ -1,11 +1,11 @@
 // The roles of src/main.ts and the admin CLI as real processes against a real database.
 import net from 'node:net';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makePool } from '../src/db/pool.ts';
 import { createTestDatabase } from './helpers/database.ts';
-import { runScript, startScript } from './helpers/process.ts';
+import { runScript, startScript, STARTUP_TIMEOUT_MS, type Started } from './helpers/process.ts';
 
 const databases: Array<() => Promise<void>> = [];
 test.after.always(async () => {
@@ -16,6 +16,16 @@ async function database(options: { empty?: boolean } = {}): Promise<string> {
   const db = await createTestDatabase(options);
   databases.push(db.drop);
   return db.url;
+}
+
+/**
+ * A started server is killed when its test ends, however it ends: a test that failed while
+ * the process ran would otherwise leave it holding this file's worker open ("failed to exit").
+ */
+function stopAtTeardown(t: ExecutionContext, server: Started): void {
+  t.teardown(() => {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+  });
 }
 
 async function createOrg(databaseUrl: string) {
@@ -104,7 +114,9 @@ for (const args of badArguments) {
 test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t) => {
   const url = await database();
   const { json } = await createOrg(url);
+  t.timeout(STARTUP_TIMEOUT_MS + 60_000); // a start on a busy machine, then the request and the stop
   const server = startScript('src/main.ts', ['all'], { DATABASE_URL: url, PORT: '0' });
+  stopAtTeardown(t, server);
   const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
 
   // A request whose body is still on its way when the signal arrives.
@@ -150,8 +162,10 @@ test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t
 
 for (const role of ['web', 'worker']) {
   test(`the ${role} role alone starts and stops on SIGTERM with exit code 0`, async (t) => {
+    t.timeout(STARTUP_TIMEOUT_MS + 60_000); // a start on a busy machine, then the stop
     const url = await database();
     const server = startScript('src/main.ts', [role], { DATABASE_URL: url, PORT: '0' });
+    stopAtTeardown(t, server);
     await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started'));
     await new Promise((resolve) => setTimeout(resolve, 500));
     t.is(server.child.exitCode, null, 'the role stays up until it is told to stop');
