@@ -134,7 +134,9 @@ test('a body that stalls after a 200 is a timeout, not a success', async (t) => 
     res.writeHead(200, { 'content-length': '100' });
     res.write('partial');
   });
-  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  // The deadline must pass after the headers arrive (the stall is endless): 1 s was not enough
+  // for a connection and headers on a busy machine, which made it a timeout without a status.
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 10_000 }));
   t.like(outcome, { success: false, statusCode: 200, error: 'timeout' });
 });
 
@@ -257,7 +259,7 @@ test('one blocked address among public ones blocks the whole name', async (t) =>
       { address: '::ffff:10.0.0.1', family: 6 },
     ],
   });
-  const outcome = await attempter(t, { lookup }).attempt(request('https://mixed.example/', { allowPrivate: false, timeoutMs: 1000 }));
+  const outcome = await attempter(t, { lookup }).attempt(request('https://mixed.example/', { allowPrivate: false, timeoutMs: 20_000 }));
   t.is(outcome.error, 'blocked_destination');
 });
 
