@@ -96,3 +96,18 @@ export async function runScript(script: string, args: string[], env: Record<stri
   const { code } = await started.exited;
   return { code, stdout: started.stdout(), stderr: started.stderr() };
 }
+
+/**
+ * GET /health of a started process until it answers 200 (returned with its body), or the last
+ * answer after `timeoutMs`. A 503 only says the database took over 2 s, which a busy shared
+ * machine can make happen; the tests that call this check that the process serves, not how fast.
+ */
+export async function healthy(baseUrl: string, timeoutMs = STARTUP_TIMEOUT_MS): Promise<{ status: number; body: unknown }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/health`);
+    const answer = { status: res.status, body: await res.json() as unknown };
+    if (answer.status === 200 || Date.now() > deadline) return answer;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
