@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { ROOT, healthy, runScript, startScript, type Started, alive } from './helpers/process.ts';
+import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
@@ -32,7 +32,7 @@ async function listKeys(port: number, key: string) {
 }
 
 test.serial('first start initialises a cluster; the admin CLI shares it while the server runs', async (t) => {
-  t.timeout(6 * 60_000); // starts (one with initdb) and stops on a busy machine
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000); // two starts (one with initdb) and stops on a busy machine
   const { server, port } = await startServer();
   t.truthy(await server.waitForLog((line) => line.msg === 'initialising embedded PostgreSQL', 1));
   const health = await healthy(`http://127.0.0.1:${port}`);
@@ -73,7 +73,7 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
 });
 
 test.serial('a postmaster.pid left by a cluster that died with its owner does not block the next start', async (t) => {
-  t.timeout(6 * 60_000); // starts (one with initdb) and stops on a busy machine
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000); // two starts (one with initdb) and stops on a busy machine
   const { server } = await startServer();
   const postmaster = postmasterPid();
   server.child.kill('SIGKILL');

@@ -7,7 +7,7 @@ import { sql } from 'slonik';
 import { newId } from '../src/ids.ts';
 import { startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
-import { healthy, startScript } from './helpers/process.ts';
+import { healthy, startScript, STARTUP_TIMEOUT_MS } from './helpers/process.ts';
 import { closedPort, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -216,7 +216,7 @@ test.serial('requests, attempts and the database gauges on /metrics of the API p
 // ---------------------------------------------------------------- real processes
 
 test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIGTERM still exits 0', async (t) => {
-  t.timeout(4 * 60_000); // a start and a stop on a busy machine
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000); // a start and a stop on a busy machine
   const metricsPort = await closedPort();
   const server = startScript('src/main.ts', ['all'], { DATABASE_URL: app.databaseUrl, PORT: '0', METRICS_PORT: String(metricsPort) });
   try {
@@ -251,7 +251,7 @@ test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIG
 });
 
 test.serial('a worker-only process serves /metrics on METRICS_PORT', async (t) => {
-  t.timeout(4 * 60_000); // a start and a stop on a busy machine
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000); // a start and a stop on a busy machine
   const metricsPort = await closedPort();
   const worker = startScript('src/main.ts', ['worker'], { DATABASE_URL: app.databaseUrl, METRICS_PORT: String(metricsPort) });
   try {

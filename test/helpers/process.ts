@@ -15,7 +15,7 @@ export type Started = {
 };
 
 /** How long a start may take before a test gives up on its log line (a busy 2-core machine). */
-export const STARTUP_TIMEOUT_MS = 120_000;
+export const STARTUP_TIMEOUT_MS = 240_000;
 
 /** A clean environment: only what the child needs, nothing inherited that names a database. */
 export function childEnv(env: Record<string, string>): Record<string, string> {
