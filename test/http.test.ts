@@ -400,7 +400,9 @@ async function cuttableProxy(databaseUrl: string): Promise<{ url: string; port: 
 
 test('GET /health is 503 when the database is unreachable', async (t) => {
   const proxy = await cuttableProxy(app.databaseUrl);
-  const pool = await makePool(proxy.url, { maximumPoolSize: 1 });
+  // A long wait for the first connection (the type OIDs, through the proxy, on a busy machine);
+  // once the proxy is cut, connections are refused at once, so the 503 does not wait for it.
+  const pool = await makePool(proxy.url, { maximumPoolSize: 1, acquireTimeoutMs: TEST_HEALTH_TIMEOUT_MS });
   const config = loadConfig({ PORT: '0', LOG_LEVEL: 'silent' });
   const web = await startWeb({
     pool, config, logger: makeLogger(config.logLevel), queue: app.queue, healthTimeoutMs: TEST_HEALTH_TIMEOUT_MS,
