@@ -93,7 +93,11 @@ export function alive(pid: number): boolean {
 /** Runs a script to completion. */
 export async function runScript(script: string, args: string[], env: Record<string, string>) {
   const started = startScript(script, args, env);
+  // 'close', not 'exit': only then has all of stdout and stderr been read (after 'exit' the
+  // last chunks may still be on their way, and a usage message was sometimes missing).
+  const closed = new Promise((resolve) => started.child.once('close', resolve));
   const { code } = await started.exited;
+  await closed;
   return { code, stdout: started.stdout(), stderr: started.stderr() };
 }
 
