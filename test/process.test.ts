@@ -35,7 +35,7 @@ async function createOrg(databaseUrl: string) {
 
 test('release applies migrations and sql/ definitions to an empty database; a second run changes nothing', async (t) => {
   const url = await database({ empty: true });
-  const pool = await makePool(url);
+  const pool = await makePool(url, { acquireTimeoutMs: 60_000 }); // a busy machine is not an outage
   const appliedAt = () => pool.oneFirst(sql.type(z.object({ at: z.string() }))`select applied_at as at from sql_definitions`);
   try {
     const first = await runScript('src/main.ts', ['release'], { DATABASE_URL: url });
@@ -142,7 +142,7 @@ test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t
   t.deepEqual(exit, { code: 0, signal: null });
   t.truthy(await server.waitForLog((line) => line.msg === 'stopped', 1000));
 
-  const pool = await makePool(url, { maximumPoolSize: 1 });
+  const pool = await makePool(url, { maximumPoolSize: 1, acquireTimeoutMs: 60_000 });
   try {
     const names = await pool.anyFirst(sql.type(z.object({ name: z.string() }))`select name from api_keys order by created_at`);
     t.deepEqual(names, ['Default key', 'late']);
