@@ -32,7 +32,9 @@ const request = (url: string, overrides: Partial<AttemptRequest> = {}): AttemptR
   url,
   body: '{"ok":true}',
   headers: { 'content-type': 'application/json' },
-  timeoutMs: 5000,
+  // Only the timeout tests expect the deadline to pass, and they set their own: for every other
+  // test it must outlast a connection and an answer on a busy machine.
+  timeoutMs: 30_000,
   allowPrivate: true,
   ...overrides,
 });
@@ -122,11 +124,12 @@ test('a redirect is not followed: a 302 is a failure and its target sees nothing
 
 test('a server that never answers is a timeout', async (t) => {
   const server = await startServer(t, () => {});
-  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  // The deadline must pass after the request arrived (1 s did not, on a busy machine).
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 10_000 }));
   t.like(outcome, { success: false, statusCode: null, error: 'timeout', responseBody: '' });
   t.is(server.requests.length, 1);
   // Loose bounds: the deadline, not some other timer, ended it.
-  t.true(outcome.latencyMs >= 900 && outcome.latencyMs < 10_000, `latencyMs ${outcome.latencyMs}`);
+  t.true(outcome.latencyMs >= 9_000 && outcome.latencyMs < 60_000, `latencyMs ${outcome.latencyMs}`);
 });
 
 test('a body that stalls after a 200 is a timeout, not a success', async (t) => {
@@ -134,7 +137,9 @@ test('a body that stalls after a 200 is a timeout, not a success', async (t) => 
     res.writeHead(200, { 'content-length': '100' });
     res.write('partial');
   });
-  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  // The deadline must pass after the headers arrive (the stall is endless): 1 s was not enough
+  // for a connection and headers on a busy machine, which made it a timeout without a status.
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 10_000 }));
   t.like(outcome, { success: false, statusCode: 200, error: 'timeout' });
 });
 
@@ -257,7 +262,7 @@ test('one blocked address among public ones blocks the whole name', async (t) =>
       { address: '::ffff:10.0.0.1', family: 6 },
     ],
   });
-  const outcome = await attempter(t, { lookup }).attempt(request('https://mixed.example/', { allowPrivate: false, timeoutMs: 1000 }));
+  const outcome = await attempter(t, { lookup }).attempt(request('https://mixed.example/', { allowPrivate: false, timeoutMs: 20_000 }));
   t.is(outcome.error, 'blocked_destination');
 });
 

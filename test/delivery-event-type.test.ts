@@ -8,6 +8,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { startTestApp } from './helpers/app.ts';
+import { until } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' }, { worker: true });
 
@@ -36,13 +37,6 @@ async function receiver(): Promise<{ url: string; arrivals: Arrival[] }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`, arrivals };
 }
 
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 test('each delivery carries webhook-event-type with its job\'s event type; the body is the payload byte for byte and verifies', async (t) => {
   const { key } = await app.createOrg();

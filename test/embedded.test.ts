@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { ROOT, runScript, startScript, type Started, alive } from './helpers/process.ts';
+import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
@@ -22,7 +22,7 @@ test.after.always(async () => {
 async function startServer() {
   const server = startScript('src/main.ts', ['all'], { DATA_DIR: dataDir, PORT: '0' });
   started.push(server);
-  const { port } = await server.waitForLog((line) => line.msg === 'web listening', 60_000) as { port: number };
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
   return { server, port };
 }
 
@@ -32,11 +32,12 @@ async function listKeys(port: number, key: string) {
 }
 
 test.serial('first start initialises a cluster; the admin CLI shares it while the server runs', async (t) => {
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000); // two starts (one with initdb) and stops on a busy machine
   const { server, port } = await startServer();
   t.truthy(await server.waitForLog((line) => line.msg === 'initialising embedded PostgreSQL', 1));
-  const health = await fetch(`http://127.0.0.1:${port}/health`);
+  const health = await healthy(`http://127.0.0.1:${port}`);
   t.is(health.status, 200);
-  t.deepEqual(await health.json(), { status: 'ok' });
+  t.deepEqual(health.body, { status: 'ok' });
 
   const admin = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Embedded'], { DATA_DIR: dataDir });
   t.is(admin.code, 0, admin.stderr);
@@ -72,6 +73,7 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
 });
 
 test.serial('a postmaster.pid left by a cluster that died with its owner does not block the next start', async (t) => {
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000); // two starts (one with initdb) and stops on a busy machine
   const { server } = await startServer();
   const postmaster = postmasterPid();
   server.child.kill('SIGKILL');
@@ -81,7 +83,7 @@ test.serial('a postmaster.pid left by a cluster that died with its owner does no
   t.true(existsSync(pidFile), 'the stale lock file is still there');
 
   const next = await startServer();
-  const health = await fetch(`http://127.0.0.1:${next.port}/health`);
+  const health = await healthy(`http://127.0.0.1:${next.port}`);
   t.is(health.status, 200);
   next.server.child.kill('SIGTERM');
   t.deepEqual(await next.server.exited, { code: 0, signal: null });

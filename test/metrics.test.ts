@@ -7,7 +7,7 @@ import { sql } from 'slonik';
 import { newId } from '../src/ids.ts';
 import { startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
-import { startScript } from './helpers/process.ts';
+import { healthy, startScript, STARTUP_TIMEOUT_MS } from './helpers/process.ts';
 import { closedPort, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -216,6 +216,7 @@ test.serial('requests, attempts and the database gauges on /metrics of the API p
 // ---------------------------------------------------------------- real processes
 
 test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIGTERM still exits 0', async (t) => {
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000); // a start and a stop on a busy machine
   const metricsPort = await closedPort();
   const server = startScript('src/main.ts', ['all'], { DATABASE_URL: app.databaseUrl, PORT: '0', METRICS_PORT: String(metricsPort) });
   try {
@@ -226,7 +227,7 @@ test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIG
     const onApi = await fetch(`http://127.0.0.1:${port}/metrics`);
     t.is(onApi.status, 404);
     t.is((await onApi.json() as { error: { code: string } }).error.code, 'not_found');
-    t.is((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+    t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
 
     const metrics = await scrape(`http://127.0.0.1:${metricsPort}/metrics`);
     t.is(metrics.status, 200);
@@ -250,6 +251,7 @@ test.serial('with METRICS_PORT, a process serves /metrics on that port only; SIG
 });
 
 test.serial('a worker-only process serves /metrics on METRICS_PORT', async (t) => {
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000); // a start and a stop on a busy machine
   const metricsPort = await closedPort();
   const worker = startScript('src/main.ts', ['worker'], { DATABASE_URL: app.databaseUrl, METRICS_PORT: String(metricsPort) });
   try {

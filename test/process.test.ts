@@ -1,11 +1,11 @@
 // The roles of src/main.ts and the admin CLI as real processes against a real database.
 import net from 'node:net';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makePool } from '../src/db/pool.ts';
 import { createTestDatabase } from './helpers/database.ts';
-import { runScript, startScript } from './helpers/process.ts';
+import { runScript, startScript, STARTUP_TIMEOUT_MS, type Started } from './helpers/process.ts';
 
 const databases: Array<() => Promise<void>> = [];
 test.after.always(async () => {
@@ -18,6 +18,16 @@ async function database(options: { empty?: boolean } = {}): Promise<string> {
   return db.url;
 }
 
+/**
+ * A started server is killed when its test ends, however it ends: a test that failed while
+ * the process ran would otherwise leave it holding this file's worker open ("failed to exit").
+ */
+function stopAtTeardown(t: ExecutionContext, server: Started): void {
+  t.teardown(() => {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+  });
+}
+
 async function createOrg(databaseUrl: string) {
   const result = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Proc'], { DATABASE_URL: databaseUrl });
   return { ...result, json: result.code === 0 ? JSON.parse(result.stdout) : null };
@@ -25,7 +35,7 @@ async function createOrg(databaseUrl: string) {
 
 test('release applies migrations and sql/ definitions to an empty database; a second run changes nothing', async (t) => {
   const url = await database({ empty: true });
-  const pool = await makePool(url);
+  const pool = await makePool(url, { acquireTimeoutMs: 60_000 }); // a busy machine is not an outage
   const appliedAt = () => pool.oneFirst(sql.type(z.object({ at: z.string() }))`select applied_at as at from sql_definitions`);
   try {
     const first = await runScript('src/main.ts', ['release'], { DATABASE_URL: url });
@@ -104,7 +114,9 @@ for (const args of badArguments) {
 test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t) => {
   const url = await database();
   const { json } = await createOrg(url);
+  t.timeout(STARTUP_TIMEOUT_MS + 60_000); // a start on a busy machine, then the request and the stop
   const server = startScript('src/main.ts', ['all'], { DATABASE_URL: url, PORT: '0' });
+  stopAtTeardown(t, server);
   const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
 
   // A request whose body is still on its way when the signal arrives.
@@ -130,7 +142,7 @@ test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t
   t.deepEqual(exit, { code: 0, signal: null });
   t.truthy(await server.waitForLog((line) => line.msg === 'stopped', 1000));
 
-  const pool = await makePool(url, { maximumPoolSize: 1 });
+  const pool = await makePool(url, { maximumPoolSize: 1, acquireTimeoutMs: 60_000 });
   try {
     const names = await pool.anyFirst(sql.type(z.object({ name: z.string() }))`select name from api_keys order by created_at`);
     t.deepEqual(names, ['Default key', 'late']);
@@ -150,8 +162,10 @@ test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t
 
 for (const role of ['web', 'worker']) {
   test(`the ${role} role alone starts and stops on SIGTERM with exit code 0`, async (t) => {
+    t.timeout(STARTUP_TIMEOUT_MS + 60_000); // a start on a busy machine, then the stop
     const url = await database();
     const server = startScript('src/main.ts', [role], { DATABASE_URL: url, PORT: '0' });
+    stopAtTeardown(t, server);
     await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started'));
     await new Promise((resolve) => setTimeout(resolve, 500));
     t.is(server.child.exitCode, null, 'the role stays up until it is told to stop');

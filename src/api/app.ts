@@ -31,16 +31,21 @@ export type AppDependencies = {
   metrics?: Metrics;
   /** The time of a request for rate-limit windows; the database's clock when absent. Tests pin it. */
   now?: () => Date;
+  /**
+   * How long /health waits for the database before its 503; 2 s when absent. Tests that check
+   * the 200 on a busy shared machine give it longer: what they check is the answer, not the speed.
+   */
+  healthTimeoutMs?: number;
 };
 
-export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now, healthTimeoutMs }: AppDependencies): Express {
   const app = express();
   app.locals.now = now; // read by enforceRateLimit
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', parseQueryString);
   app.use(requestContext(logger, metrics));
-  app.use(makeHealthRouter(pool));
+  app.use(makeHealthRouter(pool, healthTimeoutMs));
   app.use(makeDocsRouter());
   app.use(makeOpenApiRouter());
   if (config.metricsPort === undefined) {

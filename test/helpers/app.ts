@@ -15,6 +15,9 @@ import { startWorker } from '../../src/worker/index.ts';
 import { assertConforms } from './conformance.ts';
 import { createTestDatabase } from './database.ts';
 
+/** /health's deadline in test apps (the product's is 2 s): long enough for any busy machine. */
+export const TEST_HEALTH_TIMEOUT_MS = 60_000;
+
 export type Response = { status: number; headers: Headers; body: any };
 
 export type RequestOptions = { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> };
@@ -87,7 +90,11 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
     const running = await startWorker({ pool, config, logger, queue, metrics, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);
   }
-  const web = await startWeb({ pool, config, logger, queue, metrics, ...(options.now ? { now: options.now } : {}) });
+  // /health's own 2 s deadline is for platforms; on a busy shared machine a `select 1` can take
+  // longer, and the tests that read /health check its answer, not its speed.
+  const web = await startWeb({
+    pool, config, logger, queue, metrics, healthTimeoutMs: TEST_HEALTH_TIMEOUT_MS, ...(options.now ? { now: options.now } : {}),
+  });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;
 

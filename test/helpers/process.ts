@@ -14,6 +14,9 @@ export type Started = {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 };
 
+/** How long a start may take before a test gives up on its log line (a busy 2-core machine). */
+export const STARTUP_TIMEOUT_MS = 240_000;
+
 /** A clean environment: only what the child needs, nothing inherited that names a database. */
 export function childEnv(env: Record<string, string>): Record<string, string> {
   return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'info', ...env };
@@ -30,6 +33,13 @@ export function startScript(script: string, args: string[], env: Record<string, 
   });
   child.stderr.on('data', (chunk: Buffer) => {
     err += chunk.toString();
+  });
+  // 'exit' can come before the last chunks of stdout are read: a missing log line is only
+  // final once stdout has closed too.
+  let stdoutClosed = false;
+  child.stdout.on('close', () => {
+    stdoutClosed = true;
+    for (const wake of waiters) wake();
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.on('exit', (code, signal) => {
@@ -50,14 +60,16 @@ export function startScript(script: string, args: string[], env: Record<string, 
     stdout: () => out,
     stderr: () => err,
     exited,
-    waitForLog: (test, timeoutMs = 30_000) => new Promise((resolve, reject) => {
+    // The default wait is for a start: loading the modules and the migration check take
+    // seconds, and on a busy shared machine over 30 s. Tests wait for the line, never time it.
+    waitForLog: (test, timeoutMs = STARTUP_TIMEOUT_MS) => new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
       const check = () => {
         const line = findLog(test);
         if (line) {
           clearTimeout(timer);
           resolve(line);
-        } else if (child.exitCode !== null || child.signalCode !== null) {
+        } else if (stdoutClosed && (child.exitCode !== null || child.signalCode !== null)) {
           clearTimeout(timer);
           reject(new Error(`process exited before the log line:\n${out}\n${err}`));
         }
@@ -81,6 +93,25 @@ export function alive(pid: number): boolean {
 /** Runs a script to completion. */
 export async function runScript(script: string, args: string[], env: Record<string, string>) {
   const started = startScript(script, args, env);
+  // 'close', not 'exit': only then has all of stdout and stderr been read (after 'exit' the
+  // last chunks may still be on their way, and a usage message was sometimes missing).
+  const closed = new Promise((resolve) => started.child.once('close', resolve));
   const { code } = await started.exited;
+  await closed;
   return { code, stdout: started.stdout(), stderr: started.stderr() };
+}
+
+/**
+ * GET /health of a started process until it answers 200 (returned with its body), or the last
+ * answer after `timeoutMs`. A 503 only says the database took over 2 s, which a busy shared
+ * machine can make happen; the tests that call this check that the process serves, not how fast.
+ */
+export async function healthy(baseUrl: string, timeoutMs = STARTUP_TIMEOUT_MS): Promise<{ status: number; body: unknown }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/health`);
+    const answer = { status: res.status, body: await res.json() as unknown };
+    if (answer.status === 200 || Date.now() > deadline) return answer;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }

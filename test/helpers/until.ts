@@ -9,7 +9,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function until<T>(
   what: string,
   check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 25_000,
+  timeoutMs = 90_000, // a limit for a busy shared machine (load 30-50 on 2 cores), never a measure
   pollMs = 50,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
