@@ -110,8 +110,8 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
   const [oldExpiry, setOldExpiry] = useState<string | null>(null);
   const rotate = useAction(async () => {
     const rotated = await props.client<Rotated>('POST', `/v1/endpoints/${endpoint.id}/rotate-secret`);
-    setOldExpiry(rotated.old_secret_expires_at);
     await props.onRotated();
+    setOldExpiry(rotated.old_secret_expires_at);
     setShown(true);
   });
   const secret = (endpoint as { secret?: string }).secret;
@@ -128,7 +128,7 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
       ) : (
         <>
           <div class="secret-row">
-            <code class="secret" aria-label="Signing secret">{shown ? secret : 'whsec_' + '•'.repeat(24)}</code>
+            <code class="secret" aria-label="Secret value">{shown ? secret : 'whsec_' + '•'.repeat(24)}</code>
             <button type="button" onClick={() => setShown(!shown)} aria-pressed={shown}>{shown ? 'Hide' : 'Reveal'}</button>
             <button type="button" onClick={() => void copy()}>Copy</button>
             <button type="button" disabled={rotate.busy} onClick={() => {

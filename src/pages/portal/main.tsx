@@ -2,4 +2,6 @@ import { render } from 'preact';
 import { App } from './app.tsx';
 import './portal.css';
 
-render(<App />, document.getElementById('app')!);
+const root = document.getElementById('app')!;
+root.textContent = ''; // the server's "Loading…" until the bundle runs
+render(<App />, root);
