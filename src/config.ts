@@ -10,6 +10,20 @@ const integer = (min: number, max: number) =>
   z.string().regex(/^\d+$/, { message: 'must be a whole number' }).transform(Number)
     .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }));
 
+// One CSP source expression as frame-ancestors takes it: 'self', a scheme (https:) or a host
+// source (scheme://, *. wildcard, port or :*, path); 'none' only alone. No quotes or semicolons
+// elsewhere, so a value cannot add another directive to the header.
+const CSP_SOURCE = /^(?:'self'|[a-z][a-z0-9+.-]*:|(?:[a-z][a-z0-9+.-]*:\/\/)?(?:\*|(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::(?:\d{1,5}|\*))?(?:\/[^\s;,']*)?)$/i;
+const frameAncestors = z.string().transform((value, ctx) => {
+  const sources = value.trim().split(/\s+/);
+  const ok = value.trim() === "'none'" || sources.every((source) => CSP_SOURCE.test(source));
+  if (!ok) {
+    ctx.addIssue({ code: 'custom', message: `must be a space-separated CSP source list such as "'self' https://app.example.com" (or 'none')` });
+    return z.NEVER;
+  }
+  return sources.join(' ');
+});
+
 const schema = z.object({
   PORT: integer(0, 65535).default(3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
@@ -48,6 +62,7 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
   DATA_DIR: z.string().min(1).default('.data'),
+  PORTAL_FRAME_ANCESTORS: frameAncestors.default("'self'"),
 });
 
 export type Config = Readonly<{
@@ -73,6 +88,8 @@ export type Config = Readonly<{
   logLevel: string;
   shutdownTimeoutMs: number;
   dataDir: string;
+  /** Who may embed GET /portal in an iframe: the CSP frame-ancestors source list. */
+  portalFrameAncestors: string;
 }>;
 
 export class ConfigError extends Error {}
@@ -118,6 +135,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     logLevel: c.LOG_LEVEL,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
     dataDir: c.DATA_DIR,
+    portalFrameAncestors: c.PORTAL_FRAME_ANCESTORS,
   });
 }
 

@@ -23,6 +23,7 @@ import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
 import { makeOpenApiRouter } from './routes/openapi.ts';
+import { makePortalRouter } from './routes/portal.ts';
 import { parseQueryString } from './validation.ts';
 
 export type AppDependencies = {
@@ -48,6 +49,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.use(makeHealthRouter(pool, healthTimeoutMs));
   app.use(makeDocsRouter());
   app.use(makeOpenApiRouter());
+  app.use(makePortalRouter(config.portalFrameAncestors));
   if (config.metricsPort === undefined) {
     app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
   }

@@ -1,0 +1,2 @@
+// Style sheets imported by pages are bundled by esbuild (src/pages/build.ts).
+declare module '*.css';

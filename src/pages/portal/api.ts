@@ -1,0 +1,75 @@
+// The portal's only way out: the public /v1 API of this origin, with the credential from the
+// URL fragment as a Bearer token. Response types are the API's own (src/api/responses.ts) so a
+// renamed field breaks tsc here; the attempt and stats shapes follow decisions section 14.
+import type { z } from 'zod';
+import type {
+  applicationDetail, circuitReset, deleted, endpoint, endpointCreated, endpointList, endpointTestQueued,
+  errorBody, eventTypeList, rotatedSecret, deliveryAttempt, webhookJobRetried,
+} from '../../api/responses.ts';
+
+export type Application = z.output<typeof applicationDetail>;
+export type Endpoint = z.output<typeof endpoint>;
+export type EndpointCreated = z.output<typeof endpointCreated>;
+export type EndpointSummary = z.output<typeof endpointList>['data'][number];
+export type EndpointList = z.output<typeof endpointList>;
+export type EventType = z.output<typeof eventTypeList>['data'][number];
+export type EventTypeList = z.output<typeof eventTypeList>;
+export type Rotated = z.output<typeof rotatedSecret>;
+export type Reset = z.output<typeof circuitReset>;
+export type TestQueued = z.output<typeof endpointTestQueued>;
+export type Deleted = z.output<typeof deleted>;
+export type Retried = z.output<typeof webhookJobRetried>;
+export type ErrorBody = z.output<typeof errorBody>;
+/** GET /v1/endpoints/{id}/attempts items: the delivery record plus job_id and event_type (§13). */
+export type Attempt = z.output<typeof deliveryAttempt> & { job_id: string; event_type: string };
+export type AttemptList = { data: Attempt[]; has_more: boolean; next_cursor?: string | null };
+/** GET /v1/endpoints/{id}/stats (§14). */
+export type Stats = {
+  since: string; until: string; bucket: 'minute' | 'hour';
+  data: Array<{ start: string; attempts: number; successes: number; failures: number }>;
+  totals: { attempts: number; successes: number; failures: number };
+};
+export type DeletedEndpoint = EndpointSummary & { deleted_at: string };
+export type Recovering = { id: string; status: 'recovering'; deliveries: number };
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly details: ReadonlyArray<{ path: string; message: string }>;
+  constructor(status: number, body: Partial<ErrorBody> | undefined) {
+    super(body?.error?.message ?? `The service answered ${status}.`);
+    this.status = status;
+    this.code = body?.error?.code ?? 'internal_error';
+    this.details = body?.error?.details ?? [];
+  }
+  /** The message for one field (`path` in dot notation), if the API named it. */
+  forField(path: string): string | undefined {
+    return this.details.find((detail) => detail.path === path || detail.path.startsWith(`${path}.`))?.message;
+  }
+}
+
+export type Client = <T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown) => Promise<T>;
+
+export function makeClient(credential: string, onUnauthorized: () => void): Client {
+  return async <T,>(method: string, path: string, body?: unknown): Promise<T> => {
+    const headers: Record<string, string> = { Authorization: `Bearer ${credential}` };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let response: Response;
+    try {
+      response = await fetch(path, {
+        method, headers, body: body === undefined ? null : JSON.stringify(body),
+        credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer',
+      });
+    } catch {
+      throw new ApiError(0, { error: { code: 'internal_error', message: 'The service cannot be reached. Check your connection and try again.' } });
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+    if (!response.ok) {
+      if (response.status === 401) onUnauthorized();
+      throw new ApiError(response.status, parsed as Partial<ErrorBody> | undefined);
+    }
+    return parsed as T;
+  };
+}

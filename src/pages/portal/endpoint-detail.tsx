@@ -1,0 +1,178 @@
+// One endpoint: its state and actions (pause/resume, test event, reset a disabled circuit,
+// edit, delete), its signing secret, its chart, recovery of failed deliveries and its attempts.
+import { useEffect, useState } from 'preact/hooks';
+import type { Application, Client, Deleted, Endpoint, EventType, Recovering, Reset, Rotated, TestQueued } from './api.ts';
+import { AttemptLog } from './attempt-log.tsx';
+import { EndpointForm } from './endpoint-form.tsx';
+import { StatsPanel } from './stats-panel.tsx';
+import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+
+type Props = {
+  client: Client; applicationId: string; endpointId: string; readOnly: boolean; eventTypes: EventType[];
+  onBack: () => void; onDeleted: (message: string) => void;
+};
+
+export function EndpointDetail(props: Props) {
+  const { client, endpointId, readOnly } = props;
+  const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [editing, setEditing] = useState(false);
+  const [message, setMessage] = useState('');
+  const [refresh, setRefresh] = useState(0);
+  const [rate, setRate] = useState<number | null>(null);
+  const load = () => Promise.all([
+    client<Endpoint>('GET', `/v1/endpoints/${endpointId}`),
+    client<Application>('GET', `/v1/applications/${props.applicationId}`),
+  ]).then(([one, application]) => {
+    setEndpoint(one);
+    setRate(application.endpoints.find((e) => e.id === endpointId)?.success_rate ?? null);
+  }, setLoadError);
+  useEffect(() => { void load(); }, [endpointId]);
+
+  const act = useAction(async (kind: 'pause' | 'resume' | 'test' | 'reset' | 'delete') => {
+    if (kind === 'pause' || kind === 'resume') {
+      setEndpoint(await client<Endpoint>('PATCH', `/v1/endpoints/${endpointId}`, { status: kind === 'pause' ? 'paused' : 'active' }));
+      setMessage(kind === 'pause' ? 'Deliveries are paused. They wait until you resume.' : 'Deliveries are resumed.');
+    } else if (kind === 'test') {
+      const queued = await client<TestQueued>('POST', `/v1/endpoints/${endpointId}/test`);
+      setMessage(`Test event sent (${queued.job_id}). It appears in the attempts below once delivered.`);
+      setTimeout(() => setRefresh((n) => n + 1), 1500);
+    } else if (kind === 'reset') {
+      const reset = await client<Reset>('POST', `/v1/endpoints/${endpointId}/reset-circuit`);
+      setMessage(reset.message);
+      await load();
+    } else {
+      const deleted = await client<Deleted>('DELETE', `/v1/endpoints/${endpointId}`);
+      props.onDeleted(`Endpoint deleted. You can restore it from “Deleted endpoints” for 30 days (${deleted.id}).`);
+    }
+  });
+
+  if (loadError) return <><BackLink onBack={props.onBack} /><ErrorNotice error={loadError} /></>;
+  if (!endpoint) return <Busy label="Loading endpoint…" />;
+  if (editing) {
+    return <EndpointForm client={client} applicationId={props.applicationId} eventTypes={props.eventTypes} existing={endpoint}
+      onCancel={() => setEditing(false)} onSaved={() => { setEditing(false); setMessage('Changes saved.'); void load(); }} />;
+  }
+  const confirmDelete = () => {
+    if (window.confirm(`Delete the endpoint ${endpoint.url}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
+  };
+
+  return (
+    <div class="detail">
+      <BackLink onBack={props.onBack} />
+      <section class="card" aria-labelledby="endpoint-title">
+        <div class="card-head">
+          <div>
+            <h2 id="endpoint-title" class="url">{endpoint.url}</h2>
+            <p class="meta"><StatusBadge status={endpoint.status} /> {rate !== null && <span>{formatRate(rate)} success (24 h)</span>}
+              <span>Created {formatTime(endpoint.created_at)}</span></p>
+          </div>
+          {!readOnly && (
+            <div class="actions">
+              {endpoint.status === 'active' && <button type="button" disabled={act.busy} onClick={() => void act.run('pause')}>Pause</button>}
+              {endpoint.status === 'paused' && <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>Resume</button>}
+              {endpoint.status === 'disabled' && <button type="button" class="primary" disabled={act.busy} onClick={() => void act.run('reset')}>Re-enable endpoint</button>}
+              <button type="button" disabled={act.busy} onClick={() => void act.run('test')}>Send test event</button>
+              <button type="button" onClick={() => setEditing(true)}>Edit</button>
+              <button type="button" class="danger" disabled={act.busy} onClick={confirmDelete}>Delete</button>
+            </div>
+          )}
+        </div>
+        {endpoint.status === 'disabled' && (
+          <Notice kind="error">Deliveries to this endpoint are stopped after repeated failures{endpoint.disabled_at ? ` (since ${formatTime(endpoint.disabled_at)})` : ''}.
+            {readOnly ? '' : ' Fix the receiver, then re-enable it.'}</Notice>
+        )}
+        {message && <Notice kind="success">{message}</Notice>}
+        <ErrorNotice error={act.error} />
+        <dl class="facts">
+          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : 'None'}</dd>
+          <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
+          <dt>Timeout</dt><dd>{endpoint.timeout_ms} ms</dd>
+          <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>
+        </dl>
+      </section>
+      <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={load} />
+      <StatsPanel client={client} endpointId={endpointId} refresh={refresh} />
+      {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} />}
+      <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh} />
+    </div>
+  );
+}
+
+function BackLink(props: { onBack: () => void }) {
+  return <button type="button" class="link back" onClick={props.onBack}>← All endpoints</button>;
+}
+
+function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: boolean; onRotated: () => Promise<unknown> }) {
+  const { endpoint } = props;
+  const [shown, setShown] = useState(false);
+  const [copied, setCopied] = useState('');
+  const [oldExpiry, setOldExpiry] = useState<string | null>(null);
+  const rotate = useAction(async () => {
+    const rotated = await props.client<Rotated>('POST', `/v1/endpoints/${endpoint.id}/rotate-secret`);
+    await props.onRotated();
+    setOldExpiry(rotated.old_secret_expires_at);
+    setShown(true);
+  });
+  const secret = (endpoint as { secret?: string }).secret;
+  const copy = async () => {
+    if (!secret) return;
+    try { await navigator.clipboard.writeText(secret); setCopied('Copied to the clipboard.'); } catch { setCopied('Copy failed: select the secret and copy it by hand.'); setShown(true); }
+  };
+  return (
+    <section class="card" aria-labelledby="secret-title">
+      <h3 id="secret-title">Signing secret</h3>
+      <p class="hint">Verify the <code>webhook-signature</code> header of each delivery with this secret (Standard Webhooks). Version {endpoint.secret_version}.</p>
+      {props.readOnly || !secret ? (
+        <p class="muted">The secret is not shown on this read-only link.</p>
+      ) : (
+        <>
+          <div class="secret-row">
+            <code class="secret" aria-label="Secret value">{shown ? secret : 'whsec_' + '•'.repeat(24)}</code>
+            <button type="button" onClick={() => setShown(!shown)} aria-pressed={shown}>{shown ? 'Hide' : 'Reveal'}</button>
+            <button type="button" onClick={() => void copy()}>Copy</button>
+            <button type="button" disabled={rotate.busy} onClick={() => {
+              if (window.confirm('Rotate the secret? The current one keeps signing deliveries for 24 hours alongside the new one.')) void rotate.run();
+            }}>Rotate</button>
+          </div>
+          {copied && <p class="hint" role="status">{copied}</p>}
+        </>
+      )}
+      {oldExpiry && (
+        <p class="hint" role="status">Secret rotated. The previous secret also signs deliveries until {formatTime(oldExpiry)}.</p>
+      )}
+      <ErrorNotice error={rotate.error} />
+    </section>
+  );
+}
+
+function toLocalInput(date: Date): string {
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+
+function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: () => void }) {
+  const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 24 * 3600_000)));
+  const [result, setResult] = useState('');
+  const recover = useAction(async () => {
+    const date = new Date(since);
+    if (Number.isNaN(date.getTime())) throw new Error('Enter a date and time.');
+    const answer = await props.client<Recovering>('POST', `/v1/endpoints/${props.endpointId}/recover`, { since: date.toISOString() });
+    setResult(answer.deliveries === 0 ? 'No failed deliveries in that range.' : `${answer.deliveries} failed ${answer.deliveries === 1 ? 'delivery is' : 'deliveries are'} being sent again.`);
+    props.onRecovered();
+  });
+  const sinceError = fieldError(recover.error, 'since');
+  return (
+    <section class="card" aria-labelledby="recover-title">
+      <h3 id="recover-title">Recover failed deliveries</h3>
+      <form class="inline" onSubmit={(event) => { event.preventDefault(); void recover.run(); }}>
+        <Field label="Failed since" hint="Deliveries that gave up after this time (up to 14 days ago) are sent again." error={sinceError}>
+          {(id, describedBy) => <input id={id} type="datetime-local" value={since} aria-describedby={describedBy} onInput={(e) => setSince(e.currentTarget.value)} />}
+        </Field>
+        <button type="submit" disabled={recover.busy}>{recover.busy ? 'Recovering…' : 'Recover'}</button>
+      </form>
+      {result && <Notice kind="success">{result}</Notice>}
+      {!sinceError && <ErrorNotice error={recover.error} />}
+    </section>
+  );
+}

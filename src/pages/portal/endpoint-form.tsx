@@ -1,0 +1,83 @@
+// Create or edit an endpoint: its URL, the event types it receives (each with its description
+// and, on demand, its JSON Schema), and its delivery limits. The API's validation errors land
+// under the field they name.
+import { useState } from 'preact/hooks';
+import type { Client, Endpoint, EndpointCreated, EventType } from './api.ts';
+import { ErrorNotice, Field, fieldError, useAction } from '../shared/ui.tsx';
+
+type Props = {
+  client: Client; applicationId: string; eventTypes: EventType[];
+  existing?: Endpoint; onSaved: (id: string) => void; onCancel: () => void;
+};
+
+export function EndpointForm(props: Props) {
+  const { existing } = props;
+  const [url, setUrl] = useState(existing?.url ?? '');
+  const [types, setTypes] = useState<string[]>(existing?.event_types ?? []);
+  const [rateLimit, setRateLimit] = useState(String(existing?.rate_limit_rps ?? ''));
+  const [timeout, setTimeoutMs] = useState(String(existing?.timeout_ms ?? ''));
+  const save = useAction(async () => {
+    const body: Record<string, unknown> = { url: url.trim(), event_types: types };
+    if (rateLimit.trim() !== '') body.rate_limit_rps = Number(rateLimit);
+    if (timeout.trim() !== '') body.timeout_ms = Number(timeout);
+    if (existing) {
+      await props.client<Endpoint>('PATCH', `/v1/endpoints/${existing.id}`, body);
+      props.onSaved(existing.id);
+    } else {
+      const created = await props.client<EndpointCreated>('POST', '/v1/endpoints', { application_id: props.applicationId, ...body });
+      props.onSaved(created.id);
+    }
+  });
+  const toggle = (name: string) => setTypes((current) => current.includes(name) ? current.filter((n) => n !== name) : [...current, name].sort());
+  const typesError = fieldError(save.error, 'event_types');
+  const generalError = save.error && !['url', 'event_types', 'rate_limit_rps', 'timeout_ms'].some((p) => fieldError(save.error, p)) ? save.error : null;
+
+  return (
+    <section class="card" aria-labelledby="form-title">
+      <h2 id="form-title">{existing ? 'Edit endpoint' : 'Add an endpoint'}</h2>
+      <form onSubmit={(event) => { event.preventDefault(); void save.run(); }} noValidate>
+        <Field label="Endpoint URL" hint="Where we send the webhooks, for example https://example.com/webhooks." error={fieldError(save.error, 'url')}>
+          {(id, describedBy) => (
+            <input id={id} type="url" name="url" required value={url} aria-describedby={describedBy} autoComplete="off"
+              aria-invalid={fieldError(save.error, 'url') ? 'true' : undefined}
+              placeholder="https://example.com/webhooks" onInput={(e) => setUrl(e.currentTarget.value)} />
+          )}
+        </Field>
+        <fieldset class={`field event-types${typesError ? ' has-error' : ''}`}>
+          <legend>Event types</legend>
+          {props.eventTypes.length === 0 && <p class="hint">No event types are defined yet.</p>}
+          <ul class="type-list">
+            {props.eventTypes.map((type) => (
+              <li key={type.id}>
+                <label class="check">
+                  <input type="checkbox" name="event_types" value={type.name} checked={types.includes(type.name)} onChange={() => toggle(type.name)} />
+                  <span><code>{type.name}</code>{type.description && <span class="type-description">{type.description}</span>}</span>
+                </label>
+                {type.schema && (
+                  <details class="schema">
+                    <summary>Payload schema<span class="visually-hidden"> of {type.name}</span></summary>
+                    <pre tabIndex={0}>{JSON.stringify(type.schema, null, 2)}</pre>
+                  </details>
+                )}
+              </li>
+            ))}
+          </ul>
+          {typesError && <p class="field-error" role="alert">{typesError}</p>}
+        </fieldset>
+        <div class="row">
+          <Field label="Rate limit (requests per second)" hint="Optional." error={fieldError(save.error, 'rate_limit_rps')}>
+            {(id, describedBy) => <input id={id} name="rate_limit_rps" inputMode="numeric" value={rateLimit} aria-describedby={describedBy} onInput={(e) => setRateLimit(e.currentTarget.value)} />}
+          </Field>
+          <Field label="Timeout (milliseconds)" hint="Optional." error={fieldError(save.error, 'timeout_ms')}>
+            {(id, describedBy) => <input id={id} name="timeout_ms" inputMode="numeric" value={timeout} aria-describedby={describedBy} onInput={(e) => setTimeoutMs(e.currentTarget.value)} />}
+          </Field>
+        </div>
+        {generalError && <ErrorNotice error={generalError} />}
+        <div class="actions">
+          <button type="submit" class="primary" disabled={save.busy}>{save.busy ? 'Saving…' : existing ? 'Save changes' : 'Create endpoint'}</button>
+          <button type="button" onClick={props.onCancel}>Cancel</button>
+        </div>
+      </form>
+    </section>
+  );
+}

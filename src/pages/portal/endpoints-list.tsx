@@ -1,0 +1,83 @@
+// The application's endpoints with status and 24-hour success rate, and the deleted ones that
+// can still be restored.
+import { useEffect, useState } from 'preact/hooks';
+import type { Application, Client, DeletedEndpoint, Endpoint, EndpointList } from './api.ts';
+import { Busy, ErrorNotice, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+
+type Props = { client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void };
+
+export function EndpointsList(props: Props) {
+  const { client, applicationId } = props;
+  const [list, setList] = useState<EndpointList | null>(null);
+  const [rates, setRates] = useState<Map<string, number>>(new Map());
+  const [error, setError] = useState<unknown>(null);
+  const [deleted, setDeleted] = useState<DeletedEndpoint[] | null>(null);
+  const [deletedError, setDeletedError] = useState<unknown>(null);
+  useEffect(() => {
+    // The list items carry no success rate; the application's own view has it for each endpoint.
+    Promise.all([
+      client<EndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&per_page=100`),
+      client<Application>('GET', `/v1/applications/${applicationId}`),
+    ]).then(([endpoints, application]) => {
+      setRates(new Map(application.endpoints.map((e) => [e.id, e.success_rate])));
+      setList(endpoints);
+    }, setError);
+    client<{ data: DeletedEndpoint[] }>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=100`)
+      .then((result) => setDeleted(result.data), setDeletedError);
+  }, [applicationId]);
+  const restore = useAction(async (id: string) => {
+    const restored = await client<Endpoint>('POST', `/v1/endpoints/${id}/restore`);
+    props.onRestored(restored.id);
+  });
+
+  return (
+    <>
+      <section class="card" aria-labelledby="list-title">
+        <div class="card-head">
+          <div>
+            <h1 id="list-title">Endpoints</h1>
+            <p class="hint">The URLs that receive your webhooks.</p>
+          </div>
+          {!props.readOnly && <button type="button" class="primary" onClick={props.onAdd}>Add endpoint</button>}
+        </div>
+        {error ? <ErrorNotice error={error} /> : !list ? <Busy label="Loading endpoints…" /> : list.data.length === 0 ? (
+          <div class="empty">
+            <p><strong>No endpoints yet.</strong></p>
+            <p>{props.readOnly ? 'Nothing receives webhooks yet.' : 'Add the URL of your server to start receiving webhooks.'}</p>
+          </div>
+        ) : (
+          <table class="endpoints">
+            <thead><tr><th scope="col">URL</th><th scope="col">Status</th><th scope="col">Success (24 h)</th><th scope="col">Event types</th></tr></thead>
+            <tbody>
+              {list.data.map((endpoint) => (
+                <tr key={endpoint.id}>
+                  <td class="url"><a href="#" onClick={(event) => { event.preventDefault(); props.onOpen(endpoint.id); }}>{endpoint.url}</a></td>
+                  <td><StatusBadge status={endpoint.status} /></td>
+                  <td class={(rates.get(endpoint.id) ?? 100) < 90 ? 'rate low' : 'rate'}>{rates.has(endpoint.id) ? formatRate(rates.get(endpoint.id)!) : '—'}</td>
+                  <td class="types">{endpoint.event_types.length ? endpoint.event_types.join(', ') : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </section>
+      <section class="card" aria-labelledby="deleted-title">
+        <h2 id="deleted-title">Deleted endpoints</h2>
+        {deletedError ? <ErrorNotice error={deletedError} /> : !deleted ? <Busy /> : deleted.length === 0 ? (
+          <p class="empty">No deleted endpoints. Deleted endpoints can be restored for 30 days.</p>
+        ) : (
+          <ul class="deleted">
+            {deleted.map((endpoint) => (
+              <li key={endpoint.id}>
+                <span class="url">{endpoint.url}</span>
+                <span class="muted">deleted {formatTime(endpoint.deleted_at)}</span>
+                {!props.readOnly && <button type="button" disabled={restore.busy} onClick={() => void restore.run(endpoint.id)}>Restore<span class="visually-hidden"> {endpoint.url}</span></button>}
+              </li>
+            ))}
+          </ul>
+        )}
+        <ErrorNotice error={restore.error} />
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,41 @@
+// A small time chart drawn by uPlot (canvas): bars of attempts and a line of the success rate,
+// sized to its container. The numbers it shows are also given as text for screen readers.
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+
+export type Point = { time: number; attempts: number; successRate: number | null };
+
+export function AttemptsChart(props: { points: Point[]; label: string }) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const element = box.current;
+    if (!element) return;
+    const data: uPlot.AlignedData = [
+      props.points.map((p) => p.time),
+      props.points.map((p) => p.attempts),
+      props.points.map((p) => p.successRate),
+    ];
+    const width = Math.max(240, element.clientWidth);
+    const plot = new uPlot({
+      width, height: 180,
+      legend: { show: true },
+      cursor: { drag: { x: false, y: false } },
+      scales: { x: { time: true }, count: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
+      axes: [
+        { stroke: '#475569', grid: { stroke: '#e2e8f0' } },
+        { scale: 'count', stroke: '#475569', grid: { stroke: '#e2e8f0' }, size: 40 },
+        { scale: 'pct', side: 1, stroke: '#475569', grid: { show: false }, values: (_u, ticks) => ticks.map((t) => `${t}%`), size: 48 },
+      ],
+      series: [
+        {},
+        { label: 'Attempts', scale: 'count', stroke: '#2563eb', fill: 'rgba(37,99,235,0.35)', paths: uPlot.paths.bars!({ size: [0.7, 24] }), points: { show: false } },
+        { label: 'Success rate', scale: 'pct', stroke: '#15803d', width: 2, points: { show: true, size: 5 }, value: (_u, v) => (v == null ? '—' : `${v.toFixed(1)}%`) },
+      ],
+    }, data, element);
+    const observer = new ResizeObserver(() => plot.setSize({ width: Math.max(240, element.clientWidth), height: 180 }));
+    observer.observe(element);
+    return () => { observer.disconnect(); plot.destroy(); };
+  }, [props.points]);
+  return <div class="chart" ref={box} role="img" aria-label={props.label} />;
+}

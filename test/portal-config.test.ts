@@ -1,0 +1,19 @@
+// PORTAL_FRAME_ANCESTORS: a CSP source list, default 'self'; a malformed value is refused at
+// start with a message naming the variable (so nothing can be smuggled into the header).
+import test from 'ava';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+test("PORTAL_FRAME_ANCESTORS defaults to 'self' and takes a CSP source list", (t) => {
+  t.is(loadConfig({}).portalFrameAncestors, "'self'");
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: "'self'  https://app.example.com https://*.example.org:8443 http://127.0.0.1:*" }).portalFrameAncestors,
+    "'self' https://app.example.com https://*.example.org:8443 http://127.0.0.1:*");
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: "'none'" }).portalFrameAncestors, "'none'");
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: 'https:' }).portalFrameAncestors, 'https:');
+});
+
+for (const bad of ["'self'; script-src *", "'none' https://a.example.com", "https://a.example.com,https://b.example.com", "'unsafe-inline'", 'https://exa mple.com"']) {
+  test(`PORTAL_FRAME_ANCESTORS=${bad} stops the start with a message naming it`, (t) => {
+    const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: bad }), { instanceOf: ConfigError });
+    t.regex(error!.message, /PORTAL_FRAME_ANCESTORS: must be a space-separated CSP source list/);
+  });
+}
