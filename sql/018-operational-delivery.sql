@@ -1,0 +1,123 @@
+-- Delivering operational events: the worker claims due operational deliveries, attempts them
+-- with the same attempter, signing and retry policy as tenant deliveries (src/worker/
+-- operational.ts), and records the outcomes here. Each operational endpoint has its own circuit
+-- breaker (same threshold and cooldown settings). None of this writes operational events.
+
+-- Claims up to p_limit due deliveries: status in_flight, next_attempt_at = now() + p_lease_seconds
+-- (a worker that dies lets the lease run out and the delivery is claimed again: at least once).
+-- Deliveries of paused endpoints wait; of disabled endpoints, one per endpoint is claimed as a
+-- probe once its cooldown is over. Past its 48 h window a delivery fails without an attempt;
+-- of a deleted endpoint it is dropped.
+create or replace function claim_operational_deliveries(p_limit integer, p_lease_seconds integer)
+returns table (
+  delivery_id bigint, attempt integer, event_id text, event_type text, body text, url text,
+  secrets text[], expires_at timestamptz, endpoint_id text
+)
+language plpgsql as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_probe record;
+begin
+  update operational_deliveries d set status = case when e.deleted_at is not null then 'dropped' else 'failed' end,
+         updated_at = v_now
+    from operational_endpoints e
+    where e.id = d.endpoint_id and d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now
+      and (e.deleted_at is not null or d.expires_at <= v_now);
+
+  create temporary table if not exists pg_temp.operational_claimed (id bigint) on commit delete rows;
+
+  insert into pg_temp.operational_claimed
+    select d.id from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
+    where d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now and e.status = 'active'
+    order by d.next_attempt_at
+    limit p_limit
+    for update of d skip locked;
+
+  -- One probe per disabled endpoint whose cooldown is over; the next probe waits a lease at least.
+  for v_probe in
+    select e.id from operational_endpoints e
+    where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at <= v_now
+    order by e.next_probe_at limit p_limit
+    for update skip locked
+  loop
+    insert into pg_temp.operational_claimed
+      select d.id from operational_deliveries d
+      where d.endpoint_id = v_probe.id and d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now
+      order by d.next_attempt_at limit 1
+      for update skip locked;
+    if found then
+      update operational_endpoints set next_probe_at = v_now + p_lease_seconds * interval '1 second' where id = v_probe.id;
+    end if;
+  end loop;
+
+  return query
+  with claimed as (
+    update operational_deliveries d set status = 'in_flight', next_attempt_at = v_now + p_lease_seconds * interval '1 second',
+           updated_at = v_now
+    from pg_temp.operational_claimed c where d.id = c.id
+    returning d.id, d.attempt_count, d.event_id, d.endpoint_id, d.expires_at
+  )
+  select c.id, c.attempt_count + 1, ev.id, ev.type, ev.body, e.url,
+         array_remove(array[e.secret, case when e.old_secret_expires_at > v_now then e.old_secret end], null),
+         c.expires_at, e.id
+  from claimed c join operational_events ev on ev.id = c.event_id join operational_endpoints e on e.id = c.endpoint_id
+  order by c.id;
+end;
+$$;
+
+comment on function claim_operational_deliveries(integer, integer) is
+  'Claims due operational deliveries for attempts (probes for disabled endpoints); fails expired ones and drops those of deleted endpoints.';
+
+-- Records attempt outcomes ({delivery_id, attempt, status_code, response_body, latency_ms,
+-- attempted_at, success, error, retry_at}; retry_at null on a failure means give up), then the
+-- circuit of each operational endpoint, in attempt order: a success closes it (failure_count 0),
+-- p_threshold consecutive failures open it for p_cooldown seconds, a failed probe doubles the
+-- cooldown (at most 1 h).
+create or replace function record_operational_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
+returns void
+language plpgsql as $$
+declare
+  r record;
+  e operational_endpoints;
+begin
+  for r in
+    select x.*, d.endpoint_id
+    from jsonb_to_recordset(p_results) as x(
+      delivery_id bigint, attempt integer, status_code integer, response_body text, latency_ms integer,
+      attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
+    join operational_deliveries d on d.id = x.delivery_id
+    order by d.endpoint_id, x.attempted_at
+  loop
+    insert into operational_attempts (delivery_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error)
+      values (r.delivery_id, r.attempt, r.status_code, coalesce(r.response_body, ''), r.latency_ms, r.attempted_at, r.success, r.error);
+    update operational_deliveries set
+      attempt_count = greatest(attempt_count, r.attempt),
+      status = case when status <> 'in_flight' then status when r.success then 'succeeded'
+                    when r.retry_at is null then 'failed' else 'pending' end,
+      next_attempt_at = case when status = 'in_flight' and not r.success and r.retry_at is not null then r.retry_at else next_attempt_at end,
+      updated_at = now()
+    where id = r.delivery_id;
+
+    select * into e from operational_endpoints where id = r.endpoint_id for no key update;
+    if r.success then
+      update operational_endpoints set status = case when status = 'disabled' then 'active' else status end,
+             failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
+        where id = e.id and (failure_count <> 0 or status = 'disabled');
+    elsif e.status = 'disabled' then
+      update operational_endpoints set failure_count = failure_count + 1,
+             cooldown_seconds = least(coalesce(cooldown_seconds, p_cooldown) * 2, 3600),
+             next_probe_at = now() + least(coalesce(cooldown_seconds, p_cooldown) * 2, 3600) * interval '1 second'
+        where id = e.id;
+    elsif e.status = 'active' and e.failure_count + 1 >= p_threshold then
+      update operational_endpoints set failure_count = failure_count + 1, status = 'disabled', disabled_at = now(),
+             cooldown_seconds = p_cooldown, next_probe_at = now() + p_cooldown * interval '1 second'
+        where id = e.id;
+    else
+      update operational_endpoints set failure_count = failure_count + 1 where id = e.id;
+    end if;
+  end loop;
+end;
+$$;
+
+comment on function record_operational_attempts(jsonb, integer, integer) is
+  'Records operational attempt outcomes: attempts rows, delivery states and each operational endpoint''s circuit breaker.';
