@@ -121,3 +121,19 @@ $$;
 
 comment on function record_operational_attempts(jsonb, integer, integer) is
   'Records operational attempt outcomes: attempts rows, delivery states and each operational endpoint''s circuit breaker.';
+
+-- For a DBA: every operational delivery with its event and latest attempt.
+create or replace view operational_outbox as
+  select ev.id as event_id, ev.org_id, ev.environment, ev.type, ev.subject, ev.created_at,
+         d.id as delivery_id, d.endpoint_id, o.url, o.status as endpoint_status, d.status, d.attempt_count,
+         case when d.status in ('pending', 'in_flight') then d.next_attempt_at end as next_attempt_at, d.expires_at,
+         a.attempted_at as last_attempt_at, a.status_code as last_status_code, a.error as last_error
+  from operational_events ev
+    join operational_deliveries d on d.event_id = ev.id
+    join operational_endpoints o on o.id = d.endpoint_id
+    left join lateral (
+      select x.attempted_at, x.status_code, x.error from operational_attempts x
+      where x.delivery_id = d.id order by x.attempted_at desc limit 1) a on true;
+
+comment on view operational_outbox is
+  'One row per operational delivery (event x operational endpoint): its event, state and latest attempt. Filter by org_id or event_id.';

@@ -2,6 +2,7 @@
 // standardwebhooks package: created, updated, failing (once per streak), delivery.exhausted,
 // disabled (circuit_breaker), enabled (probe success), deleted; and what each one carries.
 import test from 'ava';
+import { sql } from 'slonik';
 import { startTestApp } from '../helpers/app.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from '../helpers/fixtures.ts';
 import { startReceiver } from '../helpers/receiver.ts';
@@ -30,6 +31,8 @@ test('every operational event type arrives signed, with the endpoint as GET show
   const appId = (await createApplication(by)).id as string;
   await createEventType(by, 'order.created');
   const endpoint = await createEndpoint(by, { application_id: appId, url: tenant.at('/hook'), event_types: ['order.created'] });
+  // Events are not ordered across deliveries: each step waits for the previous one's event.
+  await until('endpoint.created', () => typesOf(ops).length === 1);
   const patched = await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { headers: { 'X-Team': 'ops' } } });
   t.is(patched.status, 200);
 
@@ -52,7 +55,7 @@ test('every operational event type arrives signed, with the endpoint as GET show
   const events = eventsOf(t, ops, op.secret);
   const unique = new Map<string, OpEvent>();
   ops.arrivals.forEach((a, i) => unique.set(String(a.headers['webhook-id']), events[i]!));
-  const all = [...unique.values()];
+  const all = [...unique.values()].sort((x, y) => x.timestamp.localeCompare(y.timestamp));
   // The failed probe may have been job 3's last attempt (a third delivery.exhausted) or job 4's first.
   t.deepEqual(all.map((e) => e.type).slice(0, 6), [
     'endpoint.created', 'endpoint.updated', 'delivery.exhausted', 'endpoint.failing', 'delivery.exhausted', 'endpoint.disabled',
@@ -99,7 +102,37 @@ test('the operational endpoint\'s event_types filter what it receives', async (t
   await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
   await until('both events at the catch-all', () => typesOf(all).length === 2);
   await until('the deleted event at the filtered one', () => typesOf(onlyDeleted).length === 1);
-  t.deepEqual(typesOf(all), ['endpoint.created', 'endpoint.deleted']);
+  t.deepEqual(typesOf(all).sort(), ['endpoint.created', 'endpoint.deleted']);
   t.deepEqual(typesOf(onlyDeleted), ['endpoint.deleted']);
   eventsOf(t, onlyDeleted, filtered.secret);
+});
+
+// The restore API arrives with its own work; what it does to the row (deleted_at cleared, the
+// subscriptions put back, in one transaction) is done here in SQL, as a DBA could.
+test('endpoint.restored: one event, with the subscriptions the restore put back; reset-circuit is endpoint.enabled', async (t) => {
+  const { key } = await app.createOrg();
+  const by = { on: app, key };
+  const ops = await startReceiver();
+  const op = await createOpEndpoint(app, key, { url: ops.at('/') });
+  const appId = (await createApplication(by)).id as string;
+  const eventType = await createEventType(by, 'invoice.paid');
+  const endpoint = await createEndpoint(by, { application_id: appId, event_types: ['invoice.paid'] });
+  await until('endpoint.created', () => typesOf(ops).length === 1);
+  await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await until('endpoint.deleted', () => typesOf(ops).length === 2);
+  await app.pool.transaction(async (tx) => {
+    await tx.query(sql.unsafe`update endpoints set deleted_at = null where id = ${endpoint.id}`);
+    await tx.query(sql.unsafe`insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
+      select id, ${eventType.id}, org_id from endpoints where id = ${endpoint.id}`);
+  });
+  await until('endpoint.restored', () => typesOf(ops).includes('endpoint.restored'));
+  await app.pool.query(sql.unsafe`update endpoints set status = 'disabled', disabled_at = now() where id = ${endpoint.id}`);
+  await until('endpoint.disabled', () => typesOf(ops).includes('endpoint.disabled'));
+  t.is((await app.request('POST', `/v1/endpoints/${endpoint.id}/reset-circuit`, { key })).status, 200);
+  await until('endpoint.enabled', () => typesOf(ops).includes('endpoint.enabled'));
+  const events = eventsOf(t, ops, op.secret);
+  t.deepEqual(typesOf(ops), ['endpoint.created', 'endpoint.deleted', 'endpoint.restored', 'endpoint.disabled', 'endpoint.enabled']);
+  const restored = events.find((e) => e.type === 'endpoint.restored')!;
+  t.like(restored.data, { id: endpoint.id, status: 'active', event_types: ['invoice.paid'] });
+  t.is(events.find((e) => e.type === 'endpoint.disabled')!.data.reason, 'circuit_breaker');
 });

@@ -54,4 +54,11 @@ export function distinct(receiver: Receiver): Arrival[] {
   });
 }
 
-export const typesOf = (receiver: Receiver) => distinct(receiver).map((a) => (JSON.parse(a.body.toString('utf8')) as OpEvent).type);
+/**
+ * The distinct events' types in the order they happened (their timestamps): two events can be
+ * delivered at once and arrive in either order.
+ */
+export const typesOf = (receiver: Receiver) => distinct(receiver)
+  .map((a) => JSON.parse(a.body.toString('utf8')) as OpEvent)
+  .sort((x, y) => x.timestamp.localeCompare(y.timestamp))
+  .map((e) => e.type);
