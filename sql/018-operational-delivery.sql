@@ -137,3 +137,20 @@ create or replace view operational_outbox as
 
 comment on view operational_outbox is
   'One row per operational delivery (event x operational endpoint): its event, state and latest attempt. Filter by org_id or event_id.';
+comment on column operational_outbox.event_id is 'The operational event (opev_…).';
+comment on column operational_outbox.org_id is 'Organization of the change.';
+comment on column operational_outbox.environment is 'Environment of the change.';
+comment on column operational_outbox.type is 'Event type.';
+comment on column operational_outbox.subject is 'Endpoint id, or <delivery id>:<round> for delivery.exhausted.';
+comment on column operational_outbox.created_at is 'When the event was written.';
+comment on column operational_outbox.delivery_id is 'operational_deliveries.id.';
+comment on column operational_outbox.endpoint_id is 'The operational endpoint (opep_…).';
+comment on column operational_outbox.url is 'Its URL.';
+comment on column operational_outbox.endpoint_status is 'Its status (active, paused, disabled).';
+comment on column operational_outbox.status is 'Delivery status.';
+comment on column operational_outbox.attempt_count is 'Attempts made.';
+comment on column operational_outbox.next_attempt_at is 'When it is due or its claim lapses; null once finished.';
+comment on column operational_outbox.expires_at is 'End of its 48 h window.';
+comment on column operational_outbox.last_attempt_at is 'Latest attempt; null before the first.';
+comment on column operational_outbox.last_status_code is 'HTTP status of the latest attempt.';
+comment on column operational_outbox.last_error is 'Error of the latest attempt; null on success.';
