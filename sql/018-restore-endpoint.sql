@@ -40,5 +40,5 @@ begin
 end;
 $$;
 
-comment on function restore_endpoint(text, text, text, interval) is
+comment on function restore_endpoint(text, text, text, interval, text) is
   'Restores a soft-deleted endpoint of this tenant deleted within p_window, with its subscriptions to the event types of its remembered names that exist now; returns restored, not_found, not_deleted or application_deleted.';
