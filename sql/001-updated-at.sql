@@ -27,3 +27,7 @@ create or replace trigger event_types_set_updated_at
 create or replace trigger endpoints_set_updated_at
   before update of url, status, headers, rate_limit_rps, timeout_ms, secret, secret_version, disabled_at, deleted_at
   on endpoints for each row execute function set_updated_at();
+
+create or replace trigger operational_endpoints_set_updated_at
+  before update of url, event_types, status, secret, secret_version, disabled_at, deleted_at
+  on operational_endpoints for each row execute function set_updated_at();

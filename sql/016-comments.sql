@@ -254,3 +254,57 @@ comment on column stuck_jobs.delivery_id is 'The in-flight delivery.';
 comment on column stuck_jobs.attempt is 'Number of the attempt in flight.';
 comment on column stuck_jobs.in_flight_since is 'When the worker claimed it (deliveries.updated_at).';
 comment on column stuck_jobs.stuck_for_seconds is 'Seconds since in_flight_since.';
+
+-- ------------------------------------------------------------------ operational webhooks
+-- (the view operational_outbox carries its comment in sql/018-operational-delivery.sql)
+
+comment on table operational_endpoints is 'Where an organization (per environment) receives operational events. Soft-deleted (deleted_at). No triggers announce its own changes or failures.';
+comment on column operational_endpoints.id is 'opep_… id.';
+comment on column operational_endpoints.org_id is 'Owning organization.';
+comment on column operational_endpoints.environment is 'live or test: the environment whose changes it is told about.';
+comment on column operational_endpoints.url is 'Destination URL (the endpoint URL rules).';
+comment on column operational_endpoints.event_types is 'Operational event types sent to it; empty: all.';
+comment on column operational_endpoints.status is 'active, paused (events wait) or disabled (its own circuit breaker; one probe per cooldown).';
+comment on column operational_endpoints.secret is 'Signing secret (whsec_ + 64 hex).';
+comment on column operational_endpoints.secret_version is '1, then one more per rotation.';
+comment on column operational_endpoints.old_secret is 'The previous secret, still signing until old_secret_expires_at; null otherwise.';
+comment on column operational_endpoints.old_secret_expires_at is 'End of the rotation grace period; null when there is no previous secret.';
+comment on column operational_endpoints.failure_count is 'Consecutive failed attempts; 0 after a success.';
+comment on column operational_endpoints.disabled_at is 'When its circuit opened; null unless disabled.';
+comment on column operational_endpoints.cooldown_seconds is 'Current cooldown of an open circuit (doubles per failed probe, at most 3600); null when closed.';
+comment on column operational_endpoints.next_probe_at is 'When the next probe may start; null when closed.';
+comment on column operational_endpoints.created_at is 'When it was created.';
+comment on column operational_endpoints.updated_at is 'Last change of url, event_types, status, secret or deleted_at.';
+comment on column operational_endpoints.deleted_at is 'Soft delete: its waiting deliveries are dropped by the next claim.';
+
+comment on table operational_events is 'The outbox: one row per operational event, written by the transaction that made the change (sql/017-operational-events.sql). Only for tenants with a live operational endpoint.';
+comment on column operational_events.id is 'opev_… id: the webhook-id of its deliveries.';
+comment on column operational_events.org_id is 'Organization whose change it reports.';
+comment on column operational_events.environment is 'Environment of the change.';
+comment on column operational_events.type is 'endpoint.created, .updated, .deleted, .restored, .disabled, .enabled, .failing, or delivery.exhausted.';
+comment on column operational_events.subject is 'What it is about: an endpoint id, or <delivery id>:<round> for delivery.exhausted.';
+comment on column operational_events.body is 'The exact JSON delivered: {"type", "timestamp", "data"}; the same bytes on every attempt.';
+comment on column operational_events.xact_id is 'Transaction that wrote it: at most one event of a type per subject and transaction.';
+comment on column operational_events.created_at is 'When it was written (the transaction''s start).';
+
+comment on table operational_deliveries is 'One row per operational event and operational endpoint subscribed when the event was written.';
+comment on column operational_deliveries.id is 'Identity.';
+comment on column operational_deliveries.event_id is 'The event delivered.';
+comment on column operational_deliveries.endpoint_id is 'The operational endpoint it goes to.';
+comment on column operational_deliveries.status is 'pending, in_flight (claimed; next_attempt_at is the lease end), succeeded, failed (attempts or window used up) or dropped (endpoint deleted).';
+comment on column operational_deliveries.attempt_count is 'Attempts made.';
+comment on column operational_deliveries.next_attempt_at is 'When it is due (pending), or when its claim lapses (in_flight).';
+comment on column operational_deliveries.expires_at is 'End of its 48 h window.';
+comment on column operational_deliveries.created_at is 'When it was written (with its event).';
+comment on column operational_deliveries.updated_at is 'Last state change.';
+
+comment on table operational_attempts is 'One row per HTTP attempt of an operational delivery. Never updated.';
+comment on column operational_attempts.id is 'Identity.';
+comment on column operational_attempts.delivery_id is 'The operational delivery attempted.';
+comment on column operational_attempts.attempt is '1-based attempt number.';
+comment on column operational_attempts.status_code is 'HTTP status; null when there was no response.';
+comment on column operational_attempts.response_body is 'First 4 KB of the response body.';
+comment on column operational_attempts.latency_ms is 'Time to the response or failure.';
+comment on column operational_attempts.attempted_at is 'When the attempt started.';
+comment on column operational_attempts.success is 'A 2xx within the timeout.';
+comment on column operational_attempts.error is 'Why it failed (as delivery_attempts.error); null on success.';

@@ -1,7 +1,7 @@
 // Resource identifiers: a type prefix and a 27-character KSUID (decisions section 2).
 import KSUID from 'ksuid';
 
-export type IdPrefix = 'org' | 'key' | 'app' | 'ep' | 'evt' | 'job';
+export type IdPrefix = 'org' | 'key' | 'app' | 'ep' | 'evt' | 'job' | 'opep' | 'opev';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${KSUID.randomSync().string}`;

@@ -19,6 +19,7 @@ import { makeEndpointActivityRouter, makeStatsRouter } from './routes/endpoint-a
 import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
+import { makeOperationalWebhooksRouter } from './routes/operational-webhooks.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
@@ -63,6 +64,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool), makeEndpointActivityRouter(pool)));
   // The tenant's delivery stats: read with the endpoints' scope (endpoints:read).
   v1.use('/stats', ...resource('endpoints', makeStatsRouter(pool)));
+  v1.use('/operational-webhooks', ...resource('endpoints', makeOperationalWebhooksRouter(pool, config)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
   app.use('/v1', v1);
 

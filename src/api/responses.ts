@@ -7,6 +7,7 @@ import { apiKeyRow } from '../db/api-keys.ts';
 import { applicationPatchedRow, applicationRow, applicationSummaryRow } from '../db/applications.ts';
 import { applicationEndpointRow, deletedEndpointRow, endpointRow, endpointSummaryRow, resetRow, rotatedRow } from '../db/endpoints.ts';
 import { eventTypeRow } from '../db/event-types.ts';
+import { OPERATIONAL_EVENT_TYPES, operationalEndpointRow, operationalRotatedRow } from '../db/operational-endpoints.ts';
 import type { IdPrefix } from '../ids.ts';
 import { SCOPES } from '../core/scopes.ts';
 
@@ -73,7 +74,7 @@ const cursorList = <T extends z.ZodType>(item: T, name: string) =>
   }).meta({ id: name });
 
 export const deleted = z.object({
-  id: z.string().regex(/^(key|app|ep|evt)_[0-9A-Za-z]{27}$/).meta({ examples: ['app_3MRoiSEQHlSh21uw49EYrYZcUFW'] }),
+  id: z.string().regex(/^(key|app|ep|evt|opep)_[0-9A-Za-z]{27}$/).meta({ examples: ['app_3MRoiSEQHlSh21uw49EYrYZcUFW'] }),
   deleted: z.literal(true),
   deleted_at: at('When it was deleted'),
 }).meta({ id: 'Deleted' });
@@ -206,6 +207,24 @@ export const endpointTestQueued = z.object({
   message: z.string(),
 }).meta({ id: 'EndpointTestQueued' });
 
+// ---------------------------------------------------------------- operational webhooks
+
+const operationalEndpointDocs = {
+  id: z.string().regex(/^opep_[0-9A-Za-z]{27}$/).meta({ description: 'Operational endpoint id.', examples: ['opep_3MRoiOGljZNTyxKbuM2hR2jeyER'] }),
+  url: endpointDocs.url,
+  event_types: z.array(oneOf(OPERATIONAL_EVENT_TYPES, 'An operational event type.'))
+    .meta({ description: 'Operational event types sent to it; empty: all of them.', examples: [['endpoint.disabled', 'delivery.exhausted']] }),
+  secret,
+  secret_version: endpointDocs.secret_version,
+  status: z.enum(['active', 'paused', 'disabled']).meta({ description: 'Delivery state; `disabled` is set by its own circuit breaker.' }),
+  created_at: at('Creation time'),
+  updated_at: at('Last change of a user-visible field'),
+  old_secret_expires_at: endpointDocs.old_secret_expires_at,
+};
+
+export const operationalEndpoint = documented(operationalEndpointRow, operationalEndpointDocs).meta({ id: 'OperationalEndpoint' });
+export const operationalEndpointList = cursorList(operationalEndpoint, 'OperationalEndpointList');
+export const operationalRotatedSecret = documented(operationalRotatedRow, operationalEndpointDocs).meta({ id: 'OperationalRotatedSecret' });
 // ---------------------------------------------------------------- event types
 
 export const eventType = documented(eventTypeRow, {

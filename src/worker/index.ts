@@ -8,6 +8,7 @@ import type { Queue } from '../queue.ts';
 import { makeAttempter, type Lookup } from './attempt.ts';
 import { startDeliveryLoop } from './delivery-loop.ts';
 import { makeRecorder } from './recorder.ts';
+import { startOperationalLoop } from './operational.ts';
 import { startUpkeep } from './upkeep.ts';
 
 export type Worker = { stop(): Promise<void> };
@@ -25,12 +26,14 @@ export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
   const recorder = makeRecorder(deps);
   const metrics = deps.metrics ?? makeMetrics(deps);
   const loop = startDeliveryLoop({ ...deps, attempter, recorder, metrics });
+  const operational = startOperationalLoop({ ...deps, attempter });
   const upkeep = startUpkeep({ pool: deps.pool, queue: deps.queue, logger: deps.logger, retention: deps.config.retention });
   deps.logger.info({ concurrency: deps.config.workerConcurrency }, 'worker started');
   return {
     stop: async () => {
       await upkeep.stop();
       await loop.stop();
+      await operational.stop();
       await attempter.close();
       deps.logger.info('worker stopped');
     },

@@ -5,6 +5,8 @@ import { createRequire } from 'node:module';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { USER_AGENT } from '../../worker/delivery-loop.ts';
+import { OPERATIONAL_EVENT_TYPES } from '../../db/operational-endpoints.ts';
+import { deliveryAttempt, endpoint } from '../responses.ts';
 import { paths } from './paths.ts';
 import { SECURITY_SCHEME, sharedSchemas, TOKEN_SECURITY_SCHEME, withPortalTokens } from './operations.ts';
 
@@ -47,7 +49,89 @@ const deliveryHeaders = z.object({
   'user-agent': z.string().meta({ description: 'The service and its version.', examples: [USER_AGENT] }),
 });
 
+/** The headers of an operational event delivery: as a job's, with the event's own id. */
+const operationalHeaders = deliveryHeaders.extend({
+  'webhook-id': z.string().regex(/^opev_[0-9A-Za-z]{27}$/).meta({
+    description: 'The event id: the same on every attempt, so a receiver can drop duplicates.',
+    examples: ['opev_3MRoiRC7lM63hufv2gelggih9ok'],
+  }),
+  'webhook-event-type': z.enum(OPERATIONAL_EVENT_TYPES).meta({ description: 'The event\'s `type`.' }),
+});
+
+const eventEnvelope = (type: string, data: z.ZodType, example: Record<string, unknown>) => ({
+  required: true,
+  description: 'The event, byte for byte the same on every attempt.',
+  content: {
+    'application/json': {
+      schema: z.object({
+        type: z.literal(type),
+        timestamp: z.string().meta({ format: 'date-time', description: 'When the change happened (ISO 8601, UTC, milliseconds).' }),
+        data,
+      }),
+      example: { type, timestamp: '2026-11-22T10:00:00.000Z', data: example },
+    },
+  },
+});
+
+const endpointData = endpoint.omit({ secret: true }).extend({
+  disabled_reason: z.enum(['circuit_breaker', 'gone']).nullable().optional()
+    .meta({ description: 'Why the endpoint is disabled, where the endpoint object carries it.' }),
+}).meta({ id: 'OperationalEndpointEventData', description: 'The endpoint as GET /v1/endpoints/{id} shows it, without `secret`.' });
+const endpointExample = {
+  id: 'ep_3MRoiOGljZNTyxKbuM2hR2jeyER', application_id: 'app_3MRoiSEQHlSh21uw49EYrYZcUFW', url: 'https://example.com/hooks',
+  status: 'active', event_types: ['invoice.paid'], headers: {}, rate_limit_rps: 100, timeout_ms: 30000, secret_version: 1,
+  failure_count: 0, disabled_at: null, created_at: '2026-11-22T09:00:00.000Z', updated_at: '2026-11-22T10:00:00.000Z',
+};
+const ENDPOINT_EVENTS: Array<[string, string]> = [
+  ['endpoint.created', 'An endpoint was created.'],
+  ['endpoint.updated', 'An endpoint\'s URL, headers, rate limit, timeout, secret (version), subscriptions or paused status changed (one event per request).'],
+  ['endpoint.deleted', 'An endpoint was deleted (also when its application was); `data` is the endpoint as it was.'],
+  ['endpoint.restored', 'A deleted endpoint was restored.'],
+  ['endpoint.enabled', 'A disabled endpoint is active again: its recovery probe succeeded, or its circuit was reset.'],
+  ['endpoint.failing', 'An endpoint\'s consecutive failures reached half the circuit breaker threshold (rounded up): once per streak of failures.'],
+];
+
+function operationalWebhook(type: string, description: string, data: z.ZodType, example: Record<string, unknown>) {
+  return {
+    post: {
+      operationId: `receive${type.split('.').map((w) => (w[0] ?? '').toUpperCase() + w.slice(1)).join('')}`,
+      summary: `Operational event ${type}`,
+      description: `${description} Sent to the organization's operational endpoints subscribed to it, in the environment of the change, `
+        + 'signed with the operational endpoint\'s secret exactly like a job delivery, retried on the same schedule.',
+      tags: ['Operational webhooks'],
+      security: [],
+      requestParams: { header: operationalHeaders },
+      requestBody: eventEnvelope(type, data, example),
+      responses: {
+        '2XX': { description: 'Delivered.' },
+        default: { description: 'Any other answer, a timeout or a connection failure is a failed attempt, retried on the schedule.' },
+      },
+    },
+  };
+}
+
+const operationalWebhooks: ZodOpenApiPathsObject = {
+  ...Object.fromEntries(ENDPOINT_EVENTS.map(([type, description]) => [type, operationalWebhook(type, description, endpointData, endpointExample)])),
+  'endpoint.disabled': operationalWebhook('endpoint.disabled',
+    'An endpoint was disabled: by its circuit breaker (`reason: "circuit_breaker"`) or by a 410 Gone answer (`reason: "gone"`).',
+    endpointData.extend({ reason: z.enum(['circuit_breaker', 'gone']) }).meta({ id: 'OperationalEndpointDisabledData' }),
+    { ...endpointExample, status: 'disabled', failure_count: 10, disabled_at: '2026-11-22T10:00:00.000Z', reason: 'circuit_breaker' }),
+  'delivery.exhausted': operationalWebhook('delivery.exhausted',
+    'One target of a job gave up: it ran out of attempts or of its 48 h window.',
+    z.object({
+      job_id: z.string(), endpoint_id: z.string(), application_id: z.string(), event_type: z.string(),
+      last_attempt: deliveryAttempt.nullable().meta({ description: 'The last delivery record; null when the window ended before any attempt.' }),
+    }).meta({ id: 'DeliveryExhaustedData' }),
+    {
+      job_id: 'job_3MRoiRC7lM63hufv2gelggih9ok', endpoint_id: 'ep_3MRoiOGljZNTyxKbuM2hR2jeyER', application_id: 'app_3MRoiSEQHlSh21uw49EYrYZcUFW',
+      event_type: 'invoice.paid',
+      last_attempt: { endpoint_id: 'ep_3MRoiOGljZNTyxKbuM2hR2jeyER', attempt: 7, status_code: 500, response_body: 'oops', latency_ms: 120,
+        attempted_at: '2026-11-24T09:59:00.000Z', success: false, error: 'http_status' },
+    }),
+};
+
 const webhooks: ZodOpenApiPathsObject = {
+  ...operationalWebhooks,
   'webhook-job': {
     post: {
       operationId: 'receiveWebhookJob',
@@ -99,6 +183,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Event types', description: 'The names (and optional payload schemas) of the events you send.' },
       { name: 'Webhook jobs', description: 'One event to deliver to every subscribed endpoint of an application.' },
       { name: 'Stats', description: 'Delivery attempts, successes and failures over time, for the whole organization and environment.' },
+      { name: 'Operational webhooks', description: 'Events about your own endpoints and deliveries, sent to endpoints of yours (per environment).' },
       { name: 'Service', description: 'Health and this document; no authentication.' },
     ],
     paths: withPortalTokens(paths),

@@ -10,6 +10,7 @@ import { activityRequests } from '../routes/endpoint-activity.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
+import { operationalEndpointRequests } from '../routes/operational-webhooks.ts';
 import { idempotentReplayed, operation } from './operations.ts';
 
 const idParam = (what: string, example: string) => z.object({
@@ -20,9 +21,11 @@ const appId = idParam('application', 'app_3MRoiSEQHlSh21uw49EYrYZcUFW');
 const endpointId = idParam('endpoint', 'ep_3MRoiOGljZNTyxKbuM2hR2jeyER');
 const eventTypeId = idParam('event type', 'evt_3MRoiSwQvqxDNcd75R7S0fZWF1d');
 const jobId = idParam('webhook job', 'job_3MRoiRC7lM63hufv2gelggih9ok');
+const opEndpointId = idParam('operational endpoint', 'opep_3MRoiOGljZNTyxKbuM2hR2jeyER');
 
 // The document does not depend on ALLOW_PRIVATE_DESTINATIONS: the URL rules are a refinement.
 const endpoints = endpointRequests(false);
+const opEndpoints = operationalEndpointRequests(false);
 const ok = (description: string, schema: z.ZodType) => ({ description, schema });
 const deleted = (what: string) => ok(`${what} deleted: \`{ id, deleted: true, deleted_at }\`.`, r.deleted);
 
@@ -31,6 +34,7 @@ const APPS = { tag: 'Applications', family: 'applications' } as const;
 const ENDPOINTS = { tag: 'Endpoints', family: 'endpoints' } as const;
 const EVENT_TYPES = { tag: 'Event types', family: 'event-types' } as const;
 const JOBS = { tag: 'Webhook jobs', family: 'webhooks' } as const;
+const OPS = { tag: 'Operational webhooks', family: 'endpoints' } as const;
 
 const invalidState = (message: string) => ({ description: 'Not allowed in the resource\'s current state (`invalid_state`).', code: 'invalid_state', message });
 
@@ -326,6 +330,43 @@ export const paths: ZodOpenApiPathsObject = {
       description: 'From `created` or `awaiting_retry`: no further attempt starts; one in flight finishes and is recorded.',
       path: jobId, responses: { 200: ok('The job is discarded.', r.webhookJobCancelled) }, errors: [404, 409, 413, 415],
       conflict: invalidState('A job in status succeeded cannot be cancelled.'),
+    }),
+  },
+  '/v1/operational-webhooks/endpoints': {
+    post: operation('post', {
+      ...OPS, operationId: 'createOperationalEndpoint', summary: 'Create an operational endpoint',
+      description: 'Where this organization (in the key\'s environment) receives operational events, signed with this endpoint\'s own secret. '
+        + '`event_types` names operational event types (see the webhooks section); empty means all of them. The URL rules are those of endpoints.',
+      body: { schema: opEndpoints.createBody, example: { url: 'https://ops.example.com/hookline', event_types: ['endpoint.disabled', 'delivery.exhausted'] } },
+      responses: { 201: ok('The new operational endpoint, with its secret.', r.operationalEndpoint) }, errors: [400, 413, 415],
+    }),
+    get: operation('get', {
+      ...OPS, operationId: 'listOperationalEndpoints', summary: 'List operational endpoints', description: 'Newest first, cursor list.',
+      query: opEndpoints.listQuery, responses: { 200: ok('A page of operational endpoints.', r.operationalEndpointList) }, errors: [400],
+    }),
+  },
+  '/v1/operational-webhooks/endpoints/{id}': {
+    get: operation('get', {
+      ...OPS, operationId: 'getOperationalEndpoint', summary: 'Retrieve an operational endpoint', path: opEndpointId,
+      responses: { 200: ok('The operational endpoint, with its secret.', r.operationalEndpoint) }, errors: [404],
+    }),
+    patch: operation('patch', {
+      ...OPS, operationId: 'updateOperationalEndpoint', summary: 'Update an operational endpoint',
+      description: '`status` may be set to `active` or `paused`; `active` also re-enables one its circuit breaker disabled.',
+      path: opEndpointId, body: { schema: opEndpoints.patchBody, example: { event_types: [] } },
+      responses: { 200: ok('The full operational endpoint.', r.operationalEndpoint) }, errors: [400, 404, 413, 415],
+    }),
+    delete: operation('delete', {
+      ...OPS, operationId: 'deleteOperationalEndpoint', summary: 'Delete an operational endpoint',
+      description: 'Its undelivered events are dropped.',
+      path: opEndpointId, responses: { 200: deleted('The operational endpoint was') }, errors: [404],
+    }),
+  },
+  '/v1/operational-webhooks/endpoints/{id}/rotate-secret': {
+    post: operation('post', {
+      ...OPS, operationId: 'rotateOperationalEndpointSecret', summary: 'Rotate an operational endpoint\'s secret',
+      description: 'Events are signed with both secrets until `old_secret_expires_at` (24 h); a second rotation drops the older one at once.',
+      path: opEndpointId, responses: { 200: ok('The new secret.', r.operationalRotatedSecret) }, errors: [404, 413, 415],
     }),
   },
 };

@@ -1,0 +1,95 @@
+// /v1/operational-webhooks/endpoints: where an organization (per environment) receives its
+// operational events (decisions section 12). Create (secret shown), cursor list, retrieve,
+// patch, delete (soft), rotate-secret. The events are written by SQL triggers beside each
+// change and delivered by the worker (src/worker/operational.ts).
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import type { Config } from '../../config.ts';
+import { checkDestinationUrl } from '../../core/destinations.ts';
+import { newSecret } from '../../core/endpoints.ts';
+import {
+  findOperationalEndpoint, insertOperationalEndpoint, listOperationalEndpoints, OPERATIONAL_EVENT_TYPES,
+  rotateOperationalSecret, softDeleteOperationalEndpoint, updateOperationalEndpoint,
+} from '../../db/operational-endpoints.ts';
+import { isId, newId } from '../../ids.ts';
+import { notFound } from '../../errors.ts';
+import { authOf } from '../middleware/auth.ts';
+import { deletedView, operationalEndpoint, operationalRotatedSecret, shaper, type operationalEndpointList } from '../responses.ts';
+import { cursorQuery } from '../schemas.ts';
+import { parseBody, parseCursor, parseQuery } from '../validation.ts';
+
+const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }), {
+  message: 'must be an array of operational event type names',
+}).max(OPERATIONAL_EVENT_TYPES.length * 4).transform((names) => [...new Set(names)].sort());
+
+/** The request schemas (also what the OpenAPI document says this resource accepts). */
+export function operationalEndpointRequests(allowPrivateDestinations: boolean) {
+  const url = z.string().superRefine((value, ctx) => {
+    const checked = checkDestinationUrl(value, allowPrivateDestinations);
+    if (!checked.ok) ctx.addIssue({ code: 'custom', message: checked.reason });
+  });
+  const createBody = z.strictObject({ url, event_types: eventTypes.default([]) });
+  const patchBody = z.strictObject({
+    url: url.optional(),
+    event_types: eventTypes.optional(),
+    status: z.enum(['active', 'paused'], { message: 'must be "active" or "paused"' }).optional()
+      .meta({ description: '`active` also re-enables an endpoint its circuit breaker disabled.' }),
+  });
+  const listQuery = z.strictObject({ ...cursorQuery });
+  return { createBody, patchBody, listQuery };
+}
+
+const toEndpoint = shaper(operationalEndpoint);
+const toRotated = shaper(operationalRotatedSecret);
+const NOT_FOUND = 'Operational endpoint';
+
+export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config): Router {
+  const router = Router();
+  const { createBody, patchBody, listQuery } = operationalEndpointRequests(config.allowPrivateDestinations);
+
+  router.post('/endpoints', async (req, res) => {
+    const body = parseBody(createBody, req.body);
+    const created = await insertOperationalEndpoint(pool, authOf(res), {
+      id: newId('opep'), url: body.url, eventTypes: body.event_types, secret: newSecret(),
+    });
+    res.status(201).json(toEndpoint(created));
+  });
+
+  router.get('/endpoints', async (req, res) => {
+    const query = parseQuery(listQuery, req.query);
+    const cursor = parseCursor(query.cursor, 'opep');
+    const page = await listOperationalEndpoints(pool, authOf(res), { limit: query.limit, cursor });
+    res.json({ data: page.rows.map(toEndpoint), next_cursor: page.nextCursor } satisfies z.output<typeof operationalEndpointList>);
+  });
+
+  router.get('/endpoints/:id', async (req, res) => {
+    const found = isId('opep', req.params.id) ? await findOperationalEndpoint(pool, authOf(res), req.params.id) : null;
+    if (!found) throw notFound(NOT_FOUND);
+    res.json(toEndpoint(found));
+  });
+
+  router.patch('/endpoints/:id', async (req, res) => {
+    if (!isId('opep', req.params.id)) throw notFound(NOT_FOUND);
+    const body = parseBody(patchBody, req.body);
+    const updated = await updateOperationalEndpoint(pool, authOf(res), req.params.id, {
+      url: body.url, eventTypes: body.event_types, status: body.status,
+    });
+    if (!updated) throw notFound(NOT_FOUND);
+    res.json(toEndpoint(updated));
+  });
+
+  router.delete('/endpoints/:id', async (req, res) => {
+    const deleted = isId('opep', req.params.id) ? await softDeleteOperationalEndpoint(pool, authOf(res), req.params.id) : null;
+    if (!deleted) throw notFound(NOT_FOUND);
+    res.json(deletedView(deleted));
+  });
+
+  router.post('/endpoints/:id/rotate-secret', async (req, res) => {
+    const rotated = isId('opep', req.params.id) ? await rotateOperationalSecret(pool, authOf(res), req.params.id, newSecret()) : null;
+    if (!rotated) throw notFound(NOT_FOUND);
+    res.json(toRotated(rotated));
+  });
+
+  return router;
+}

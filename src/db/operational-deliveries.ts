@@ -1,0 +1,33 @@
+// Table operational_deliveries (and operational_attempts): claimed and recorded by the SQL
+// functions of sql/018-operational-delivery.sql, for the worker's operational loop.
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+
+export const operationalClaim = z.object({
+  delivery_id: z.number(),
+  attempt: z.number(),
+  event_id: z.string(),
+  event_type: z.string(),
+  body: z.string(),
+  url: z.string(),
+  secrets: z.array(z.string()),
+  expires_at: z.string(),
+  endpoint_id: z.string(),
+});
+export type OperationalClaim = z.infer<typeof operationalClaim>;
+
+export async function claimOperationalDeliveries(db: CommonQueryMethods, limit: number, leaseSeconds: number) {
+  return db.any(sql.type(operationalClaim)`select * from claim_operational_deliveries(${limit}, ${leaseSeconds})`);
+}
+
+export type OperationalAttemptResult = {
+  delivery_id: number; attempt: number; status_code: number | null; response_body: string; latency_ms: number;
+  attempted_at: string; success: boolean; error: string | null; retry_at: string | null;
+};
+
+export async function recordOperationalAttempts(
+  db: CommonQueryMethods, results: readonly OperationalAttemptResult[], threshold: number, cooldown: number,
+): Promise<void> {
+  if (results.length === 0) return;
+  await db.query(sql.unsafe`select record_operational_attempts(${sql.jsonb(results as never)}, ${threshold}, ${cooldown})`);
+}

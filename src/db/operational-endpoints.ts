@@ -1,0 +1,99 @@
+// Table operational_endpoints: where an organization (per environment) receives operational
+// events. Every query is scoped to a tenant and to live (not deleted) rows. The events
+// themselves are written by SQL triggers (sql/017-operational-events.sql), never from here.
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
+import { ownedBy, type Tenant } from './tenant.ts';
+
+export const OPERATIONAL_EVENT_TYPES = [
+  'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored',
+  'endpoint.disabled', 'endpoint.enabled', 'endpoint.failing', 'delivery.exhausted',
+] as const;
+export type OperationalEventType = (typeof OPERATIONAL_EVENT_TYPES)[number];
+
+export const operationalEndpointRow = z.object({
+  id: z.string(),
+  url: z.string(),
+  event_types: z.array(z.string()),
+  secret: z.string(),
+  secret_version: z.number(),
+  status: z.enum(['active', 'paused', 'disabled']),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type OperationalEndpointRow = z.infer<typeof operationalEndpointRow>;
+
+const columns = sql.fragment`id, url, event_types, secret, secret_version, status, created_at, updated_at`;
+
+export async function insertOperationalEndpoint(
+  db: CommonQueryMethods, tenant: Tenant, endpoint: { id: string; url: string; eventTypes: readonly string[]; secret: string },
+): Promise<OperationalEndpointRow> {
+  return db.one(sql.type(operationalEndpointRow)`
+    insert into operational_endpoints (id, org_id, environment, url, event_types, secret)
+    values (${endpoint.id}, ${tenant.orgId}, ${tenant.environment}, ${endpoint.url},
+            ${sql.array([...endpoint.eventTypes], 'text')}, ${endpoint.secret})
+    returning ${columns}`);
+}
+
+export async function findOperationalEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<OperationalEndpointRow | null> {
+  return db.maybeOne(sql.type(operationalEndpointRow)`
+    select ${columns} from operational_endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+}
+
+export async function listOperationalEndpoints(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null }) {
+  const rows = await db.any(sql.type(operationalEndpointRow.extend({ cursor_at: z.string() }))`
+    select ${columns}, ${cursorAtColumn} from operational_endpoints
+    where ${ownedBy(tenant)} and deleted_at is null ${afterCursor(options.cursor)}
+    order by created_at desc, id desc
+    limit ${options.limit + 1}`);
+  return cursorPage(rows, options.limit);
+}
+
+export type OperationalEndpointPatch = { url?: string | undefined; eventTypes?: readonly string[] | undefined; status?: 'active' | 'paused' | undefined };
+
+/**
+ * Updates the given fields; null when there is no such endpoint. Setting `active` on a disabled
+ * endpoint closes its circuit (failure count 0, no probe pending): operational endpoints have
+ * no reset-circuit action of their own.
+ */
+export async function updateOperationalEndpoint(
+  db: CommonQueryMethods, tenant: Tenant, id: string, patch: OperationalEndpointPatch,
+): Promise<OperationalEndpointRow | null> {
+  const sets = [
+    patch.url !== undefined ? sql.fragment`url = ${patch.url}` : null,
+    patch.eventTypes !== undefined ? sql.fragment`event_types = ${sql.array([...patch.eventTypes], 'text')}` : null,
+    patch.status !== undefined
+      ? sql.fragment`status = ${patch.status}, disabled_at = null,
+          failure_count = case when status = 'disabled' then 0 else failure_count end,
+          cooldown_seconds = case when status = 'disabled' then null else cooldown_seconds end,
+          next_probe_at = case when status = 'disabled' then null else next_probe_at end`
+      : null,
+  ].filter((s) => s !== null);
+  return db.maybeOne(sql.type(operationalEndpointRow)`
+    update operational_endpoints set ${sets.length > 0 ? sql.join(sets, sql.fragment`, `) : sql.fragment`id = id`}
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning ${columns}`);
+}
+
+const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
+
+/** Soft delete: its waiting deliveries are dropped by the next claim. */
+export async function softDeleteOperationalEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(deletedRow)`
+    update operational_endpoints set deleted_at = now()
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, deleted_at`);
+}
+
+export const operationalRotatedRow = z.object({ id: z.string(), secret: z.string(), secret_version: z.number(), old_secret_expires_at: z.string() });
+
+/** As for tenant endpoints: the current secret signs too for 24 h; an older one is dropped. */
+export async function rotateOperationalSecret(db: CommonQueryMethods, tenant: Tenant, id: string, secret: string) {
+  return db.maybeOne(sql.type(operationalRotatedRow)`
+    update operational_endpoints
+    set old_secret = secret, old_secret_expires_at = now() + interval '24 hours',
+        secret = ${secret}, secret_version = secret_version + 1
+    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    returning id, secret, secret_version, old_secret_expires_at`);
+}
