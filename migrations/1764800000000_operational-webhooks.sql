@@ -3,7 +3,7 @@
 -- Operational webhooks (an organization's own notifications about its endpoints and deliveries):
 -- a table set of their own beside the tenant delivery tables, so nothing of theirs can show in
 -- tenant lists, counts, stats or success rates. The SQL that writes and delivers them is in
--- sql/017-operational-events.sql and sql/018-operational-delivery.sql.
+-- sql/019-operational-events.sql and sql/020-operational-delivery.sql.
 
 -- Where an organization (per environment) wants its operational events.
 create table operational_endpoints (

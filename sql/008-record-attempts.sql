@@ -20,7 +20,7 @@ declare
   v_breaker text[];
   v_recovered text[];
 begin
-  -- For endpoint.failing (sql/017-operational-events.sql), which fires at half the threshold.
+  -- For endpoint.failing (sql/019-operational-events.sql), which fires at half the threshold.
   perform set_config('hookline.circuit_breaker_threshold', p_threshold::text, true);
   -- Named anew whenever its columns change: a session of a process started before the change
   -- keeps its temporary table, and must not meet this body with the old shape.

@@ -256,7 +256,7 @@ comment on column stuck_jobs.in_flight_since is 'When the worker claimed it (del
 comment on column stuck_jobs.stuck_for_seconds is 'Seconds since in_flight_since.';
 
 -- ------------------------------------------------------------------ operational webhooks
--- (the view operational_outbox carries its comment in sql/018-operational-delivery.sql)
+-- (the view operational_outbox carries its comment in sql/020-operational-delivery.sql)
 
 comment on table operational_endpoints is 'Where an organization (per environment) receives operational events. Soft-deleted (deleted_at). No triggers announce its own changes or failures.';
 comment on column operational_endpoints.id is 'opep_… id.';
@@ -277,7 +277,7 @@ comment on column operational_endpoints.created_at is 'When it was created.';
 comment on column operational_endpoints.updated_at is 'Last change of url, event_types, status, secret or deleted_at.';
 comment on column operational_endpoints.deleted_at is 'Soft delete: its waiting deliveries are dropped by the next claim.';
 
-comment on table operational_events is 'The outbox: one row per operational event, written by the transaction that made the change (sql/017-operational-events.sql). Only for tenants with a live operational endpoint.';
+comment on table operational_events is 'The outbox: one row per operational event, written by the transaction that made the change (sql/019-operational-events.sql). Only for tenants with a live operational endpoint.';
 comment on column operational_events.id is 'opev_… id: the webhook-id of its deliveries.';
 comment on column operational_events.org_id is 'Organization whose change it reports.';
 comment on column operational_events.environment is 'Environment of the change.';

@@ -1,5 +1,5 @@
 // Table operational_deliveries (and operational_attempts): claimed and recorded by the SQL
-// functions of sql/018-operational-delivery.sql, for the worker's operational loop.
+// functions of sql/020-operational-delivery.sql, for the worker's operational loop.
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 

@@ -1,6 +1,6 @@
 // Table operational_endpoints: where an organization (per environment) receives operational
 // events. Every query is scoped to a tenant and to live (not deleted) rows. The events
-// themselves are written by SQL triggers (sql/017-operational-events.sql), never from here.
+// themselves are written by SQL triggers (sql/019-operational-events.sql), never from here.
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';

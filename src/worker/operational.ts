@@ -2,7 +2,7 @@
 // deliveries: the same attempter (destination checks at connect time, DNS pinning, timeouts,
 // Retry-After), the same Standard Webhooks signing (two signatures during a rotation's grace
 // period) and the same retry policy (RETRY_SCHEDULE with jitter, the 48 h window). Claims and
-// outcomes go through their own small tables (sql/018-operational-delivery.sql), polled here:
+// outcomes go through their own small tables (sql/020-operational-delivery.sql), polled here:
 // they are few, and being apart keeps them out of every tenant list, count and statistic.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
