@@ -1,6 +1,7 @@
 // Every environment variable the service reads, validated once at start (decisions section 1).
 // Nothing else in the code reads process.env: the frozen Config is passed down.
 import { z } from 'zod';
+import { isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
 
 const DEFAULT_RETRY_SCHEDULE = '5,300,1800,7200,18000,36000';
 
@@ -24,9 +25,20 @@ const frameAncestors = z.string().transform((value, ctx) => {
   return sources.join(' ');
 });
 
+/** A multi-host URL (h1:p1,h2:p2) must parse, with target_session_attrs read-write (or absent). */
+function checkHosts(value: string, ctx: z.RefinementCtx) {
+  if (!isMultiHost(value)) return;
+  try {
+    parseMultiHostUrl(value);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: `multi-host URL ${(error as Error).message}` });
+  }
+}
+
 const schema = z.object({
   PORT: integer(0, 65535).default(3000),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+    .superRefine(checkHosts).optional(),
   DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),

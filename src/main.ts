@@ -4,6 +4,7 @@
 import { loadConfigOrExit, type Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
+import { isMultiHost, primaryQueueDb } from './db/multi-host.ts';
 import { makePool } from './db/pool.ts';
 import { makeLogger, type Logger } from './logger.ts';
 import { makeMetrics, startMetricsServer } from './metrics.ts';
@@ -45,6 +46,8 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     const queue = await startQueue({
       databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: runsWorker,
       retentionHours: config.retention.queueHours,
+      // Several database hosts: pg-boss gets connections that follow the primary.
+      ...(isMultiHost(database.url) ? { db: primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) } : {}),
     });
     stops.push(queue.stop);
     if (role === 'release') {

@@ -6,6 +6,7 @@ import { PgBoss } from 'pg-boss';
 import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
+import type { QueueDb } from './db/multi-host.ts';
 import type { Logger } from './logger.ts';
 
 export const DELIVERY_QUEUE = 'deliveries';
@@ -60,6 +61,11 @@ export type QueueOptions = {
    */
   retentionHours: number;
   poolSize?: number;
+  /**
+   * Run pg-boss's SQL here instead of its own connections: given for a multi-host DATABASE_URL
+   * (primaryQueueDb), so the queue follows the primary (node-postgres connects to one host only).
+   */
+  db?: QueueDb;
 };
 
 /**
@@ -77,7 +83,7 @@ const ENQUEUE_CHUNK = 5000;
 export async function startQueue(options: QueueOptions): Promise<Queue> {
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2)));
   const boss = new PgBoss({
-    connectionString: options.databaseUrl,
+    ...(options.db ? { db: options.db } : { connectionString: options.databaseUrl }),
     schema: 'pgboss',
     max: options.poolSize ?? 4,
     supervise: options.supervise,
@@ -119,6 +125,7 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     },
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);
+      await options.db?.close();
     },
   };
 }

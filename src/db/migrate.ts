@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 import type { Logger } from '../logger.ts';
+import { primaryUrl } from './multi-host.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MIGRATIONS_DIR = path.join(root, 'migrations');
@@ -15,7 +16,8 @@ export const SQL_DIR = path.join(root, 'sql');
 /** Any number of processes may start at once: one advisory lock serialises the sql/ step. */
 const SQL_DEFINITIONS_LOCK = 7_261_955_113;
 
-export async function migrate(databaseUrl: string, logger: Logger): Promise<void> {
+export async function migrate(url: string, logger: Logger): Promise<void> {
+  const databaseUrl = await primaryUrl(url); // several hosts: migrate the primary
   const applied = await runner({
     databaseUrl,
     dir: MIGRATIONS_DIR,

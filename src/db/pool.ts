@@ -3,7 +3,8 @@
 // it a guard (pool-guard.ts) bounds the wait for a connection and tracks availability.
 import { createPool, SchemaValidationError, type DatabasePool, type Interceptor } from 'slonik';
 import type { Logger } from '../logger.ts';
-import { makeAvailability, type Availability } from './availability.ts';
+import { isDatabaseUnavailable, makeAvailability, type Availability } from './availability.ts';
+import { findPrimary, isMultiHost, parseMultiHostUrl } from './multi-host.ts';
 import { guardPool } from './pool-guard.ts';
 import { parseTimestamptz } from './timestamps.ts';
 
@@ -51,7 +52,7 @@ export function poolAvailability(pool: DatabasePool): Availability {
 export async function makePool(databaseUrl: string, options: PoolOptions = {}): Promise<DatabasePool> {
   const maximumPoolSize = options.maximumPoolSize ?? 10;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
-  const pool = await createPool(databaseUrl, {
+  const create = (url: string) => createPool(url, {
     interceptors: [resultParser],
     typeParsers,
     maximumPoolSize,
@@ -68,8 +69,63 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     // `set_config(..., true)`, transaction-local; record_attempts' temp table empties on commit).
     resetConnection: async () => {},
   });
+  const pool = isMultiHost(databaseUrl)
+    ? await followPrimary(databaseUrl, create, acquireTimeoutMs, options.logger)
+    : await create(databaseUrl);
   const availability = makeAvailability(options.logger, options.onAvailabilityChange);
   const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability });
   availabilities.set(guarded, availability);
   return guarded;
+}
+
+/**
+ * A multi-host URL: a pool on the current primary, behind a stand-in the guard uses as its
+ * pool. A connection that fails with "database unavailable" (refused, terminated, read-only
+ * 25006) marks that pool stale; the next caller finds the primary again (one search at a
+ * time) and, when it moved, gets a new pool on it (the old one is ended). The search's own
+ * failure (no primary yet, during a promotion) is a DatabaseUnavailableError: a 503.
+ */
+async function followPrimary(databaseUrl: string, create: (url: string) => Promise<DatabasePool>,
+  timeoutMs: number, logger: Logger | undefined): Promise<DatabasePool> {
+  const target = parseMultiHostUrl(databaseUrl);
+  const hostOf = (url: string) => new URL(url).host;
+  let current = { url: await findPrimary(target, timeoutMs), pool: undefined as unknown as DatabasePool };
+  current.pool = await create(current.url);
+  let stale = false;
+  let searching: Promise<DatabasePool> | undefined;
+  logger?.info({ host: hostOf(current.url) }, 'database primary found');
+
+  const currentPool = (): Promise<DatabasePool> => {
+    if (!stale) return Promise.resolve(current.pool);
+    searching ??= (async () => {
+      const url = await findPrimary(target, timeoutMs);
+      if (url !== current.url) {
+        const old = current.pool;
+        current = { url, pool: await create(url) };
+        logger?.warn({ host: hostOf(url) }, 'database primary moved: connecting to the new primary');
+        void old.end().catch(() => {});
+      }
+      stale = false;
+      return current.pool;
+    })().finally(() => { searching = undefined; });
+    return searching;
+  };
+
+  return new Proxy(current.pool, {
+    get(_, property) {
+      if (property === 'connect') {
+        return async (handler: Parameters<DatabasePool['connect']>[0]) => {
+          const pool = await currentPool();
+          try {
+            return await pool.connect(handler);
+          } catch (error) {
+            if (pool === current.pool && isDatabaseUnavailable(error)) stale = true;
+            throw error;
+          }
+        };
+      }
+      const value = Reflect.get(current.pool, property, current.pool) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(current.pool) : value;
+    },
+  });
 }

