@@ -4,7 +4,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
-import { ownedBy, type Tenant } from './tenant.ts';
+import { inEnvironment, type Tenant } from './tenant.ts';
 
 export const OPERATIONAL_EVENT_TYPES = [
   'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored',
@@ -38,13 +38,13 @@ export async function insertOperationalEndpoint(
 
 export async function findOperationalEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<OperationalEndpointRow | null> {
   return db.maybeOne(sql.type(operationalEndpointRow)`
-    select ${columns} from operational_endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+    select ${columns} from operational_endpoints where ${inEnvironment(tenant)} and id = ${id} and deleted_at is null`);
 }
 
 export async function listOperationalEndpoints(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null }) {
   const rows = await db.any(sql.type(operationalEndpointRow.extend({ cursor_at: z.string() }))`
     select ${columns}, ${cursorAtColumn} from operational_endpoints
-    where ${ownedBy(tenant)} and deleted_at is null ${afterCursor(options.cursor)}
+    where ${inEnvironment(tenant)} and deleted_at is null ${afterCursor(options.cursor)}
     order by created_at desc, id desc
     limit ${options.limit + 1}`);
   return cursorPage(rows, options.limit);
@@ -72,7 +72,7 @@ export async function updateOperationalEndpoint(
   ].filter((s) => s !== null);
   return db.maybeOne(sql.type(operationalEndpointRow)`
     update operational_endpoints set ${sets.length > 0 ? sql.join(sets, sql.fragment`, `) : sql.fragment`id = id`}
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    where ${inEnvironment(tenant)} and id = ${id} and deleted_at is null
     returning ${columns}`);
 }
 
@@ -82,7 +82,7 @@ const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 export async function softDeleteOperationalEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
   return db.maybeOne(sql.type(deletedRow)`
     update operational_endpoints set deleted_at = now()
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    where ${inEnvironment(tenant)} and id = ${id} and deleted_at is null
     returning id, deleted_at`);
 }
 
@@ -94,6 +94,6 @@ export async function rotateOperationalSecret(db: CommonQueryMethods, tenant: Te
     update operational_endpoints
     set old_secret = secret, old_secret_expires_at = now() + interval '24 hours',
         secret = ${secret}, secret_version = secret_version + 1
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+    where ${inEnvironment(tenant)} and id = ${id} and deleted_at is null
     returning id, secret, secret_version, old_secret_expires_at`);
 }

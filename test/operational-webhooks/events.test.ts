@@ -126,7 +126,7 @@ test('endpoint.restored: one event, with the subscriptions the restore put back;
       select id, ${eventType.id}, org_id from endpoints where id = ${endpoint.id}`);
   });
   await until('endpoint.restored', () => typesOf(ops).includes('endpoint.restored'));
-  await app.pool.query(sql.unsafe`update endpoints set status = 'disabled', disabled_at = now() where id = ${endpoint.id}`);
+  await app.pool.query(sql.unsafe`update endpoints set status = 'disabled', disabled_reason = 'circuit_breaker', disabled_at = now() where id = ${endpoint.id}`);
   await until('endpoint.disabled', () => typesOf(ops).includes('endpoint.disabled'));
   t.is((await app.request('POST', `/v1/endpoints/${endpoint.id}/reset-circuit`, { key })).status, 200);
   await until('endpoint.enabled', () => typesOf(ops).includes('endpoint.enabled'));
