@@ -1,4 +1,5 @@
-// /v1/endpoints: create (secret shown), list (by application, summaries only), retrieve
+// /v1/endpoints: create (secret shown), list (by application or organization-wide, summaries
+// only), retrieve
 // (with secret), patch (full object back), delete (soft), rotate-secret, reset-circuit.
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
@@ -49,8 +50,11 @@ export function endpointRequests(allowPrivateDestinations: boolean) {
   });
   const listQuery = z.strictObject({
     ...offsetQuery,
-    application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose endpoints to list.' }),
+    application_id: z.string().optional()
+      .meta({ description: 'The application whose endpoints to list; without it, every endpoint of the organization in the key\'s environment.' }),
     status: z.enum(['active', 'paused', 'disabled']).optional().meta({ description: 'Only endpoints in this status.' }),
+    failing: z.enum(['true', 'false']).optional()
+      .meta({ description: '`true`: only endpoints whose last attempts failed (`failure_count` > 0); `false`: only those with `failure_count` 0.' }),
   });
   const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
   return { createBody, patchBody, listQuery, testBody };
@@ -80,10 +84,13 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const tenant = authOf(res);
-    const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
-    if (!app) throw notFound('Application');
+    if (query.application_id !== undefined) {
+      const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
+      if (!app) throw notFound('Application');
+    }
     const page = { page: query.page, perPage: query.per_page };
-    const { rows, total } = await listEndpoints(pool, tenant, app.id, { ...page, status: query.status });
+    const failing = query.failing === undefined ? undefined : query.failing === 'true';
+    const { rows, total } = await listEndpoints(pool, tenant, query.application_id, { ...page, status: query.status, failing });
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
   });
 
