@@ -14,6 +14,7 @@ import { makeEndpointsRouter } from '../src/api/routes/endpoints.ts';
 import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
 import { makeOpenApiRouter } from '../src/api/routes/openapi.ts';
+import { makeSummaryRouter } from '../src/api/routes/summary.ts';
 import { makeWebhookJobsRouter } from '../src/api/routes/webhook-jobs.ts';
 import { startTestApp } from './helpers/app.ts';
 import { assertConforms, conformanceProblems, webhookRequestProblems, type Received } from './helpers/conformance.ts';
@@ -110,6 +111,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/endpoints', makeEndpointRecoverRouter(pool)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
+    ['/v1/summary', makeSummaryRouter(pool)],
   ];
   const routed = mounts.flatMap(([mount, router]) => (router.stack as Json[]).filter((layer) => layer.route).flatMap((layer) => {
     const path = `${mount}${layer.route.path === '/' ? '' : layer.route.path}`.replace(/:(\w+)/g, '{$1}');

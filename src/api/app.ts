@@ -18,6 +18,7 @@ import { makeEndpointRecoverRouter } from './routes/endpoint-recover.ts';
 import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
+import { makeSummaryRouter } from './routes/summary.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
@@ -54,6 +55,8 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
   v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
+  // The overview counts (endpoints by health, open deliveries): read with endpoints:read.
+  v1.use('/summary', ...resource('endpoints', makeSummaryRouter(pool)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);
