@@ -98,6 +98,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Endpoints', description: 'Destination URLs of an application, with their subscriptions, secret and circuit breaker.' },
       { name: 'Event types', description: 'The names (and optional payload schemas) of the events you send.' },
       { name: 'Webhook jobs', description: 'One event to deliver to every subscribed endpoint of an application.' },
+      { name: 'Summary', description: 'Overview counts of the organization in the key\'s environment (the dashboard\'s overview).' },
       { name: 'Service', description: 'Health and this document; no authentication.' },
     ],
     paths: withPortalTokens(paths),
