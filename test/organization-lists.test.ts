@@ -175,3 +175,17 @@ test('GET /v1/summary: endpoints by health and open deliveries of the key\'s org
   assertError(t, await get(key, '/v1/summary?application_id=x'), 400, 'validation_error');
   assertError(t, await app.request('GET', '/v1/summary', {}), 401, 'unauthorized');
 });
+
+test('a portal token reads the lists without application_id as its own application\'s, and gets 403 on the summary', async (t) => {
+  const { key } = await org(t);
+  const { a, b, epA } = await twoApps(t, key);
+  const jobA = (await fixtures.createJob(by(t, key), { application_id: a, event_type: 'order.created', payload: {} })).id;
+  await fixtures.createJob(by(t, key), { application_id: b, event_type: 'order.created', payload: {} });
+  const link = await app.request('POST', `/v1/applications/${a}/portal-links`, { key, body: {} });
+  t.is(link.status, 201, JSON.stringify(link.body));
+  const token = link.body.token as string;
+  t.deepEqual(ids(await get(token, '/v1/webhook-jobs')), [jobA]);
+  t.deepEqual(ids(await get(token, '/v1/endpoints')), [epA]);
+  assertError(t, await get(token, '/v1/summary'), 403, 'forbidden');
+  assertError(t, await get(token, `/v1/webhook-jobs?application_id=${b}`), 404, 'not_found');
+});
