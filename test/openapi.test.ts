@@ -16,6 +16,7 @@ import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
 import { makeOpenApiRouter } from '../src/api/routes/openapi.ts';
 import { makeOperationalWebhooksRouter } from '../src/api/routes/operational-webhooks.ts';
+import { makeSummaryRouter } from '../src/api/routes/summary.ts';
 import { makeWebhookJobsRouter } from '../src/api/routes/webhook-jobs.ts';
 import { startTestApp } from './helpers/app.ts';
 import { assertConforms, conformanceProblems, webhookRequestProblems, type Received } from './helpers/conformance.ts';
@@ -115,6 +116,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/event-types', makeEventTypesRouter(pool)],
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
     ['/v1/operational-webhooks', makeOperationalWebhooksRouter(pool, config)],
+    ['/v1/summary', makeSummaryRouter(pool)],
   ];
   const routed = mounts.flatMap(([mount, router]) => (router.stack as Json[]).filter((layer) => layer.route).flatMap((layer) => {
     const path = `${mount}${layer.route.path === '/' ? '' : layer.route.path}`.replace(/:(\w+)/g, '{$1}');

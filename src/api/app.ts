@@ -20,6 +20,7 @@ import { makeEndpointsRouter } from './routes/endpoints.ts';
 import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
 import { makeOperationalWebhooksRouter } from './routes/operational-webhooks.ts';
+import { makeSummaryRouter } from './routes/summary.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
@@ -66,6 +67,8 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/stats', ...resource('endpoints', makeStatsRouter(pool)));
   v1.use('/operational-webhooks', ...resource('endpoints', makeOperationalWebhooksRouter(pool, config)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
+  // The overview counts (endpoints by health, open deliveries): read with endpoints:read.
+  v1.use('/summary', ...resource('endpoints', makeSummaryRouter(pool)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);

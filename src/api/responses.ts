@@ -305,3 +305,21 @@ export const webhookJobList = offsetList(webhookJobSummary, 'WebhookJobList');
 export const webhookJobRetried = webhookJob.pick({ id: true, status: true, attempt_count: true }).meta({ id: 'WebhookJobRetried' });
 export const webhookJobCancelled = webhookJob.pick({ id: true, status: true })
   .extend({ discarded_at: at('When the job was cancelled') }).meta({ id: 'WebhookJobCancelled' });
+
+// ---------------------------------------------------------------- summary
+
+export const summary = z.object({
+  environment: z.enum(['live', 'test']).meta({ description: 'The environment of the key that asked: the counts are of that environment only.' }),
+  endpoints: z.object({
+    total: count('Endpoints not deleted.'),
+    active: count('Endpoints in status `active`.'),
+    paused: count('Endpoints in status `paused`.'),
+    disabled: count('Endpoints in status `disabled` (circuit breaker or 410 Gone).'),
+    failing: count('Active endpoints whose last attempt failed (`failure_count` > 0): list them with `GET /v1/endpoints?status=active&failing=true`.'),
+  }).meta({ description: 'The organization\'s endpoints by health.' }),
+  deliveries: z.object({
+    pending: count('Deliveries waiting for their next attempt (now or at a scheduled retry).'),
+    in_flight: count('Deliveries with an attempt under way.'),
+    held: count('Deliveries held back because their endpoint is paused or disabled.'),
+  }).meta({ description: 'The backlog: open deliveries (one per job and target endpoint).' }),
+}).meta({ id: 'Summary' });

@@ -59,19 +59,26 @@ export const endpointSummaryRow = endpointRow.pick({
   id: true, application_id: true, url: true, status: true, event_types: true, failure_count: true, created_at: true,
 });
 
+/** Endpoints newest first: one application's, or (applicationId undefined) every one of the tenant. */
 export async function listEndpoints(
   db: CommonQueryMethods,
   tenant: Tenant,
-  applicationId: string,
-  page: PageRequest & { status?: 'active' | 'paused' | 'disabled' },
+  applicationId: string | undefined,
+  page: PageRequest & { status?: 'active' | 'paused' | 'disabled'; failing?: boolean },
 ) {
-  const status = page.status ? sql.fragment`and status = ${page.status}` : sql.fragment``;
+  const where = sql.join([
+    ownedBy(tenant),
+    applicationId !== undefined ? sql.fragment`application_id = ${applicationId}` : null,
+    sql.fragment`deleted_at is null`,
+    page.status ? sql.fragment`status = ${page.status}` : null,
+    page.failing === true ? sql.fragment`failure_count > 0` : null,
+    page.failing === false ? sql.fragment`failure_count = 0` : null,
+  ].filter((f) => f !== null), sql.fragment` and `);
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from endpoints
-    where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}`);
+    select count(*)::int as total from endpoints where ${where}`);
   const rows = await db.any(sql.type(endpointSummaryRow)`
     select id, application_id, url, status, ${eventTypeNames}, failure_count, created_at from endpoints
-    where ${ownedBy(tenant)} and application_id = ${applicationId} and deleted_at is null ${status}
+    where ${where}
     order by created_at desc, id desc ${limitOffset(page)}`);
   return { rows, total };
 }

@@ -91,7 +91,8 @@ export async function listJobAttempts(db: CommonQueryMethods, jobId: string) {
 }
 
 export type JobFilters = {
-  applicationId: string;
+  /** Absent: every job of the tenant (organization and environment). */
+  applicationId?: string;
   status?: z.infer<typeof status> | 'failed';
   eventType?: string;
   endpointId?: string;
@@ -104,7 +105,7 @@ const summaryRow = jobRow.pick({ id: true, event_type: true, status: true, creat
 export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: JobFilters, page: PageRequest) {
   const where = sql.join([
     ownedBy(tenant),
-    sql.fragment`application_id = ${filters.applicationId}`,
+    filters.applicationId !== undefined ? sql.fragment`application_id = ${filters.applicationId}` : null,
     sql.fragment`deleted_at is null`,
     filters.status === 'failed' ? sql.fragment`status = 'discarded' and discard_reason = 'failed'` : null,
     filters.status && filters.status !== 'failed' ? sql.fragment`status = ${filters.status}` : null,

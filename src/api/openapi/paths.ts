@@ -9,6 +9,7 @@ import { endpointRecovering, recoverBody, RECOVER_MAX_AGE_DAYS } from '../routes
 import { activityRequests } from '../routes/endpoint-activity.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
+import { summaryRequests } from '../routes/summary.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
 import { operationalEndpointRequests } from '../routes/operational-webhooks.ts';
 import { idempotentReplayed, operation } from './operations.ts';
@@ -153,9 +154,11 @@ export const paths: ZodOpenApiPathsObject = {
       responses: { 201: ok('The new endpoint, with its secret.', r.endpointCreated) }, errors: [400, 404, 413, 415],
     }),
     get: operation('get', {
-      ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List an application\'s endpoints',
-      description: 'Newest first; never with secrets. With `deleted=true`: the deleted endpoints that can still be restored '
-        + '(deleted at most 30 days ago), newest deletion first, each with `deleted_at`.',
+      ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List endpoints',
+      description: 'Newest first; never with secrets. With `application_id`, that application\'s endpoints (404 when it does not exist); '
+        + 'without it, every endpoint of the organization in the key\'s environment. `failing=true` with `status=active` finds endpoints '
+        + 'on their way to the circuit breaker; `status=disabled`, those it opened. With `deleted=true` (and `application_id`): the deleted '
+        + 'endpoints that can still be restored (deleted at most 30 days ago), newest deletion first, each with `deleted_at`.',
       query: endpoints.listQuery,
       responses: { 200: ok('A page of endpoint summaries (of deleted endpoints with `deleted=true`).', z.union([r.endpointList, r.deletedEndpointList])) },
       errors: [400, 404],
@@ -305,8 +308,9 @@ export const paths: ZodOpenApiPathsObject = {
       errors: [400, 404, 413, 415, 429], rateLimit: 'per organization, `RATE_LIMIT_JOBS_PER_SECOND` per second (default 100)',
     }),
     get: operation('get', {
-      ...JOBS, operationId: 'listWebhookJobs', summary: 'List an application\'s webhook jobs',
-      description: 'Newest first. `status=failed` lists jobs discarded because delivery gave up (not cancelled ones). `created_after` is inclusive, `created_before` exclusive.',
+      ...JOBS, operationId: 'listWebhookJobs', summary: 'List webhook jobs',
+      description: 'Newest first. With `application_id`, that application\'s jobs (404 when it does not exist); without it, every job of the '
+        + 'organization in the key\'s environment. `status=failed` lists jobs discarded because delivery gave up (not cancelled ones). `created_after` is inclusive, `created_before` exclusive.',
       query: webhookJobRequests.listQuery, responses: { 200: ok('A page of job summaries.', r.webhookJobList) }, errors: [400, 404],
     }),
   },
@@ -367,6 +371,15 @@ export const paths: ZodOpenApiPathsObject = {
       ...OPS, operationId: 'rotateOperationalEndpointSecret', summary: 'Rotate an operational endpoint\'s secret',
       description: 'Events are signed with both secrets until `old_secret_expires_at` (24 h); a second rotation drops the older one at once.',
       path: opEndpointId, responses: { 200: ok('The new secret.', r.operationalRotatedSecret) }, errors: [404, 413, 415],
+    }),
+  },
+
+  '/v1/summary': {
+    get: operation('get', {
+      tag: 'Summary', family: 'endpoints', operationId: 'getSummary', summary: 'Overview counts',
+      description: 'The key\'s organization in the key\'s environment: endpoints by health and the backlog of open deliveries, counted when asked. '
+        + 'Jobs per status are the `pagination.total` of `GET /v1/webhook-jobs?status=…&per_page=1`.',
+      query: summaryRequests.summaryQuery, responses: { 200: ok('The counts.', r.summary) }, errors: [400],
     }),
   },
 };

@@ -1,6 +1,6 @@
-// /v1/endpoints: create (secret shown), list (by application, summaries only; or its restorable
-// deleted ones), retrieve (with secret), patch (full object back), delete (soft), restore,
-// rotate-secret, reset-circuit.
+// /v1/endpoints: create (secret shown), list (by application or organization-wide, summaries
+// only; or an application's restorable deleted ones), retrieve (with secret), patch (full object
+// back), delete (soft), restore, rotate-secret, reset-circuit.
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
@@ -13,7 +13,7 @@ import { findApplication } from '../../db/applications.ts';
 import { findEndpoint, listDeletedEndpoints, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
-import { notFound } from '../../errors.ts';
+import { notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
@@ -51,12 +51,15 @@ export function endpointRequests(allowPrivateDestinations: boolean) {
   });
   const listQuery = z.strictObject({
     ...offsetQuery,
-    application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose endpoints to list.' }),
+    application_id: z.string().optional()
+      .meta({ description: 'The application whose endpoints to list; without it, every endpoint of the organization in the key\'s environment.' }),
     status: z.enum(['active', 'paused', 'disabled']).optional().meta({ description: 'Only endpoints in this status.' }),
     deleted: z.enum(['true', 'false']).optional().meta({
       description: '`true` lists the application\'s deleted endpoints that can still be restored (deleted at most 30 days ago), '
         + 'newest deletion first, each with `deleted_at`; `status` does not apply then.',
     }),
+    failing: z.enum(['true', 'false']).optional()
+      .meta({ description: '`true`: only endpoints whose last attempts failed (`failure_count` > 0); `false`: only those with `failure_count` 0.' }),
   });
   const testBody = z.strictObject({ payload: z.record(z.string(), z.unknown(), { message: 'must be a JSON object' }).optional() });
   return { createBody, patchBody, listQuery, testBody };
@@ -87,15 +90,21 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const tenant = authOf(res);
-    const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
-    if (!app) throw notFound('Application');
+    if (query.application_id !== undefined) {
+      const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
+      if (!app) throw notFound('Application');
+    }
     const page = { page: query.page, perPage: query.per_page };
     if (query.deleted === 'true') {
-      const { rows, total } = await listDeletedEndpoints(pool, tenant, app.id, page);
+      if (query.application_id === undefined) {
+        throw validationError('deleted=true lists one application\'s restorable endpoints.', [{ path: 'application_id', message: 'is required with deleted=true' }]);
+      }
+      const { rows, total } = await listDeletedEndpoints(pool, tenant, query.application_id, page);
       res.json({ data: rows.map(toDeletedSummary), pagination: pagination(page, total) } satisfies z.output<typeof deletedEndpointList>);
       return;
     }
-    const { rows, total } = await listEndpoints(pool, tenant, app.id, { ...page, status: query.status });
+    const failing = query.failing === undefined ? undefined : query.failing === 'true';
+    const { rows, total } = await listEndpoints(pool, tenant, query.application_id, { ...page, status: query.status, failing });
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
   });
 

@@ -1,4 +1,5 @@
-// /v1/webhook-jobs: create (idempotent by event_id), list (filters, offset), retrieve (with
+// /v1/webhook-jobs: create (idempotent by event_id), list (one application's or the whole
+// organization's in the key's environment; filters, offset), retrieve (with
 // its delivery records), retry, cancel.
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
@@ -32,7 +33,8 @@ const createBody = z.strictObject({
 
 const listQuery = z.strictObject({
   ...offsetQuery,
-  application_id: z.string({ message: 'is required' }).meta({ description: 'The application whose jobs to list.' }),
+  application_id: z.string().optional()
+    .meta({ description: 'The application whose jobs to list; without it, every job of the organization in the key\'s environment.' }),
   status: z.enum(['created', 'executing', 'succeeded', 'awaiting_retry', 'discarded', 'archived', 'failed']).optional()
     .meta({ description: 'Only jobs in this status; `failed`: discarded because delivery gave up (not cancelled).' }),
   event_type: z.string().max(255).optional().meta({ description: 'Only jobs of this event type.' }),
@@ -73,8 +75,10 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
       throw validationError('The query string is invalid.', [{ path: 'endpoint_id', message: 'is not an endpoint id' }]);
     }
     const tenant = authOf(res);
-    const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
-    if (!app) throw notFound('Application');
+    if (query.application_id !== undefined) {
+      const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
+      if (!app) throw notFound('Application');
+    }
     const page = { page: query.page, perPage: query.per_page };
     const { rows, total } = await listJobs(pool, tenant, {
       applicationId: query.application_id, status: query.status, eventType: query.event_type, endpointId: query.endpoint_id,

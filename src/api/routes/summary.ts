@@ -1,0 +1,25 @@
+// GET /v1/summary: the overview counts of the key's organization and environment (endpoints by
+// health, open deliveries). Read with the endpoints' scope, like GET /v1/stats.
+import { Router } from 'express';
+import type { DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { readSummary } from '../../db/summary.ts';
+import { authOf } from '../middleware/auth.ts';
+import type { summary } from '../responses.ts';
+import { parseQuery } from '../validation.ts';
+
+const summaryQuery = z.strictObject({});
+
+/** What the OpenAPI document says this resource accepts. */
+export const summaryRequests = { summaryQuery };
+
+export function makeSummaryRouter(pool: DatabasePool): Router {
+  const router = Router();
+  router.get('/', async (req, res) => {
+    parseQuery(summaryQuery, req.query);
+    const tenant = authOf(res);
+    const counts = await readSummary(pool, tenant);
+    res.json({ environment: tenant.environment, ...counts } satisfies z.output<typeof summary>);
+  });
+  return router;
+}
