@@ -26,7 +26,8 @@ async function org(t: ExecutionContext, environment: 'live' | 'test' = 'live'): 
 async function failing(endpointId: string, failures: number, status: 'active' | 'disabled' = 'active') {
   await app.pool.query(sql.unsafe`
     update endpoints set failure_count = ${failures}, status = ${status},
-      disabled_at = ${status === 'disabled' ? sql.fragment`now()` : null}
+      disabled_at = ${status === 'disabled' ? sql.fragment`now()` : null},
+      disabled_reason = ${status === 'disabled' ? 'circuit_breaker' : null}
     where id = ${endpointId}`);
 }
 
