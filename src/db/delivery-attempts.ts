@@ -6,9 +6,8 @@ import { sql, type CommonQueryMethods, type FragmentSqlToken } from 'slonik';
 import { z } from 'zod';
 import { encodeCursor, type Cursor } from './cursor.ts';
 
-export const endpointAttemptRow = z.object({
-  job_id: z.string(),
-  event_type: z.string(),
+/** One attempt as the API's delivery record shows it (decisions section 7). */
+export const attemptRecordRow = z.object({
   endpoint_id: z.string(),
   attempt: z.number(),
   status_code: z.number().nullable(),
@@ -18,6 +17,9 @@ export const endpointAttemptRow = z.object({
   success: z.boolean(),
   error: z.string().nullable(),
 });
+
+/** An endpoint's attempt log item: the delivery record and its job. */
+export const endpointAttemptRow = attemptRecordRow.extend({ job_id: z.string(), event_type: z.string() });
 
 export type AttemptFilters = {
   status?: 'succeeded' | 'failed'; eventType?: string; since?: string; until?: string;

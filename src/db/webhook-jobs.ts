@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { queueItem, type QueueItem } from '../queue.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
+import { attemptRecordRow } from './delivery-attempts.ts';
 
 const status = z.enum(['created', 'executing', 'awaiting_retry', 'succeeded', 'discarded', 'archived']);
 
@@ -72,20 +73,9 @@ export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string
     select ${columns} from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
 }
 
-const attemptRow = z.object({
-  endpoint_id: z.string(),
-  attempt: z.number(),
-  status_code: z.number().nullable(),
-  response_body: z.string(),
-  latency_ms: z.number(),
-  attempted_at: z.string(),
-  success: z.boolean(),
-  error: z.string().nullable(),
-});
-
 /** The `deliveries` of a job: one record per attempt, oldest first. */
 export async function listJobAttempts(db: CommonQueryMethods, jobId: string) {
-  return db.any(sql.type(attemptRow)`
+  return db.any(sql.type(attemptRecordRow)`
     select endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
     from delivery_attempts where job_id = ${jobId} order by attempted_at, id`);
 }
