@@ -43,6 +43,21 @@ $$;
 comment on function start_delivery_round(bigint[]) is
   'A new round (attempt 0, pending now) for these deliveries and a new 48 h window for their jobs; returns the deliveries to enqueue. Shared by retry_webhook_job and run_endpoint_recoveries.';
 
+-- The job a retry or cancel acts on, locked: its status, or null when the caller may not see it
+-- (another organization, environment or, for a portal token, application; or deleted). The one
+-- place both find their job, so the tenant rule cannot differ between them.
+create or replace function lock_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text)
+returns text
+language sql as $$
+  select j.status from webhook_jobs j
+    where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
+      and (p_application_id is null or j.application_id = p_application_id)
+    for update;
+$$;
+
+comment on function lock_webhook_job(text, text, text, text) is
+  'Locks a job for retry or cancel and returns its status; null when the tenant (and application) may not see it.';
+
 -- Retry, allowed from succeeded, discarded (failed or cancelled), awaiting_retry and archived:
 -- every target that has not succeeded (or all, when all had) starts a new round
 -- (start_delivery_round). One row per delivery to enqueue (delivery_id, round, start_after),
@@ -60,10 +75,7 @@ declare
   v_rounds integer[];
   v_starts timestamptz[];
 begin
-  select j.status into v_status from webhook_jobs j
-    where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
-      and (p_application_id is null or j.application_id = p_application_id)
-    for update;
+  v_status := lock_webhook_job(p_org_id, p_environment, p_job_id, p_application_id);
   if v_status is null then
     outcome := 'not_found';
     return next;
@@ -105,10 +117,7 @@ language plpgsql as $$
 declare
   v_status text;
 begin
-  select j.status into v_status from webhook_jobs j
-    where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
-      and (p_application_id is null or j.application_id = p_application_id)
-    for update;
+  v_status := lock_webhook_job(p_org_id, p_environment, p_job_id, p_application_id);
   if v_status is null then
     outcome := 'not_found';
     return next;
