@@ -16,6 +16,7 @@ import { makeEventTypesRouter } from '../src/api/routes/event-types.ts';
 import { makeHealthRouter } from '../src/api/routes/health.ts';
 import { makeOpenApiRouter } from '../src/api/routes/openapi.ts';
 import { makeOperationalWebhooksRouter } from '../src/api/routes/operational-webhooks.ts';
+import { makeCredentialRouter } from '../src/api/routes/credential.ts';
 import { makeSummaryRouter } from '../src/api/routes/summary.ts';
 import { makeWebhookJobsRouter } from '../src/api/routes/webhook-jobs.ts';
 import { startTestApp } from './helpers/app.ts';
@@ -117,6 +118,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
     ['/v1/operational-webhooks', makeOperationalWebhooksRouter(pool, config)],
     ['/v1/summary', makeSummaryRouter(pool)],
+    ['/v1/credential', makeCredentialRouter(pool)],
   ];
   const routed = mounts.flatMap(([mount, router]) => (router.stack as Json[]).filter((layer) => layer.route).flatMap((layer) => {
     const path = `${mount}${layer.route.path === '/' ? '' : layer.route.path}`.replace(/:(\w+)/g, '{$1}');
@@ -138,9 +140,18 @@ test('every documented operation is served (not an unknown route), and answers t
 
 test('each operation needs exactly the scope the document names', async (t) => {
   const authenticated = operations.filter(({ op }) => (op.security as Json[]).length > 0);
-  t.true(authenticated.length >= 20);
+  const scoped = authenticated.filter(({ op }) => ((op.security as Json[])[0]!.apiKey as string[]).length > 0);
+  t.true(scoped.length >= 20);
   const FAMILIES = ['api-keys', 'applications', 'endpoints', 'event-types', 'webhooks'];
-  for (const { method, path, op } of authenticated) {
+  // An operation that names no scope (GET /v1/credential) takes any valid key, even one with one narrow scope.
+  for (const { method, path, op } of authenticated.filter((o) => !scoped.includes(o))) {
+    t.regex(op.description as string, /Any valid API key/, `${method} ${path} says it needs no scope`);
+    for (const scope of FAMILIES.map((f) => `${f}:read`)) {
+      const narrow = await app.createOrg({ scopes: [scope] });
+      t.is((await app.request(method.toUpperCase(), concrete(path, op), { key: narrow.key })).status, 200, `${method} ${path} with only ${scope}`);
+    }
+  }
+  for (const { method, path, op } of scoped) {
     const [scope] = (op.security as Json[])[0]!.apiKey as string[];
     const [family] = scope!.split(':');
     const name = `${method.toUpperCase()} ${path}`;

@@ -21,6 +21,7 @@ import { makeEventTypesRouter } from './routes/event-types.ts';
 import { makeWebhookJobsRouter } from './routes/webhook-jobs.ts';
 import { makeOperationalWebhooksRouter } from './routes/operational-webhooks.ts';
 import { makeSummaryRouter } from './routes/summary.ts';
+import { makeCredentialRouter } from './routes/credential.ts';
 import type { Queue } from '../queue.ts';
 import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
@@ -57,7 +58,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   }
 
   const authenticated = authenticate(pool);
-  const resource = (family: Family, ...routers: Router[]): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, ...routers];
+  const resource = (family: Family | null, ...routers: Router[]): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, ...routers];
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
@@ -69,6 +70,8 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
   // The overview counts (endpoints by health, open deliveries): read with endpoints:read.
   v1.use('/summary', ...resource('endpoints', makeSummaryRouter(pool)));
+  // What the caller's key or token is: any valid credential may read itself.
+  v1.use('/credential', ...resource(null, makeCredentialRouter(pool)));
   app.use('/v1', v1);
 
   app.use(notFoundRoute);

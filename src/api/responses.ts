@@ -123,6 +123,17 @@ export const apiKeyCreated = apiKey.extend({
 }).meta({ id: 'ApiKeyCreated' });
 export const apiKeyList = cursorList(apiKey, 'ApiKeyList');
 
+export const credential = z.object({
+  type: z.enum(['api_key', 'portal_token']).meta({ description: 'An API key (`sk_…`) or an application-scoped portal token (`pt_…`).' }),
+  id: ids.key.nullable().meta({ description: 'The API key\'s id; null for a portal token.' }),
+  name: z.string().nullable().meta({ description: 'The API key\'s name; null for a portal token.', examples: ['dashboard'] }),
+  environment: z.enum(['live', 'test']).meta({ description: 'The environment every request made with it works in.' }),
+  scopes: z.array(oneOf(SCOPES, 'A scope.')).meta({ description: 'The API key\'s scopes; empty for a portal token, whose rights are fixed (read-only or not).', examples: [['*']] }),
+  read_only: z.boolean().meta({ description: 'A read-only portal link: GET requests only. Always false for an API key (its scopes say what it may do).' }),
+  application_id: ids.app.nullable().meta({ description: 'The one application a portal token works with; null for an API key.' }),
+  expires_at: at('After this the credential is refused; null for an API key that never expires').nullable(),
+}).meta({ id: 'Credential' });
+
 // ---------------------------------------------------------------- applications
 
 const applicationDocs = {

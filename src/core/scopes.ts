@@ -43,6 +43,7 @@ export const TOKEN_RULES: Readonly<Record<string, TokenRule>> = {
     allows: (method, rest) => accessFor(method) === 'read' && rest.length === 1 && rest[0] !== 'by-uid',
     says: 'GET /v1/applications/{its id} only',
   },
+  credential: { allows: (method) => accessFor(method) === 'read', says: 'read what it is (GET /v1/credential)' },
 };
 
 export type TokenVerdict = { allowed: true } | { allowed: false; reason: string };

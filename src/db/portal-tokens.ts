@@ -47,3 +47,9 @@ export async function revokePortalTokens(db: CommonQueryMethods, tenant: Tenant,
     )
     select count(*) filter (where expires_at > now())::int as revoked from revoked`);
 }
+
+/** When the token stops working (for GET /v1/credential). */
+export async function portalTokenExpiry(db: CommonQueryMethods, id: number): Promise<string | null> {
+  return db.maybeOneFirst(sql.type(z.object({ expires_at: z.string() }))`
+    select expires_at from portal_tokens where id = ${id}`);
+}

@@ -66,6 +66,7 @@ test('no operation a token may call reaches application B with A\'s token: a 404
   let notFound = 0;
   for (const { method, path, op } of operations.filter(({ op }) => tokenAllowed(op))) {
     if (path.startsWith('/v1/event-types')) continue; // shared by every application of the environment
+    if (path === '/v1/credential') continue; // the token itself: it names A, whatever else is asked
     const payload = body(op, b);
     const res = await app.request(method, concrete(path, b, evt), payload === undefined ? { key: token } : { key: token, body: payload });
     const name = `${method} ${path} with B's ids answered ${res.status} ${JSON.stringify(res.body)}`;

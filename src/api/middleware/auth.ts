@@ -78,9 +78,10 @@ function segments(path: string): string[] {
 
 /**
  * The one permission check. An API key: GET needs <family>:read, every other method
- * <family>:write. A portal token: the token rules, by the collection it is mounted at.
+ * <family>:write (`null`: any valid key, as for GET /v1/credential). A portal token: the token
+ * rules, by the collection it is mounted at.
  */
-export function authorize(family: Family) {
+export function authorize(family: Family | null) {
   return (req: Request, res: Response, next: NextFunction) => {
     const auth = authOf(res);
     const access = accessFor(req.method);
@@ -89,7 +90,7 @@ export function authorize(family: Family) {
       const verdict = tokenAllows(auth.readOnly, collection, req.method, segments(req.path));
       if (!verdict.allowed) throw forbidden(verdict.reason);
       if (auth.readOnly) withoutSecrets(res);
-    } else if (!allows(auth.scopes, family, access)) {
+    } else if (family !== null && !allows(auth.scopes, family, access)) {
       throw forbidden(`This API key lacks the ${family}:${access} scope.`);
     }
     next();

@@ -185,6 +185,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'Stats', description: 'Delivery attempts, successes and failures over time, for the whole organization and environment.' },
       { name: 'Operational webhooks', description: 'Events about your own endpoints and deliveries, sent to endpoints of yours (per environment).' },
       { name: 'Summary', description: 'Overview counts of the organization in the key\'s environment (the dashboard\'s overview).' },
+      { name: 'Credential', description: 'What the calling API key or portal token is (the portal and the dashboard start with it).' },
       { name: 'Service', description: 'Health and this document; no authentication.' },
     ],
     paths: withPortalTokens(paths),

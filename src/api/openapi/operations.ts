@@ -85,8 +85,8 @@ export type OperationSpec = {
   summary: string;
   description?: string;
   tag: string;
-  /** The scope family; absent for public operations (no authentication). */
-  family?: Family;
+  /** The scope family; absent for public operations (no authentication), `null` for any valid credential. */
+  family?: Family | null;
   path?: z.ZodObject;
   query?: z.ZodObject;
   body?: { schema: z.ZodType; required?: boolean; example?: unknown };
@@ -103,9 +103,11 @@ export type OperationSpec = {
 /** The OpenAPI operation for `method` (lowercase) described by `spec`. */
 export function operation(method: string, spec: OperationSpec): ZodOpenApiOperationObject {
   const scope = spec.family ? `${spec.family}:${accessFor(method.toUpperCase())}` : null;
+  const authenticated = spec.family !== undefined;
   const notes = [
     spec.description,
-    scope ? `Requires the \`${scope}\` scope (\`${spec.family}:write\` and \`*\` include it).` : 'No authentication.',
+    scope ? `Requires the \`${scope}\` scope (\`${spec.family}:write\` and \`*\` include it).`
+      : authenticated ? 'Any valid API key, whatever its scopes.' : 'No authentication.',
     spec.rateLimit ? `Rate limit: ${spec.rateLimit}.` : undefined,
   ].filter((line) => line !== undefined);
   const responses: ZodOpenApiOperationObject['responses'] = {};
@@ -118,7 +120,7 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
     };
   }
   // Every authenticated operation reads the database (the key), so each can meet a lost database.
-  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : []), 500]);
+  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : authenticated ? [401, 503] as const : []), 500]);
   for (const status of [...statuses].sort((a, b) => a - b)) {
     if (status === 409) {
       if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);
@@ -133,7 +135,7 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
     summary: spec.summary,
     description: notes.join('\n\n'),
     tags: [spec.tag],
-    security: scope ? [{ [SECURITY_SCHEME]: [scope] }] : [],
+    security: scope ? [{ [SECURITY_SCHEME]: [scope] }] : authenticated ? [{ [SECURITY_SCHEME]: [] }] : [],
     ...(spec.path || spec.query ? { requestParams: { ...(spec.path ? { path: spec.path } : {}), ...(spec.query ? { query: spec.query } : {}) } } : {}),
     ...(spec.body ? {
       requestBody: { required: spec.body.required ?? true, content: json(spec.body.schema, spec.body.example) },

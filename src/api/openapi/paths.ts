@@ -9,6 +9,7 @@ import { endpointRecovering, recoverBody, RECOVER_MAX_AGE_DAYS } from '../routes
 import { activityRequests } from '../routes/endpoint-activity.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
+import { credentialRequests } from '../routes/credential.ts';
 import { summaryRequests } from '../routes/summary.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
 import { operationalEndpointRequests } from '../routes/operational-webhooks.ts';
@@ -380,6 +381,16 @@ export const paths: ZodOpenApiPathsObject = {
       description: 'The key\'s organization in the key\'s environment: endpoints by health and the backlog of open deliveries, counted when asked. '
         + 'Jobs per status are the `pagination.total` of `GET /v1/webhook-jobs?status=…&per_page=1`.',
       query: summaryRequests.summaryQuery, responses: { 200: ok('The counts.', r.summary) }, errors: [400],
+    }),
+  },
+
+  '/v1/credential': {
+    get: operation('get', {
+      tag: 'Credential', family: null, operationId: 'getCredential', summary: 'The calling credential',
+      description: 'What the `Authorization` header carries: an API key (its id, name, environment, scopes and expiry) or a portal token '
+        + '(its application, environment, whether it is read-only, and its expiry). The portal learns its application from it, and the '
+        + 'dashboard which actions to show disabled.',
+      query: credentialRequests.credentialQuery, responses: { 200: ok('The credential.', r.credential) }, errors: [400],
     }),
   },
 };
