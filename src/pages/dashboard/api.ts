@@ -3,7 +3,7 @@
 // so a renamed field breaks tsc here.
 import type { z } from 'zod';
 import type {
-  apiKey, apiKeyCreated, applicationDetail, applicationList, attemptStats, endpoint, endpointAttemptList,
+  apiKey, apiKeyCreated, credential, applicationDetail, applicationList, attemptStats, endpoint, endpointAttemptList,
   endpointList, deletedEndpointList, eventType, operationalEndpoint, operationalEventList, portalLink, summary,
   webhookJobDetail, webhookJobList,
 } from '../../api/responses.ts';
@@ -29,11 +29,8 @@ export type Job = z.output<typeof webhookJobDetail>;
 export type JobList = z.output<typeof webhookJobList>;
 export type Cursor<T> = { data: T[]; next_cursor: string | null };
 
-/** GET /v1/credential: what the pasted key is. */
-export type Credential = {
-  type: 'api_key' | 'portal_token'; id: string | null; name: string | null; environment: 'live' | 'test';
-  scopes: string[]; read_only: boolean; application_id: string | null; expires_at: string | null;
-};
+/** GET /v1/credential: what the pasted key is (environment, scopes, expiry). */
+export type Credential = z.output<typeof credential>;
 
 /** `endpoints:write` and the like: whether the signed-in key holds it (write implies read; `*` all). */
 export type Need = `${Family}:${'read' | 'write'}`;

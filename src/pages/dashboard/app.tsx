@@ -20,21 +20,26 @@ const NAV = [
   ['endpoints', 'Endpoints'], ['operational', 'Operational webhooks'], ['settings/api-keys', 'API keys'],
 ] as const;
 
-function currentRoute(): string {
-  return window.location.hash.replace(/^#\/?/, '').split('?')[0] || 'overview';
+/** The route's path (`jobs/job_…`); its query (filters) is read by the page from the hash. */
+function routeOf(hash: string): string {
+  return hash.replace(/^#\/?/, '').split('?')[0] || 'overview';
 }
 
 export function App() {
   const [key, setKey] = useState<string | null>(() => sessionStorage.getItem(STORE));
   const [credential, setCredential] = useState<Credential | null>(null);
   const [signInError, setSignInError] = useState('');
-  const [route, setRoute] = useState(currentRoute);
+  const [hash, setHash] = useState(window.location.hash);
+  const route = routeOf(hash);
 
   useEffect(() => {
-    const onHash = () => { setRoute(currentRoute()); window.scrollTo(0, 0); };
+    const onHash = () => {
+      if (routeOf(window.location.hash) !== routeOf(hash)) window.scrollTo(0, 0);
+      setHash(window.location.hash); // a new query (filters) renders the page again too
+    };
     window.addEventListener('hashchange', onHash);
     return () => window.removeEventListener('hashchange', onHash);
-  }, []);
+  }, [hash]);
 
   const signOut = (message = '') => {
     sessionStorage.removeItem(STORE);
@@ -83,7 +88,7 @@ export function App() {
       <header class={`top env-${credential.environment}`}>
         <div class="bar">
           <p class="brand"><span class="logo" aria-hidden="true">⟲</span> hookline</p>
-          <p class={`env env-${credential.environment}`} aria-label={`Environment: ${credential.environment}`}>
+          <p class={`env env-${credential.environment}`}>
             {credential.environment === 'live' ? 'Live' : 'Test'} environment
           </p>
           <p class="who">
