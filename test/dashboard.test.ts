@@ -138,7 +138,7 @@ browserTest(`an operator's session over every page, with real data${skip}`, asyn
   const { context, page, foreign, errors } = await openPage(t);
 
   // A wrong key: a clear message, nothing kept.
-  await signIn(page, 'sk_live_thisIsNotAKeyOfAnyOrganization0');
+  await signIn(page, 'sk_live_NotAKeyOfAnyOrganizationAtAll012'); // well-formed, unknown
   await page.getByText(/This API key was not accepted/).waitFor();
   t.is(await page.evaluate(() => JSON.stringify(sessionStorage) + JSON.stringify(localStorage) + document.cookie), '{}{}');
   await check(t, page, 'sign-in-wrong-key');
@@ -157,6 +157,10 @@ browserTest(`an operator's session over every page, with real data${skip}`, asyn
   await page.getByText('Failed jobs').waitFor();
   t.regex((await page.locator('.tile').filter({ hasText: 'Failed jobs' }).textContent())!, /Failed jobs2/);
   await check(t, page, 'overview');
+  await page.getByRole('button', { name: 'Last hour' }).click();
+  await page.getByText('Attempts (1 h)').waitFor();
+  await page.locator('.chart canvas').nth(1).waitFor();
+  await check(t, page, 'overview-last-hour');
 
   // Applications: search, detail, portal link opened.
   await nav(page, 'Applications');

@@ -38,7 +38,7 @@ export function ApiKeysPage() {
             <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Environment</th><th scope="col">Scopes</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>{l.data.map((k) => (
               <tr key={k.id}>
-                <td>{k.name}{k.id === credential.id && <span class="badge badge-readonly">this key</span>}</td>
+                <td class="nowrap">{k.name}{k.id === credential.id && <span class="badge badge-readonly">this key</span>}</td>
                 <td><code>{k.prefix}…</code></td><td><span class={`env-tag env-${k.environment}`}>{k.environment}</span></td>
                 <td class="types">{k.scopes.join(', ')}</td><td>{formatTime(k.last_used_at)}</td>
                 <td>{k.expires_at ? formatTime(k.expires_at) : 'never'}</td><td>{formatTime(k.created_at)}</td>
@@ -64,7 +64,7 @@ function NewKey(props: { onCreated: (key: ApiKeyCreated) => void }) {
     const scopes = all ? ['*'] : FAMILIES.filter((f) => access[f]).map((f) => `${f}:${access[f]}`);
     const expires_at = expiry ? new Date(Date.now() + Number(expiry) * 86_400_000).toISOString() : null;
     props.onCreated(await client<ApiKeyCreated>('POST', '/v1/api-keys', { name, environment, scopes, expires_at }));
-    setName(''); setAccess({}); setAll(false); setExpiry('');
+    setName(''); setAccess({}); setAll(false); setExpiry(''); setEnvironment(credential.environment);
   });
   return (
     <section class="card" aria-labelledby="create-key">

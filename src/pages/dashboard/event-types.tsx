@@ -2,7 +2,7 @@
 // Schema. The schema is sent as the API takes it; the API's validation errors (an invalid JSON
 // Schema, a bad name, a duplicate) are shown under the field they name.
 import { useState } from 'preact/hooks';
-import type { Cursor, EventType } from './api.ts';
+import { ApiError, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { ErrorNotice, Field, fieldError, formatTime, Notice, useAction } from '../shared/ui.tsx';
 
@@ -63,7 +63,12 @@ function EventTypeForm(props: { type: EventType | null; onCancel: () => void; on
       props.onSaved(`Event type ${name} created.`);
     }
   });
-  const schemaError = jsonError || fieldError(save.error, 'schema');
+  // Every problem the API found in the schema, with where it is (`schema.properties.id.type: …`).
+  const schemaDetails = save.error instanceof ApiError
+    ? save.error.details.filter((d) => d.path === 'schema' || d.path.startsWith('schema.') || d.path.startsWith('schema/'))
+      .map((d) => (d.path === 'schema' ? d.message : `${d.path}: ${d.message}`)).join('\n')
+    : '';
+  const schemaError = jsonError || schemaDetails;
   const other = save.error && !fieldError(save.error, 'schema') && !fieldError(save.error, 'name') && !fieldError(save.error, 'description');
   return (
     <section class="card" aria-labelledby="et-form">

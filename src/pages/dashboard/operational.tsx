@@ -41,12 +41,12 @@ export function OperationalPage() {
               <tr key={e.id}>
                 <td class="url">{e.url}</td><td class="types">{e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
                 <td><StatusBadge status={e.status} /></td><td>{formatTime(e.created_at)}</td>
-                <td class="actions">
+                <td><div class="actions">
                   {e.status === 'active'
                     ? <Action need="endpoints:write" busy={act.busy} label={`Pause ${e.url}`} onClick={() => void act.run(e.id, 'pause')}>Pause</Action>
                     : <Action need="endpoints:write" busy={act.busy} label={`Resume ${e.url}`} onClick={() => void act.run(e.id, 'resume')}>Resume</Action>}
                   <Action need="endpoints:write" kind="danger" busy={act.busy} label={`Delete ${e.url}`} onClick={() => void act.run(e.id, 'delete')}>Delete</Action>
-                </td>
+                </div></td>
               </tr>
             ))}</tbody>
           </table>

@@ -1,6 +1,7 @@
 // Overview: is webhook traffic flowing? Attempts per minute and success rate over 24 h
 // (GET /v1/stats), the backlog and endpoint health (GET /v1/summary), jobs that failed, and the
 // endpoints that are failing or disabled, each linked to its page.
+import { useState } from 'preact/hooks';
 import type { EndpointList, JobList, Stats, Summary } from './api.ts';
 import { AttemptsPerMinute, SuccessRate } from './charts.tsx';
 import { Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
@@ -9,7 +10,9 @@ import { StatusBadge } from '../shared/ui.tsx';
 export function Overview() {
   const { client, can } = useSession();
   const readEndpoints = can('endpoints:read');
-  const stats = useLoad(() => readEndpoints ? client<Stats>('GET', '/v1/stats') : Promise.resolve(null), []);
+  const [hours, setHours] = useState(24);
+  const stats = useLoad(() => readEndpoints
+    ? client<Stats>('GET', `/v1/stats${hours === 24 ? '' : `?since=${new Date(Date.now() - hours * 3600_000).toISOString()}`}`) : Promise.resolve(null), [hours]);
   const summary = useLoad(() => readEndpoints ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), []);
   const failing = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=active&failing=true&per_page=10') : Promise.resolve(null), []);
   const disabled = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=disabled&per_page=10') : Promise.resolve(null), []);
@@ -22,11 +25,16 @@ export function Overview() {
       {!readEndpoints && <NeedsScope need="endpoints:read" what="delivery statistics, the backlog or endpoint health" />}
       {readEndpoints && (
         <>
+          <div class="segmented" role="group" aria-label="Period of the charts">
+            {[[24, 'Last 24 hours'], [1, 'Last hour']].map(([h, label]) => (
+              <button key={h} type="button" aria-pressed={hours === h} onClick={() => setHours(h as number)}>{label}</button>
+            ))}
+          </div>
           <section class="tiles" aria-label="At a glance">
             <Loaded state={stats}>{(s) => s && (
               <>
-                <Tile label="Attempts (24 h)" value={s.totals.attempts} />
-                <Tile label="Success rate (24 h)" value={s.totals.attempts ? `${((100 * s.totals.successes) / s.totals.attempts).toFixed(1)}%` : '—'}
+                <Tile label={`Attempts (${hours === 24 ? '24 h' : '1 h'})`} value={s.totals.attempts} />
+                <Tile label={`Success rate (${hours === 24 ? '24 h' : '1 h'})`} value={s.totals.attempts ? `${((100 * s.totals.successes) / s.totals.attempts).toFixed(1)}%` : '—'}
                   tone={s.totals.attempts && s.totals.failures / s.totals.attempts > 0.05 ? 'bad' : ''} />
               </>
             )}</Loaded>
