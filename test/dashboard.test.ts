@@ -297,8 +297,17 @@ browserTest(`a read-only key sees every action disabled with the scope it needs;
   const ep = await createEndpoint(by, { application_id: acme.id, url: 'https://hooks.example.com/in', event_types: ['invoice.paid'] });
   const reader = await createApiKey(by, { name: 'auditor', scopes: ['webhooks:read', 'endpoints:read', 'applications:read', 'event-types:read', 'api-keys:read'] });
   const { page, foreign, errors } = await openPage(t);
-  await signIn(page, reader.key);
+  // From the keyboard: Enter in the key field signs in; Tab reaches the navigation; Enter follows a link.
+  await page.goto(`${app.baseUrl}/dashboard`);
+  await page.getByLabel('API key').fill(reader.key);
+  await page.getByLabel('API key').press('Enter');
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.getByRole('button', { name: /Sign out/ }).focus();
+  await page.keyboard.press('Tab');
+  t.is(await page.evaluate(() => document.activeElement?.textContent), 'Overview');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Applications' }).waitFor();
   await page.goto(`${app.baseUrl}/dashboard#/endpoints/${ep.id}`);
   await page.getByRole('heading', { name: 'https://hooks.example.com/in' }).waitFor();
   for (const name of ['Pause', 'Reset circuit', 'Delete', 'Recover']) t.true(await page.getByRole('button', { name }).isDisabled(), name);
