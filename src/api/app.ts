@@ -1,4 +1,4 @@
-// The Express application: request context, health, /docs, /v1/openapi.json, /metrics (only
+// The Express application: request context, health, /docs, /v1/openapi.json, /portal, /dashboard, /metrics (only
 // when METRICS_PORT is unset: otherwise it is served on that port alone), then the /v1
 // resources, each mounted behind authentication, its family's scope check and the JSON body
 // parser; then a JSON 404 (for any unknown route, with or without a key) and one error handler.
@@ -27,6 +27,7 @@ import { makeHealthRouter } from './routes/health.ts';
 import { makeDocsRouter } from './routes/docs.ts';
 import { makeOpenApiRouter } from './routes/openapi.ts';
 import { makePortalRouter } from './routes/portal.ts';
+import { makeDashboardRouter } from './routes/dashboard.ts';
 import { parseQueryString } from './validation.ts';
 
 export type AppDependencies = {
@@ -53,6 +54,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.use(makeDocsRouter());
   app.use(makeOpenApiRouter());
   app.use(makePortalRouter(config.portalFrameAncestors));
+  app.use(makeDashboardRouter());
   if (config.metricsPort === undefined) {
     app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
   }

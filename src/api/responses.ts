@@ -7,7 +7,7 @@ import { apiKeyRow } from '../db/api-keys.ts';
 import { applicationPatchedRow, applicationRow, applicationSummaryRow } from '../db/applications.ts';
 import { applicationEndpointRow, deletedEndpointRow, endpointRow, endpointSummaryRow, resetRow, rotatedRow } from '../db/endpoints.ts';
 import { eventTypeRow } from '../db/event-types.ts';
-import { OPERATIONAL_EVENT_TYPES, operationalEndpointRow, operationalRotatedRow } from '../db/operational-endpoints.ts';
+import { OPERATIONAL_EVENT_TYPES, operationalEndpointRow, operationalEventRow, operationalRotatedRow } from '../db/operational-endpoints.ts';
 import type { IdPrefix } from '../ids.ts';
 import { SCOPES } from '../core/scopes.ts';
 
@@ -236,6 +236,18 @@ const operationalEndpointDocs = {
 export const operationalEndpoint = documented(operationalEndpointRow, operationalEndpointDocs).meta({ id: 'OperationalEndpoint' });
 export const operationalEndpointList = cursorList(operationalEndpoint, 'OperationalEndpointList');
 export const operationalRotatedSecret = documented(operationalRotatedRow, operationalEndpointDocs).meta({ id: 'OperationalRotatedSecret' });
+export const operationalEvent = documented(operationalEventRow, {
+  id: z.string().regex(/^opev_[0-9A-Za-z]{27}$/).meta({ description: 'Operational event id (the `webhook-id` of its deliveries).', examples: ['opev_3MRoiOGljZNTyxKbuM2hR2jeyER'] }),
+  type: oneOf(OPERATIONAL_EVENT_TYPES, 'The operational event type.'),
+  created_at: at('When the change it reports was committed'),
+  data: z.record(z.string(), z.unknown()).meta({ description: 'The event\'s `data`, as its deliveries carry it.' }),
+  deliveries: z.array(z.object({
+    endpoint_id: operationalEndpointDocs.id,
+    status: oneOf(['pending', 'in_flight', 'succeeded', 'failed', 'dropped'], 'Delivery state to that operational endpoint.'),
+    attempt_count: z.number().int().meta({ description: 'Attempts made so far.' }),
+  })).meta({ description: 'One per operational endpoint subscribed when the event was written.' }),
+}).meta({ id: 'OperationalEvent' });
+export const operationalEventList = cursorList(operationalEvent, 'OperationalEventList');
 // ---------------------------------------------------------------- event types
 
 export const eventType = documented(eventTypeRow, {

@@ -97,3 +97,36 @@ export async function rotateOperationalSecret(db: CommonQueryMethods, tenant: Te
     where ${inEnvironment(tenant)} and id = ${id} and deleted_at is null
     returning id, secret, secret_version, old_secret_expires_at`);
 }
+
+export const operationalEventRow = z.object({
+  id: z.string(),
+  type: z.enum(OPERATIONAL_EVENT_TYPES),
+  created_at: z.string(),
+  data: z.record(z.string(), z.unknown()),
+  deliveries: z.array(z.object({
+    endpoint_id: z.string(),
+    status: z.enum(['pending', 'in_flight', 'succeeded', 'failed', 'dropped']),
+    attempt_count: z.number(),
+  })),
+});
+export type OperationalEventRow = z.infer<typeof operationalEventRow>;
+
+/**
+ * The tenant's operational events, newest first (a cursor list), each with its data and the state
+ * of its delivery to every operational endpoint that subscribed to it when it was written.
+ */
+export async function listOperationalEvents(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null; type?: OperationalEventType | undefined }) {
+  const rows = await db.any(sql.type(operationalEventRow.extend({ cursor_at: z.string() }))`
+    select v.id, v.type, api_timestamp(v.created_at) as created_at, coalesce(v.body::jsonb -> 'data', '{}'::jsonb) as data,
+           coalesce((select jsonb_agg(jsonb_build_object('endpoint_id', d.endpoint_id, 'status', d.status, 'attempt_count', d.attempt_count)
+                                      order by d.id)
+                     from operational_deliveries d where d.event_id = v.id), '[]'::jsonb) as deliveries,
+           to_char(v.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at
+    from operational_events v
+    where v.org_id = ${tenant.orgId} and v.environment = ${tenant.environment}
+      ${options.type ? sql.fragment`and v.type = ${options.type}` : sql.fragment``}
+      ${options.cursor ? sql.fragment`and (v.created_at, v.id) < (${options.cursor.at}::timestamptz, ${options.cursor.id})` : sql.fragment``}
+    order by v.created_at desc, v.id desc
+    limit ${options.limit + 1}`);
+  return cursorPage(rows, options.limit);
+}

@@ -1,4 +1,4 @@
-// Browser pages (the consumer portal; the operator dashboard later) are TypeScript + Preact under
+// Browser pages (the consumer portal, the operator dashboard) are TypeScript + Preact under
 // src/pages/<name>/, bundled by esbuild when the server first serves them: in memory, once per
 // process, with no output on disk, so `npm ci` + `npm start` stays the whole setup and a stale
 // bundle cannot exist. tsc checks the pages with the rest of the code (tsconfig: dom lib, JSX),
@@ -36,7 +36,7 @@ async function bundle(name: string): Promise<Bundle> {
 }
 
 /** The page's bundle, built on first use and kept for the life of the process. */
-export function pageBundle(name: 'portal'): Promise<Bundle> {
+export function pageBundle(name: 'portal' | 'dashboard'): Promise<Bundle> {
   let pending = cache.get(name);
   if (!pending) {
     pending = bundle(name);

@@ -10,6 +10,7 @@ import {
   claimOperationalDeliveries, recordOperationalAttempts, type OperationalAttemptResult, type OperationalClaim,
 } from '../db/operational-deliveries.ts';
 import type { Logger } from '../logger.ts';
+import { isDatabaseUnavailable } from '../db/availability.ts';
 import type { Attempter } from './attempt.ts';
 import { storableBody, USER_AGENT } from './delivery-loop.ts';
 import { nextAttemptAt } from './retry-policy.ts';
@@ -76,8 +77,8 @@ export function startOperationalLoop(deps: {
       try {
         claimed = await round();
       } catch (error) {
-        // The leases run out and the deliveries are claimed again.
-        logger.error({ err: error }, 'operational event delivery failed');
+        // The leases run out and the deliveries are claimed again. A lost database is logged once by the pool.
+        if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'operational event delivery failed');
       }
       if (claimed < BATCH && running) {
         await new Promise<void>((resolve) => {

@@ -56,7 +56,7 @@ export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; lo
       return restarted.length;
     });
   } catch (error) {
-    deps.logger.error({ err: error }, 'endpoint recovery batch failed');
+    if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'endpoint recovery batch failed'); // logged once by the pool
     return 0;
   }
 }

@@ -374,6 +374,15 @@ export const paths: ZodOpenApiPathsObject = {
       path: opEndpointId, responses: { 200: ok('The new secret.', r.operationalRotatedSecret) }, errors: [404, 413, 415],
     }),
   },
+  '/v1/operational-webhooks/events': {
+    get: operation('get', {
+      ...OPS, operationId: 'listOperationalEvents', summary: 'List operational events',
+      description: 'The operational events written for this organization in the key\'s environment, newest first (cursor list), '
+        + 'each with the state of its delivery to every operational endpoint subscribed when it was written. '
+        + 'No event is written while the environment has no operational endpoint.',
+      query: opEndpoints.eventsQuery, responses: { 200: ok('A page of operational events.', r.operationalEventList) }, errors: [400],
+    }),
+  },
 
   '/v1/summary': {
     get: operation('get', {

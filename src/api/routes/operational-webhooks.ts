@@ -1,6 +1,6 @@
 // /v1/operational-webhooks/endpoints: where an organization (per environment) receives its
 // operational events (decisions section 12). Create (secret shown), cursor list, retrieve,
-// patch, delete (soft), rotate-secret. The events are written by SQL triggers beside each
+// patch, delete (soft), rotate-secret; and /events, the events written (newest first). The events are written by SQL triggers beside each
 // change and delivered by the worker (src/worker/operational.ts).
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
@@ -9,13 +9,15 @@ import type { Config } from '../../config.ts';
 import { checkDestinationUrl } from '../../core/destinations.ts';
 import { newSecret } from '../../core/endpoints.ts';
 import {
-  findOperationalEndpoint, insertOperationalEndpoint, listOperationalEndpoints, OPERATIONAL_EVENT_TYPES,
+  findOperationalEndpoint, insertOperationalEndpoint, listOperationalEndpoints, listOperationalEvents, OPERATIONAL_EVENT_TYPES,
   rotateOperationalSecret, softDeleteOperationalEndpoint, updateOperationalEndpoint,
 } from '../../db/operational-endpoints.ts';
 import { isId, newId } from '../../ids.ts';
 import { notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
-import { deletedView, operationalEndpoint, operationalRotatedSecret, shaper, type operationalEndpointList } from '../responses.ts';
+import {
+  deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList, type operationalEventList,
+} from '../responses.ts';
 import { cursorQuery } from '../schemas.ts';
 import { parseBody, parseCursor, parseQuery } from '../validation.ts';
 
@@ -37,16 +39,31 @@ export function operationalEndpointRequests(allowPrivateDestinations: boolean) {
       .meta({ description: '`active` also re-enables an endpoint its circuit breaker disabled.' }),
   });
   const listQuery = z.strictObject({ ...cursorQuery });
-  return { createBody, patchBody, listQuery };
+  const eventsQuery = z.strictObject({
+    ...cursorQuery,
+    type: z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }).optional()
+      .meta({ description: 'Only events of this type.' }),
+  });
+  return { createBody, patchBody, listQuery, eventsQuery };
 }
 
 const toEndpoint = shaper(operationalEndpoint);
 const toRotated = shaper(operationalRotatedSecret);
+const toEvent = shaper(operationalEvent);
 const NOT_FOUND = 'Operational endpoint';
 
 export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
-  const { createBody, patchBody, listQuery } = operationalEndpointRequests(config.allowPrivateDestinations);
+  const { createBody, patchBody, listQuery, eventsQuery } = operationalEndpointRequests(config.allowPrivateDestinations);
+
+  // The events written for this organization and environment (what its operational endpoints
+  // are sent), newest first, with each delivery's state: what the dashboard shows.
+  router.get('/events', async (req, res) => {
+    const query = parseQuery(eventsQuery, req.query);
+    const cursor = parseCursor(query.cursor, 'opev');
+    const page = await listOperationalEvents(pool, authOf(res), { limit: query.limit, cursor, type: query.type });
+    res.json({ data: page.rows.map(toEvent), next_cursor: page.nextCursor } satisfies z.output<typeof operationalEventList>);
+  });
 
   router.post('/endpoints', async (req, res) => {
     const body = parseBody(createBody, req.body);

@@ -1,0 +1,339 @@
+// GET /dashboard driven in headless Chromium as an operator would, on real data made through the
+// API: a wrong key gets a clear message; sign in; the overview (charts, backlog, failing and
+// disabled endpoints); applications (search, detail, a portal link opened); event types (the
+// API's schema error under the field, then create and edit); jobs (filters, a failed job's
+// attempts with response bodies, retry, cancel); endpoints (attempt log, recover, reset circuit,
+// pause/resume); operational webhooks (endpoints, recent events); API keys (created and shown
+// once, copied, revoked, then refused). A read-only key sees every action disabled with the
+// scope it needs. axe-core finds nothing serious or critical on any page; nothing is fetched
+// from another host. Screenshots at 1440×900 go to test-output/dashboard/ (git-ignored).
+import test, { type ExecutionContext } from 'ava';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startTestApp } from './helpers/app.ts';
+import { createApiKey, createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+const SHOTS = path.resolve('test-output/dashboard');
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+const app = startTestApp({
+  ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '0,0,0,0,0,0', CIRCUIT_BREAKER_THRESHOLD: '50',
+}, { worker: true });
+
+test('GET /dashboard: the page with a CSP of this origin only, never framed, and hashed assets cached for good', async (t) => {
+  const res = await fetch(`${app.baseUrl}/dashboard`);
+  t.is(res.status, 200);
+  t.is(res.headers.get('cache-control'), 'no-cache');
+  const csp = res.headers.get('content-security-policy') ?? '';
+  for (const part of ["default-src 'none'", "connect-src 'self'", "script-src 'self'", "frame-ancestors 'none'"]) t.true(csp.includes(part), part);
+  const html = await res.text();
+  const assets = [...html.matchAll(/(?:href|src)="([^"]+)"/g)].map((m) => m[1]!);
+  t.deepEqual(assets.map((a) => a.replace(/assets\/[0-9a-f]+/, 'assets/V')), ['/dashboard/assets/V/dashboard.css', '/dashboard/assets/V/dashboard.js']);
+  for (const asset of assets) {
+    const one = await fetch(`${app.baseUrl}${asset}`);
+    t.is(one.status, 200, asset);
+    t.is(one.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+    t.is((await fetch(`${app.baseUrl}${asset.replace(/assets\/[^/]+/, 'assets/0000')}`)).status, 404, 'another version is not served');
+  }
+});
+
+const hasChromium = existsSync(CHROMIUM);
+const browserTest = hasChromium ? test.serial : test.skip;
+const skip = hasChromium ? '' : ` (skipped: Chromium not installed (${CHROMIUM}); .ci/run installs it)`;
+
+let browser: Browser | undefined;
+test.after.always(async () => { await browser?.close(); });
+
+/** A 1440×900 page whose requests to any other host are refused and noted, as are page errors. */
+async function openPage(t: ExecutionContext) {
+  browser ??= await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  t.teardown(() => context.close());
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.baseUrl });
+  const origin = new URL(app.baseUrl).origin;
+  const foreign: string[] = [];
+  const errors: string[] = [];
+  await context.route('**/*', async (route) => {
+    const url = route.request().url();
+    if (new URL(url).origin === origin) return route.continue();
+    foreign.push(url);
+    return route.abort('blockedbyclient');
+  });
+  context.on('weberror', (error) => errors.push(error.error().message));
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  page.on('dialog', (dialog) => void dialog.accept());
+  return { context, page, foreign, errors };
+}
+
+async function check(t: ExecutionContext, page: Page, name: string) {
+  await page.evaluate(AXE); // through the DevTools protocol: the CSP (rightly) refuses inline scripts
+  const violations = await page.evaluate(async () => {
+    const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v: any) => `${v.id}: ${v.help} (${v.nodes.map((n: any) => n.target.join(' ')).join(', ')})`);
+  });
+  t.deepEqual(violations, [], `axe on ${name}`);
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+async function signIn(page: Page, key: string) {
+  await page.goto(`${app.baseUrl}/dashboard`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+const nav = (page: Page, name: string | RegExp) => page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name }).click();
+const jobStatus = async (by: By, id: string) => (await app.request('GET', `/v1/webhook-jobs/${id}`, { key: by.key })).body.status as string;
+
+/** An organization with traffic: a healthy endpoint, one answering 500 (two jobs gave up on it), one 410 Gone, a paused one with a held job. */
+async function world(t: ExecutionContext) {
+  let flaky = true;
+  const receiver = await startReceiver((arrival) => {
+    if (arrival.url === '/flaky' && flaky) return { status: 500, body: 'boom: the receiver is down' };
+    if (arrival.url === '/gone') return { status: 410, body: 'gone for good' };
+    return { status: 200, body: 'thanks' };
+  });
+  t.teardown(() => receiver.close());
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key: by.key, body: { url: receiver.at('/ops') } });
+  t.is(ops.status, 201);
+  await createEventType(by, { name: 'invoice.paid', description: 'An invoice was paid.' });
+  for (const name of ['invoice.failed', 'invoice.gone', 'invoice.held']) await createEventType(by, name);
+  const acme = await createApplication(by, { name: 'Acme Corp', uid: 'acme' });
+  await createApplication(by, { name: 'Globex', uid: 'globex' });
+  const endpoint = (p: string, type: string) => createEndpoint(by, { application_id: acme.id, url: receiver.at(p), event_types: [type] });
+  const ok = await endpoint('/ok', 'invoice.paid');
+  const flakyEp = await endpoint('/flaky', 'invoice.failed');
+  const gone = await endpoint('/gone', 'invoice.gone');
+  const held = await endpoint('/held', 'invoice.held');
+  t.is((await app.request('PATCH', `/v1/endpoints/${held.id}`, { key: by.key, body: { status: 'paused' } })).status, 200);
+  const job = (type: string, n: number) => createJob(by, { application_id: acme.id, event_type: type, payload: { invoice_id: `in_${n}`, amount: 4200 + n } });
+  const paid = [await job('invoice.paid', 1), await job('invoice.paid', 2), await job('invoice.paid', 3)];
+  const failedA = await job('invoice.failed', 4);
+  const failedB = await job('invoice.failed', 5);
+  await job('invoice.gone', 6);
+  const heldJob = await job('invoice.held', 7);
+  await until('the jobs to settle', async () => {
+    const statuses = await Promise.all([...paid, failedA, failedB].map((j) => jobStatus(by, j.id)));
+    const goneNow = (await app.request('GET', `/v1/endpoints/${gone.id}`, { key: by.key })).body.status;
+    return statuses.join() === 'succeeded,succeeded,succeeded,discarded,discarded' && goneNow === 'disabled';
+  });
+  return { receiver, by, acme, ok, flakyEp, gone, heldJob, failedA, failedB, heal: () => { flaky = false; } };
+}
+
+browserTest(`an operator's session over every page, with real data${skip}`, async (t) => {
+  const w = await world(t);
+  const { context, page, foreign, errors } = await openPage(t);
+
+  // A wrong key: a clear message, nothing kept.
+  await signIn(page, 'sk_live_NotAKeyOfAnyOrganizationAtAll012'); // well-formed, unknown
+  await page.getByText(/This API key was not accepted/).waitFor();
+  t.is(await page.evaluate(() => JSON.stringify(sessionStorage) + JSON.stringify(localStorage) + document.cookie), '{}{}');
+  await check(t, page, 'sign-in-wrong-key');
+
+  // Overview.
+  await page.getByLabel('API key').fill(w.by.key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.getByText('Live environment').waitFor();
+  t.is(await page.evaluate(() => JSON.stringify(localStorage) + document.cookie), '{}', 'never localStorage or a cookie');
+  t.is(await page.evaluate(() => Object.values(sessionStorage).join()), w.by.key, 'the key is kept for this tab only');
+  await page.locator('.chart canvas').nth(1).waitFor();
+  const failing = page.getByRole('region', { name: 'Failing endpoints' });
+  await failing.getByRole('link', { name: w.receiver.at('/flaky') }).waitFor();
+  await page.getByRole('region', { name: 'Disabled endpoints' }).getByRole('link', { name: w.receiver.at('/gone') }).waitFor();
+  await page.getByText('Failed jobs').waitFor();
+  t.regex((await page.locator('.tile').filter({ hasText: 'Failed jobs' }).textContent())!, /Failed jobs2/);
+  await check(t, page, 'overview');
+  await page.getByRole('button', { name: 'Last hour' }).click();
+  await page.getByText('Attempts (1 h)').waitFor();
+  await page.locator('.chart canvas').nth(1).waitFor();
+  await check(t, page, 'overview-last-hour');
+
+  // Applications: search, detail, portal link opened.
+  await nav(page, 'Applications');
+  await page.getByRole('link', { name: 'Globex' }).waitFor();
+  await page.getByLabel('Search by name or uid').fill('acm');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await until('the search result', async () => (await page.getByRole('link', { name: 'Globex' }).count()) === 0);
+  await check(t, page, 'applications');
+  await page.getByRole('link', { name: 'Acme Corp' }).click();
+  await page.getByRole('heading', { name: 'Acme Corp' }).waitFor();
+  await page.getByRole('region', { name: 'Endpoints' }).getByRole('link', { name: w.receiver.at('/ok') }).waitFor();
+  await page.getByRole('region', { name: 'Latest jobs' }).getByRole('link', { name: w.failedA.id }).waitFor();
+  await page.getByRole('button', { name: 'Generate portal link' }).click();
+  const portalUrl = (await page.getByLabel('Portal link URL', { exact: true }).textContent())!;
+  t.regex(portalUrl, /\/portal#pt_live_[0-9A-Za-z]{40}$/);
+  await check(t, page, 'application');
+  const [portal] = await Promise.all([context.waitForEvent('page'), page.getByRole('link', { name: 'Open the portal' }).click()]);
+  await portal.getByRole('link', { name: w.receiver.at('/ok') }).waitFor();
+  await portal.close();
+
+  // Event types: the API's schema error under the field, then create and edit.
+  await nav(page, 'Event types');
+  await page.getByRole('button', { name: 'New event type' }).click();
+  await page.getByLabel('Name').fill('order.shipped');
+  await page.getByLabel('Payload schema (JSON Schema)').fill('{"type": "nonsense"}');
+  await page.getByRole('button', { name: 'Create event type' }).click();
+  const schemaError = page.locator('.field-error');
+  await schemaError.waitFor();
+  t.truthy(await schemaError.textContent());
+  t.true((await page.getByLabel('Payload schema (JSON Schema)').getAttribute('aria-describedby'))!.includes((await schemaError.getAttribute('id'))!));
+  await check(t, page, 'event-types-schema-error');
+  await page.getByLabel('Payload schema (JSON Schema)').fill('{"type": "object", "required": ["order_id"]}');
+  await page.getByRole('button', { name: 'Create event type' }).click();
+  await page.getByText('Event type order.shipped created.').waitFor();
+  await page.getByRole('button', { name: 'Edit order.shipped' }).click();
+  await page.getByLabel('Description').fill('An order left the warehouse.');
+  await page.getByRole('button', { name: 'Save event type' }).click();
+  await page.getByText('An order left the warehouse.').waitFor();
+  await check(t, page, 'event-types');
+  const saved = await app.request('GET', '/v1/event-types?limit=100', { key: w.by.key });
+  t.like(saved.body.data.find((e: any) => e.name === 'order.shipped'), { description: 'An order left the warehouse.', schema: { type: 'object', required: ['order_id'] } });
+
+  // Jobs: the failed filter, a failed job's attempts and response bodies, retry; cancel a held job.
+  await nav(page, 'Jobs');
+  await page.getByLabel('Status').selectOption('failed');
+  await page.getByRole('button', { name: 'Filter', exact: true }).click();
+  await page.getByText('2 jobs').waitFor();
+  await check(t, page, 'jobs');
+  await page.getByRole('link', { name: w.failedA.id }).click();
+  await page.getByRole('heading', { name: `Job ${w.failedA.id}` }).waitFor();
+  await page.getByRole('heading', { name: 'Attempts (7)' }).waitFor();
+  t.is(await page.getByText('boom: the receiver is down').count(), 7, 'every attempt with its response body');
+  await check(t, page, 'job');
+  w.heal();
+  await page.getByRole('button', { name: 'Retry' }).click();
+  await page.getByText(/Retry queued/).waitFor();
+  await until('the retried job to succeed', async () => (await jobStatus(w.by, w.failedA.id)) === 'succeeded');
+  await page.goto(`${app.baseUrl}/dashboard#/jobs/${w.heldJob.id}`);
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await page.getByText('Job cancelled.').waitFor();
+  t.is(await jobStatus(w.by, w.heldJob.id), 'discarded');
+
+  // Endpoints: filters, the attempt log, recover, reset circuit, pause and resume.
+  await nav(page, 'Endpoints');
+  await page.getByRole('button', { name: 'Disabled' }).click();
+  await page.getByRole('link', { name: w.receiver.at('/gone') }).waitFor();
+  await until('the disabled filter', async () => (await page.getByRole('link', { name: w.receiver.at('/ok') }).count()) === 0);
+  await check(t, page, 'endpoints');
+  await page.getByRole('link', { name: w.receiver.at('/gone') }).click();
+  await page.getByText(/answered 410 Gone/).waitFor();
+  await page.getByRole('button', { name: 'Reset circuit' }).click();
+  await page.getByText(/Circuit reset/).waitFor();
+  await page.goto(`${app.baseUrl}/dashboard#/endpoints/${w.flakyEp.id}`);
+  await page.getByRole('button', { name: 'Failed', exact: true }).click();
+  await page.getByRole('region', { name: 'Attempt log' }).getByText('boom: the receiver is down').first().waitFor();
+  await page.getByRole('button', { name: 'Recover' }).click();
+  await page.getByText('Recovering 1 failed delivery: they are sent again.').waitFor();
+  await until('the recovered job to succeed', async () => (await jobStatus(w.by, w.failedB.id)) === 'succeeded');
+  await page.getByRole('button', { name: 'All', exact: true }).click();
+  await page.getByRole('region', { name: 'Attempt log' }).getByText('thanks').first().waitFor();
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await page.getByText(/Endpoint paused/).waitFor();
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await page.getByText('Endpoint resumed.').waitFor();
+  await check(t, page, 'endpoint');
+
+  // Operational webhooks: the endpoint and the events it was sent.
+  await nav(page, 'Operational webhooks');
+  await page.getByRole('cell', { name: w.receiver.at('/ops'), exact: true }).waitFor();
+  await page.getByRole('region', { name: 'Recent events' }).getByText('endpoint.disabled').first().waitFor();
+  await page.getByRole('region', { name: 'Recent events' }).getByText('delivery.exhausted').first().waitFor();
+  await check(t, page, 'operational');
+
+  // API keys: create (shown once, copied), it works; revoke, it is refused.
+  await nav(page, /API keys/);
+  await page.getByLabel('Name').fill('ci deploy');
+  await page.getByLabel('Environment', { exact: true }).selectOption('test');
+  await page.getByLabel('webhooks: read and write').check();
+  await page.getByLabel('endpoints: read', { exact: true }).check();
+  await page.getByLabel('Expires', { exact: true }).selectOption('30');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const shown = (await page.getByLabel('New API key', { exact: true }).textContent())!;
+  t.regex(shown, /^sk_test_[0-9A-Za-z]{32}$/);
+  await page.getByRole('region', { name: /New key/ }).getByRole('button', { name: 'Copy' }).click();
+  await page.getByText('Copied.').waitFor();
+  t.is(await page.evaluate(() => navigator.clipboard.readText()), shown);
+  await check(t, page, 'api-keys');
+  const me = await app.request('GET', '/v1/credential', { key: shown });
+  t.is(me.body.environment, 'test');
+  t.deepEqual([...me.body.scopes].sort(), ['endpoints:read', 'webhooks:write']);
+  t.truthy(me.body.expires_at);
+  await nav(page, 'Overview');
+  await nav(page, /API keys/);
+  await page.getByRole('button', { name: 'Revoke ci deploy' }).waitFor();
+  t.false((await page.content()).includes(shown), 'the key is shown once only');
+  await page.getByRole('button', { name: 'Revoke ci deploy' }).click();
+  await page.getByText('Key “ci deploy” revoked.').waitFor();
+  t.is((await app.request('GET', '/v1/credential', { key: shown })).status, 401);
+
+  // The revoked key cannot sign in; the test environment shows as such.
+  await page.getByRole('button', { name: /Sign out/ }).click();
+  await page.getByLabel('API key').fill(shown);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText(/This API key was not accepted/).waitFor();
+  t.deepEqual(foreign, [], 'requests to other hosts');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`a read-only key sees every action disabled with the scope it needs; a test key sees the test environment${skip}`, async (t) => {
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  await createEventType(by, 'invoice.paid');
+  const acme = await createApplication(by, { name: 'Acme Corp' });
+  const ep = await createEndpoint(by, { application_id: acme.id, url: 'https://hooks.example.com/in', event_types: ['invoice.paid'] });
+  const reader = await createApiKey(by, { name: 'auditor', scopes: ['webhooks:read', 'endpoints:read', 'applications:read', 'event-types:read', 'api-keys:read'] });
+  const { page, foreign, errors } = await openPage(t);
+  // From the keyboard: Enter in the key field signs in; Tab reaches the navigation; Enter follows a link.
+  await page.goto(`${app.baseUrl}/dashboard`);
+  await page.getByLabel('API key').fill(reader.key);
+  await page.getByLabel('API key').press('Enter');
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.getByRole('button', { name: /Sign out/ }).focus();
+  await page.keyboard.press('Tab');
+  t.is(await page.evaluate(() => document.activeElement?.textContent), 'Overview');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Applications' }).waitFor();
+  await page.goto(`${app.baseUrl}/dashboard#/endpoints/${ep.id}`);
+  await page.getByRole('heading', { name: 'https://hooks.example.com/in' }).waitFor();
+  for (const name of ['Pause', 'Reset circuit', 'Delete', 'Recover']) t.true(await page.getByRole('button', { name }).isDisabled(), name);
+  t.true((await page.locator('.needs').allTextContents()).every((text) => text === 'Needs endpoints:write'));
+  await check(t, page, 'read-only-endpoint');
+  await nav(page, 'Applications');
+  await page.getByRole('link', { name: 'Acme Corp' }).click();
+  t.true(await page.getByRole('button', { name: 'Generate portal link' }).isDisabled());
+  await page.getByText('Needs applications:write').waitFor();
+  await nav(page, /API keys/);
+  t.true(await page.getByRole('button', { name: 'Create key' }).isDisabled());
+  t.true(await page.getByRole('button', { name: 'Revoke auditor' }).isDisabled());
+  await page.getByText('Needs api-keys:write').first().waitFor();
+  await nav(page, 'Event types');
+  t.true(await page.getByRole('button', { name: 'New event type' }).isDisabled());
+  await check(t, page, 'read-only-event-types');
+
+  const testKey = await createApiKey(by, { name: 'sandbox', environment: 'test' });
+  await page.getByRole('button', { name: /Sign out/ }).click();
+  await page.getByText(/sign in with a sk_test_… key/).waitFor();
+  await page.getByLabel('API key').fill(testKey.key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('Test environment').waitFor();
+  await nav(page, 'Applications');
+  await page.getByText('No applications yet.').waitFor(); // Acme lives in the live environment
+  await check(t, page, 'test-environment');
+  t.deepEqual(foreign, []);
+  t.deepEqual(errors, []);
+});

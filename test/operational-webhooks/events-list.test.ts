@@ -1,0 +1,48 @@
+// GET /v1/operational-webhooks/events: the events written for the tenant, newest first as a
+// cursor list, each with its deliveries' state; filtered by type; scoped by organization and
+// environment; needs endpoints:read. (What the dashboard's operational webhooks page shows.)
+import test from 'ava';
+import { assertError, startTestApp } from '../helpers/app.ts';
+import { createApiKey, createApplication, createEndpoint } from '../helpers/fixtures.ts';
+import { OP_PATH } from './helpers.ts';
+
+const app = startTestApp({});
+const EVENTS = '/v1/operational-webhooks/events';
+
+test('events newest first with their deliveries, cursor pages, type filter, tenant scope, scope check', async (t) => {
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  t.deepEqual((await app.request('GET', EVENTS, { key })).body, { data: [], next_cursor: null });
+  const op = await app.request('POST', OP_PATH, { key, body: { url: 'https://ops.example.com/a' } });
+  t.is(op.status, 201);
+  const application = await createApplication(by);
+  const endpoint = await createEndpoint(by, { application_id: application.id, url: 'https://hooks.example.com/a' });
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'paused' } })).status, 200);
+
+  const all = await app.request('GET', EVENTS, { key });
+  t.is(all.status, 200);
+  t.deepEqual(all.body.data.map((e: any) => e.type), ['endpoint.updated', 'endpoint.created']);
+  const [updated, created] = all.body.data;
+  t.regex(updated.id, /^opev_[0-9A-Za-z]{27}$/);
+  t.like(updated.data, { id: endpoint.id, status: 'paused' });
+  t.is(created.data.status, 'active');
+  t.deepEqual(created.deliveries, [{ endpoint_id: op.body.id, status: 'pending', attempt_count: 0 }]);
+
+  const page1 = await app.request('GET', `${EVENTS}?limit=1`, { key });
+  t.deepEqual(page1.body.data.map((e: any) => e.id), [updated.id]);
+  const page2 = await app.request('GET', `${EVENTS}?limit=1&cursor=${page1.body.next_cursor}`, { key });
+  t.deepEqual(page2.body.data.map((e: any) => e.id), [created.id]);
+  t.is(page2.body.next_cursor, null);
+  t.deepEqual((await app.request('GET', `${EVENTS}?type=endpoint.created`, { key })).body.data.map((e: any) => e.id), [created.id]);
+  assertError(t, await app.request('GET', `${EVENTS}?type=endpoint.exploded`, { key }), 400, 'validation_error');
+  assertError(t, await app.request('GET', `${EVENTS}?cursor=nope`, { key }), 400, 'validation_error');
+
+  const other = await app.createOrg();
+  t.deepEqual((await app.request('GET', EVENTS, { key: other.key })).body.data, []);
+  const test_ = await app.createOrg({ environment: 'test' });
+  t.deepEqual((await app.request('GET', EVENTS, { key: test_.key })).body.data, []);
+  const jobsOnly = await createApiKey(by, { scopes: ['webhooks:read'] });
+  assertError(t, await app.request('GET', EVENTS, { key: jobsOnly.key }), 403, 'forbidden');
+  const reader = await createApiKey(by, { scopes: ['endpoints:read'] });
+  t.is((await app.request('GET', EVENTS, { key: reader.key })).body.data.length, 2);
+});
