@@ -26,8 +26,12 @@ export const browserTest = hasChromium ? test.serial : test.skip;
 export const skipped = hasChromium ? '' : ` (skipped: Chromium not installed (${CHROMIUM}); .ci/run installs it)`;
 
 /** The app with a worker, its PORT picked now (bound to 0, released) so its PUBLIC_URL is known. */
-export function startPortalApp(env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
-  return startTestApp(async () => ({ ALLOW_PRIVATE_DESTINATIONS: 'true', ...env, PORT: String(await closedPort()) }), { worker: true, ...options });
+export function startPortalApp(
+  env: Record<string, string> | (() => Promise<Record<string, string>>) = {}, options: TestAppOptions = {},
+): TestApp {
+  return startTestApp(async () => ({
+    ALLOW_PRIVATE_DESTINATIONS: 'true', ...(typeof env === 'function' ? await env() : env), PORT: String(await closedPort()),
+  }), { worker: true, ...options });
 }
 
 export type MagicLink = { url: string; token: string; expires_at: string; read_only: boolean };

@@ -6,6 +6,15 @@ import type { Attempt, AttemptList, Client, Retried } from './api.ts';
 import { Busy, ErrorNotice, Notice, formatTime } from '../shared/ui.tsx';
 
 type Filter = 'all' | 'failed';
+/** The API's reason for a failed attempt, as the customer reads it. */
+const ERROR_TEXT: Record<NonNullable<Attempt['error']>, string> = {
+  http_status: 'Your server answered with a status other than 2xx.',
+  timeout: 'Your server did not answer within the endpoint\'s timeout.',
+  connection_error: 'The connection to your server failed or was refused.',
+  dns_error: 'The endpoint\'s host name could not be resolved.',
+  tls_error: 'The TLS (HTTPS) handshake with your server failed.',
+  blocked_destination: 'The URL points to an address deliveries may not go to (a private or local network).',
+};
 const keyOf = (attempt: Attempt) => `${attempt.job_id}-${attempt.attempt}-${attempt.attempted_at}`;
 
 export function AttemptLog(props: { client: Client; endpointId: string; readOnly: boolean; refresh: number }) {
@@ -63,14 +72,14 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
               <details open={resent?.key === keyOf(attempt) ? true : undefined}>
                 <summary>
                   <span class={`result ${attempt.success ? 'ok' : 'failed'}`}>{attempt.success ? 'Succeeded' : 'Failed'}</span>
-                  <span class="code">{attempt.status_code ?? '—'}</span>
+                  <span class="code">{attempt.status_code ?? 'no answer'}</span>
                   <code class="event">{attempt.event_type}</code>
                   <span class="muted">{attempt.latency_ms} ms</span>
                   <span class="muted when">{formatTime(attempt.attempted_at)}</span>
                 </summary>
                 <dl class="attempt-detail">
-                  <dt>Job</dt><dd><code>{attempt.job_id}</code> (attempt {attempt.attempt})</dd>
-                  {attempt.error && <><dt>Error</dt><dd>{attempt.error}</dd></>}
+                  <dt>Job</dt><dd><code>{attempt.job_id}</code>, attempt {attempt.attempt}</dd>
+                  {attempt.error && <><dt>Why it failed</dt><dd>{ERROR_TEXT[attempt.error]} <code class="muted">{attempt.error}</code></dd></>}
                   <dt>Response body</dt>
                   <dd><pre tabIndex={0} aria-label="Response body">{attempt.response_body || '(empty)'}</pre></dd>
                 </dl>

@@ -29,7 +29,7 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
       const slot = slots.get(hour(bucket.start));
       if (slot) { slot.attempts += bucket.attempts; slot.successes += bucket.successes; }
     }
-    return [...slots].map(([time, slot]) => ({ time, attempts: slot.attempts, successRate: slot.attempts ? (100 * slot.successes) / slot.attempts : null }));
+    return [...slots].map(([time, slot]) => ({ time, attempts: slot.attempts || null, successRate: slot.attempts ? (100 * slot.successes) / slot.attempts : null }));
   }, [stats]);
   const totals = stats?.totals;
   const rate = totals && totals.attempts ? (100 * totals.successes) / totals.attempts : null;

@@ -4,7 +4,8 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-export type Point = { time: number; attempts: number; successRate: number | null };
+/** `attempts` null: no bar (an empty bucket). */
+export type Point = { time: number; attempts: number | null; successRate: number | null };
 
 /** `legend: false` hides uPlot's live legend (the caller shows its own). */
 export function AttemptsChart(props: { points: Point[]; label: string; legend?: boolean }) {
