@@ -3,7 +3,7 @@
 // renamed field breaks tsc here; the attempt and stats shapes follow decisions section 14.
 import type { z } from 'zod';
 import type {
-  applicationDetail, attemptStats, circuitReset, deleted, deletedEndpointSummary, endpoint, endpointAttemptList,
+  applicationDetail, attemptStats, circuitReset, credential, deleted, deletedEndpointSummary, endpoint, endpointAttemptList,
   endpointCreated, endpointList, endpointTestQueued, errorBody, eventTypeList, rotatedSecret, webhookJobRetried,
 } from '../../api/responses.ts';
 import type { endpointRecovering } from '../../api/routes/endpoint-recover.ts';
@@ -28,11 +28,8 @@ export type Attempt = AttemptList['data'][number];
 export type Stats = z.output<typeof attemptStats>;
 export type DeletedEndpoint = z.output<typeof deletedEndpointSummary>;
 export type Recovering = z.output<typeof endpointRecovering>;
-/** GET /v1/credential: who the link's credential is; the portal takes portal tokens only. */
-export type Credential = {
-  type: 'api_key' | 'portal_token'; environment: 'live' | 'test'; read_only: boolean;
-  application_id: string | null; expires_at: string | null;
-};
+/** GET /v1/credential: what the link's token is; the portal takes portal tokens only. */
+export type Credential = z.output<typeof credential>;
 
 export class ApiError extends Error {
   readonly status: number;
