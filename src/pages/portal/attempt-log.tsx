@@ -64,7 +64,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
         </div>
       </div>
       {error ? <ErrorNotice error={error} /> : !shown ? <Busy label="Loading attempts…" /> : shown.length === 0 ? (
-        <p class="empty">{filter === 'failed' ? 'No failed attempts.' : 'No attempts yet. Send a test event to see one here.'}</p>
+        <p class="empty">{filter === 'failed' ? 'No failed attempts.' : props.readOnly ? 'No attempts yet.' : 'No attempts yet. Send a test event to see one here.'}</p>
       ) : (
         <ul class="attempts" aria-label={filter === 'failed' ? 'Failed attempts' : 'Attempts'}>
           {shown.map((attempt) => (

@@ -101,7 +101,7 @@ export function EndpointDetail(props: Props) {
         {message && <Notice kind="success">{message}</Notice>}
         <ErrorNotice error={act.error} />
         <dl class="facts">
-          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : 'None'}</dd>
+          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
           <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
           <dt>Timeout</dt><dd>{endpoint.timeout_ms} ms</dd>
           <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>

@@ -38,11 +38,11 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
       <h3 id="stats-title">Last 24 hours</h3>
       {error ? <ErrorNotice error={error} /> : !stats ? <Busy label="Loading statistics…" /> : (
         <>
-          <p class="totals">
+          {totals!.attempts > 0 && <p class="totals">
             <span><strong>{totals!.attempts}</strong> {totals!.attempts === 1 ? 'attempt' : 'attempts'}</span>
             <span><strong>{totals!.failures}</strong> failed</span>
             <span><strong>{rate === null ? '—' : `${rate.toFixed(1)}%`}</strong> success rate</span>
-          </p>
+          </p>}
           {totals!.attempts === 0 ? <p class="empty">No attempts in the last 24 hours.</p> : (
             <>
               <AttemptsChart points={points} legend={false}
