@@ -96,6 +96,8 @@ browserTest(`failures: filter and response body, re-enable a disabled endpoint, 
   await page.getByRole('img', { name: /: 18 attempts, 15 failed\./ }).waitFor();
   t.is(receiver.arrivals.filter((a) => a.url === '/flaky').length, 18);
   await shot(page, 'recovered');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot(page, 'window', false); // what docs/images/portal.png shows
   t.deepEqual([...hosts].filter((host) => host !== new URL(link.url).host), []);
   t.deepEqual(refused, []);
 });

@@ -86,11 +86,11 @@ export async function axe(t: ExecutionContext, page: Page, what: string): Promis
   t.deepEqual(violations, [], `axe on ${what}`);
 }
 
-/** A full-page screenshot in test-output/portal/ for a reviewer's eye. */
-export async function shot(page: Page, name: string): Promise<void> {
+/** A screenshot in test-output/portal/ for a reviewer's eye: the full page, or what the window shows. */
+export async function shot(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(SHOTS, { recursive: true });
   const size = page.viewportSize();
-  await page.screenshot({ path: path.join(SHOTS, `${name}-${size?.width}x${size?.height}.png`), fullPage: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}-${size?.width}x${size?.height}.png`), fullPage });
 }
 
 export const VIEWPORTS = [{ width: 1280, height: 800 }, { width: 390, height: 844 }] as const;
