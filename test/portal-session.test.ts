@@ -6,6 +6,8 @@
 // resume; delete and restore. Then the same application at phone size. Every screen passes
 // axe-core, and no request leaves for another host. Screenshots: test-output/portal/.
 import test from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
 import { createApplication, createEventType } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
@@ -83,6 +85,10 @@ browserTest(`a customer session through a real magic link, at 1280×800 then 390
   await page.getByRole('button', { name: 'Reveal' }).click();
   const before = (await page.getByLabel('Secret value').textContent())!;
   t.is(before, (await app.request('GET', `/v1/endpoints/${endpointId}`, { key })).body.secret);
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(link.url).origin });
+  await page.getByRole('button', { name: 'Copy' }).click();
+  await page.getByText('Copied to the clipboard.').waitFor();
+  t.is(await page.evaluate(() => navigator.clipboard.readText()), before);
   await page.getByRole('button', { name: 'Rotate' }).click();
   const rotated = page.getByText(/The previous secret also signs deliveries until/);
   await rotated.waitFor();
@@ -90,8 +96,13 @@ browserTest(`a customer session through a real magic link, at 1280×800 then 390
   t.regex(after, /^whsec_[0-9a-f]{64}$/);
   t.not(after, before);
   t.is(after, (await app.request('GET', `/v1/endpoints/${endpointId}`, { key })).body.secret);
-  const expiry = new Date(Date.now() + 24 * 3600_000).toLocaleString('en-US', { month: 'short', day: 'numeric' });
-  t.true((await rotated.textContent())!.includes(expiry), 'the old secret signs for 24 hours more');
+  // The expiry shown is the one stored, written as the page writes times.
+  const oldExpiresAt = await app.pool.oneFirst(sql.type(z.object({ at: z.string() }))`
+    select to_json(old_secret_expires_at) #>> '{}' as at from endpoints where id = ${endpointId}`);
+  const expiry = await page.evaluate((iso) => new Date(iso).toLocaleString(undefined, {
+    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit',
+  }), oldExpiresAt);
+  t.true((await rotated.textContent())!.includes(expiry), `the old secret's expiry (${expiry}) is shown`);
   await page.getByRole('button', { name: 'Hide' }).click();
 
   // Edit: a refused timeout lands under its field, then a valid one is saved.
