@@ -13,6 +13,9 @@
 --                        deduplicates anything: claimEventId overwrites it)
 --   rate_limit_counters  counters whose window started more than 25 hours ago: with the longest
 --                        period in use being one hour, their window ended more than a day ago
+--   portal_tokens        portal-link tokens that stopped working (expired or revoked) more than
+--                        7 days ago: refused with 401 either way, kept a week so a DBA can still
+--                        see why a customer's link failed (picked through portal_tokens_ended_at_idx)
 -- At most p_batch rows per category (p_batch jobs for archived_jobs), so one call is one short
 -- transaction however large the backlog. The caller calls again while any category deleted
 -- p_batch rows (src/db/retention.ts does). Rows locked by someone else are skipped this time.
@@ -28,6 +31,7 @@ declare
   v_jobs bigint := 0;
   v_keys bigint := 0;
   v_counters bigint := 0;
+  v_tokens bigint := 0;
 begin
   if p_attempt_days is null or p_attempt_days < 1 or p_archived_job_days is null or p_archived_job_days < 1
      or p_batch is null or p_batch < 1 then
@@ -82,18 +86,30 @@ begin
       for update skip locked))
       and c.window_start < now() - interval '25 hours';
     get diagnostics v_counters = row_count;
+
+    -- Portal tokens: "ended" is the earlier of expiry and revocation (the index's expression).
+    delete from portal_tokens t
+    where t.id = any(array(
+      select t2.id from portal_tokens t2
+      where least(t2.expires_at, coalesce(t2.revoked_at, t2.expires_at)) < now() - interval '7 days'
+      limit p_batch
+      for update skip locked))
+      and least(t.expires_at, coalesce(t.revoked_at, t.expires_at)) < now() - interval '7 days';
+    get diagnostics v_tokens = row_count;
   end if;
 
   return query values
     ('delivery_attempts'::text, v_attempts),
     ('archived_jobs', v_jobs),
     ('webhook_job_keys', v_keys),
-    ('rate_limit_counters', v_counters);
+    ('rate_limit_counters', v_counters),
+    ('portal_tokens', v_tokens);
 end;
 $$;
 
 comment on function run_retention(integer, integer, integer) is
   'Deletes one batch (at most p_batch rows per category) of attempts of finished jobs older than p_attempt_days, '
   'archived jobs completed more than p_archived_job_days ago (with their deliveries, attempts and keys), expired '
-  'idempotency keys and rate-limit counters whose window ended over a day ago; returns the count per category. '
+  'idempotency keys, rate-limit counters whose window ended over a day ago and portal tokens expired or revoked '
+  'more than 7 days ago; returns the count per category. '
   'Call again while a category returns p_batch.';

@@ -47,11 +47,14 @@ export type TestAppOptions = {
   logger?: Logger;
 };
 
-export function startTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
+export function startTestApp(
+  env: Record<string, string> | (() => Promise<Record<string, string>>) = {}, options: TestAppOptions = {},
+): TestApp {
   const teardown: Array<() => Promise<void>> = [];
   let started: TestApp | undefined;
   test.before(async () => {
-    started = await start(env, teardown, options);
+    // A function: settings known only when the app starts (a PORT chosen then, with its PUBLIC_URL).
+    started = await start(typeof env === 'function' ? await env() : env, teardown, options);
   });
   test.after.always(async () => {
     for (const step of teardown.reverse()) await step();

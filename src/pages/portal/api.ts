@@ -3,9 +3,10 @@
 // renamed field breaks tsc here; the attempt and stats shapes follow decisions section 14.
 import type { z } from 'zod';
 import type {
-  applicationDetail, circuitReset, deleted, endpoint, endpointCreated, endpointList, endpointTestQueued,
-  errorBody, eventTypeList, rotatedSecret, deliveryAttempt, webhookJobRetried,
+  applicationDetail, attemptStats, circuitReset, credential, deleted, deletedEndpointSummary, endpoint, endpointAttemptList,
+  endpointCreated, endpointList, endpointTestQueued, errorBody, eventTypeList, rotatedSecret, webhookJobRetried,
 } from '../../api/responses.ts';
+import type { endpointRecovering } from '../../api/routes/endpoint-recover.ts';
 
 export type Application = z.output<typeof applicationDetail>;
 export type Endpoint = z.output<typeof endpoint>;
@@ -20,17 +21,15 @@ export type TestQueued = z.output<typeof endpointTestQueued>;
 export type Deleted = z.output<typeof deleted>;
 export type Retried = z.output<typeof webhookJobRetried>;
 export type ErrorBody = z.output<typeof errorBody>;
-/** GET /v1/endpoints/{id}/attempts items: the delivery record plus job_id and event_type (§13). */
-export type Attempt = z.output<typeof deliveryAttempt> & { job_id: string; event_type: string };
-export type AttemptList = { data: Attempt[]; has_more: boolean; next_cursor?: string | null };
+/** GET /v1/endpoints/{id}/attempts (§13): delivery records with their job_id and event_type. */
+export type AttemptList = z.output<typeof endpointAttemptList>;
+export type Attempt = AttemptList['data'][number];
 /** GET /v1/endpoints/{id}/stats (§14). */
-export type Stats = {
-  since: string; until: string; bucket: 'minute' | 'hour';
-  data: Array<{ start: string; attempts: number; successes: number; failures: number }>;
-  totals: { attempts: number; successes: number; failures: number };
-};
-export type DeletedEndpoint = EndpointSummary & { deleted_at: string };
-export type Recovering = { id: string; status: 'recovering'; deliveries: number };
+export type Stats = z.output<typeof attemptStats>;
+export type DeletedEndpoint = z.output<typeof deletedEndpointSummary>;
+export type Recovering = z.output<typeof endpointRecovering>;
+/** GET /v1/credential: what the link's token is; the portal takes portal tokens only. */
+export type Credential = z.output<typeof credential>;
 
 export class ApiError extends Error {
   readonly status: number;
@@ -50,7 +49,7 @@ export class ApiError extends Error {
 
 export type Client = <T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown) => Promise<T>;
 
-export function makeClient(credential: string, onUnauthorized: () => void): Client {
+export function makeClient(credential: string, onUnauthorized: (error: ApiError) => void): Client {
   return async <T,>(method: string, path: string, body?: unknown): Promise<T> => {
     const headers: Record<string, string> = { Authorization: `Bearer ${credential}` };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -67,8 +66,9 @@ export function makeClient(credential: string, onUnauthorized: () => void): Clie
     let parsed: unknown;
     try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
     if (!response.ok) {
-      if (response.status === 401) onUnauthorized();
-      throw new ApiError(response.status, parsed as Partial<ErrorBody> | undefined);
+      const error = new ApiError(response.status, parsed as Partial<ErrorBody> | undefined);
+      if (response.status === 401) onUnauthorized(error);
+      throw error;
     }
     return parsed as T;
   };

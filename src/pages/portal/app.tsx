@@ -1,64 +1,69 @@
-// The portal's shell: reads the credential from the URL fragment (then removes it from the
-// address bar and keeps it in memory only), loads the application and its event types, and
-// shows the endpoints list, an endpoint, or the form to add one.
+// The portal's shell: reads the portal link's token from the URL fragment (then removes it from
+// the address bar and keeps it in memory only), asks the API what the token is (GET
+// /v1/credential: its application and whether it is read-only), loads the application and its
+// event types, and shows the endpoints list, an endpoint, or the form to add one.
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, makeClient, type Application, type Client, type EventTypeList } from './api.ts';
+import { ApiError, makeClient, type Application, type Client, type Credential, type EventTypeList } from './api.ts';
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
-import { Busy, ErrorNotice, Notice } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Notice, formatTime } from '../shared/ui.tsx';
 
-/** `#<credential>` or `#<credential>&application_id=app_…`; read once, then gone from the URL. */
-function takeFragment(): { credential: string; applicationId: string | null } {
-  const parts = window.location.hash.replace(/^#/, '').split('&');
-  const credential = decodeURIComponent(parts[0] ?? '');
-  const params = new URLSearchParams(parts.slice(1).join('&'));
+/** `#<token>` as a portal link's `url` carries it; read once, then gone from the URL. */
+function takeToken(): string {
+  const token = decodeURIComponent(window.location.hash.replace(/^#/, '').split('&')[0] ?? '');
   if (window.location.hash) history.replaceState(null, '', window.location.pathname + window.location.search);
-  return { credential, applicationId: params.get('application_id') };
+  return token;
 }
 
-const fragment = takeFragment();
+const token = takeToken();
 
 type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
+type Session = { credential: Credential; application: Application; eventTypes: EventTypeList['data'] };
 
 export function App() {
-  const [expired, setExpired] = useState(false);
-  const client: Client = useMemo(() => makeClient(fragment.credential, () => setExpired(true)), []);
-  const [application, setApplication] = useState<Application | null>(null);
-  const [eventTypes, setEventTypes] = useState<EventTypeList['data']>([]);
-  const [readOnly, setReadOnly] = useState(true);
+  /** Why the link stopped working (the API's 401 message), at the start or during the visit. */
+  const [ended, setEnded] = useState<ApiError | null>(null);
+  const client: Client = useMemo(() => makeClient(token, setEnded), []);
+  const [session, setSession] = useState<Session | null>(null);
+  const [notPortal, setNotPortal] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [view, setView] = useState<View>({ kind: 'list' });
   const [flash, setFlash] = useState('');
 
   useEffect(() => {
-    if (!fragment.credential || !fragment.applicationId) return;
-    const id = fragment.applicationId;
-    Promise.all([
-      client<Application>('GET', `/v1/applications/${id}`),
-      client<EventTypeList>('GET', '/v1/event-types?limit=100'),
-      // Whether this link may change anything: an empty create is refused before validation
-      // (403) on a read-only link and fails validation (400) otherwise; nothing is created.
-      client('POST', '/v1/endpoints', {}).then(() => false, (caught) => !(caught instanceof ApiError && caught.status === 400)),
-    ]).then(([app, types, isReadOnly]) => { setApplication(app); setEventTypes(types.data); setReadOnly(isReadOnly); }, setError);
+    if (!token) return;
+    (async () => {
+      const credential = await client<Credential>('GET', '/v1/credential');
+      if (credential.type !== 'portal_token' || !credential.application_id) { setNotPortal(true); return; }
+      const [application, types] = await Promise.all([
+        client<Application>('GET', `/v1/applications/${credential.application_id}`),
+        client<EventTypeList>('GET', '/v1/event-types?limit=100'),
+      ]);
+      setSession({ credential, application, eventTypes: types.data });
+    })().catch(setError);
   }, []);
 
+  const application = session?.application;
+  const readOnly = session?.credential.read_only ?? true;
   const go = (next: View, message = '') => { setFlash(message); setView(next); window.scrollTo(0, 0); };
   let body;
-  if (!fragment.credential || !fragment.applicationId) {
-    body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#…</code>.</Message>;
-  } else if (expired) {
-    body = <Message title="This link has expired or was revoked">Portal links work for a limited time. Ask for a new link from the service that sent you here.</Message>;
+  if (!token) {
+    body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
+  } else if (ended) {
+    body = <Message title={endedTitle(ended)}>{ended.message} Ask the service that sent you here for a new link.</Message>;
+  } else if (notPortal) {
+    body = <Message title="This is not a portal link">The portal opens with a portal link, made for one application. Ask the service that sent you here for one.</Message>;
   } else if (error) {
     body = <ErrorNotice error={error} />;
-  } else if (!application) {
+  } else if (!session || !application) {
     body = <Busy label="Loading your webhooks…" />;
   } else if (view.kind === 'new') {
-    body = <EndpointForm client={client} applicationId={application.id} eventTypes={eventTypes}
+    body = <EndpointForm client={client} applicationId={application.id} eventTypes={session.eventTypes}
       onCancel={() => go({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.')} />;
   } else if (view.kind === 'endpoint') {
-    body = <EndpointDetail key={view.id} client={client} applicationId={application.id} endpointId={view.id} readOnly={readOnly}
-      eventTypes={eventTypes} onBack={() => go({ kind: 'list' })} onDeleted={(message) => go({ kind: 'list' }, message)} />;
+    body = <EndpointDetail key={view.id} client={client} applicationId={application.id} endpointId={view.id} readOnly={readOnly} initialMessage={flash}
+      eventTypes={session.eventTypes} onBack={() => go({ kind: 'list' })} onDeleted={(message) => go({ kind: 'list' }, message)} />;
   } else {
     body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly}
       onOpen={(id) => go({ kind: 'endpoint', id })} onAdd={() => go({ kind: 'new' })} onRestored={(id) => go({ kind: 'endpoint', id }, 'Endpoint restored.')} />;
@@ -68,16 +73,23 @@ export function App() {
       <header class="top">
         <div class="inner">
           <p class="brand"><span class="logo" aria-hidden="true">⟲</span> Webhooks</p>
-          {application && <p class="app-name">{application.name}</p>}
-          {application && readOnly && <span class="badge badge-readonly">Read-only</span>}
+          {application && !ended && <p class="app-name">{application.name}</p>}
+          {application && !ended && readOnly && <span class="badge badge-readonly">Read-only</span>}
+          {session?.credential.expires_at && !ended && <p class="expiry">Link valid until {formatTime(session.credential.expires_at)}</p>}
         </div>
       </header>
       <main class="inner" id="main">
-        {flash && view.kind !== 'new' && <Notice kind="success">{flash}</Notice>}
+        {flash && !ended && view.kind === 'list' && <Notice kind="success">{flash}</Notice>}
         {body}
       </main>
     </>
   );
+}
+
+function endedTitle(error: ApiError): string {
+  if (/expired/i.test(error.message)) return 'This link has expired';
+  if (/revoked/i.test(error.message)) return 'This link was revoked';
+  return 'This link does not work';
 }
 
 function Message(props: { title: string; children: preact.ComponentChildren }) {

@@ -1,64 +1,93 @@
 // One endpoint's delivery attempts, newest first, with a failures filter; each row opens to the
-// response body, and a failed delivery can be sent again (a retry of its job).
+// response body, and a failed delivery can be sent again (a retry of its job), its outcome or the
+// API's refusal shown in that row.
 import { useEffect, useState } from 'preact/hooks';
 import type { Attempt, AttemptList, Client, Retried } from './api.ts';
-import { Busy, ErrorNotice, Notice, formatTime, useAction } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Notice, formatTime } from '../shared/ui.tsx';
+
+type Filter = 'all' | 'failed';
+/** The API's reason for a failed attempt, as the customer reads it. */
+const ERROR_TEXT: Record<NonNullable<Attempt['error']>, string> = {
+  http_status: 'Your server answered with a status other than 2xx.',
+  timeout: 'Your server did not answer within the endpoint\'s timeout.',
+  connection_error: 'The connection to your server failed or was refused.',
+  dns_error: 'The endpoint\'s host name could not be resolved.',
+  tls_error: 'The TLS (HTTPS) handshake with your server failed.',
+  blocked_destination: 'The URL points to an address deliveries may not go to (a private or local network).',
+};
+const keyOf = (attempt: Attempt) => `${attempt.job_id}-${attempt.attempt}-${attempt.attempted_at}`;
 
 export function AttemptLog(props: { client: Client; endpointId: string; readOnly: boolean; refresh: number }) {
-  const [filter, setFilter] = useState<'all' | 'failed'>('all');
-  const [list, setList] = useState<AttemptList | null>(null);
+  const [filter, setFilter] = useState<Filter>('all');
+  const [list, setList] = useState<{ filter: Filter; body: AttemptList; json: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [reload, setReload] = useState(0);
-  const [message, setMessage] = useState('');
+  const [resent, setResent] = useState<{ key: string; message?: string; error?: unknown } | null>(null);
+  const [busy, setBusy] = useState(false);
   useEffect(() => {
     let live = true;
-    setError(null);
     const query = filter === 'failed' ? '?status=failed&limit=50' : '?limit=50';
-    props.client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${query}`)
-      .then((result) => { if (live) setList(result); }, (caught) => { if (live) setError(caught); });
+    props.client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${query}`).then((body) => {
+      if (!live) return;
+      setError(null);
+      const json = JSON.stringify(body);
+      // The same answer again (the page refreshes every few seconds): nothing to redraw.
+      setList((current) => (current && current.filter === filter && current.json === json ? current : { filter, body, json }));
+    }, (caught) => { if (live) setError(caught); });
     return () => { live = false; };
   }, [props.endpointId, filter, reload, props.refresh]);
-  const resend = useAction(async (attempt: Attempt) => {
-    const retried = await props.client<Retried>('POST', `/v1/webhook-jobs/${attempt.job_id}/retry`);
-    setMessage(`Delivery ${retried.id} is queued again.`);
-    setReload((n) => n + 1);
-  });
+  const resend = async (attempt: Attempt) => {
+    setBusy(true);
+    try {
+      const retried = await props.client<Retried>('POST', `/v1/webhook-jobs/${attempt.job_id}/retry`);
+      setResent({ key: keyOf(attempt), message: `Sent again: job ${retried.id} is queued; its new attempts appear at the top.` });
+      setReload((n) => n + 1);
+    } catch (caught) {
+      setResent({ key: keyOf(attempt), error: caught });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const shown = list && list.filter === filter ? list.body.data : null;
 
   return (
     <section class="card" aria-labelledby="attempts-title">
       <div class="card-head">
-        <h3 id="attempts-title">Delivery attempts</h3>
+        <div>
+          <h3 id="attempts-title">Delivery attempts</h3>
+          <p class="hint">Newest first. Open an attempt to see the response your server sent.</p>
+        </div>
         <div class="segmented" role="group" aria-label="Filter attempts">
           <button type="button" aria-pressed={filter === 'all'} onClick={() => setFilter('all')}>All</button>
           <button type="button" aria-pressed={filter === 'failed'} onClick={() => setFilter('failed')}>Failures</button>
           <button type="button" onClick={() => setReload((n) => n + 1)}>Refresh</button>
         </div>
       </div>
-      {message && <Notice kind="success">{message}</Notice>}
-      <ErrorNotice error={resend.error} />
-      {error ? <ErrorNotice error={error} /> : !list ? <Busy label="Loading attempts…" /> : list.data.length === 0 ? (
-        <p class="empty">{filter === 'failed' ? 'No failed attempts.' : 'No attempts yet. Send a test event to see one here.'}</p>
+      {error ? <ErrorNotice error={error} /> : !shown ? <Busy label="Loading attempts…" /> : shown.length === 0 ? (
+        <p class="empty">{filter === 'failed' ? 'No failed attempts.' : props.readOnly ? 'No attempts yet.' : 'No attempts yet. Send a test event to see one here.'}</p>
       ) : (
-        <ul class="attempts">
-          {list.data.map((attempt) => (
-            <li key={`${attempt.job_id}-${attempt.attempt}-${attempt.attempted_at}`} class={attempt.success ? 'ok' : 'failed'}>
-              <details>
+        <ul class="attempts" aria-label={filter === 'failed' ? 'Failed attempts' : 'Attempts'}>
+          {shown.map((attempt) => (
+            <li key={keyOf(attempt)} class={attempt.success ? 'ok' : 'failed'}>
+              <details open={resent?.key === keyOf(attempt) ? true : undefined}>
                 <summary>
                   <span class={`result ${attempt.success ? 'ok' : 'failed'}`}>{attempt.success ? 'Succeeded' : 'Failed'}</span>
-                  <span class="code">{attempt.status_code ?? attempt.error ?? '—'}</span>
+                  <span class="code">{attempt.status_code ?? 'no answer'}</span>
                   <code class="event">{attempt.event_type}</code>
                   <span class="muted">{attempt.latency_ms} ms</span>
                   <span class="muted when">{formatTime(attempt.attempted_at)}</span>
                 </summary>
                 <dl class="attempt-detail">
-                  <dt>Job</dt><dd><code>{attempt.job_id}</code> (attempt {attempt.attempt})</dd>
-                  {attempt.error && <><dt>Error</dt><dd>{attempt.error}</dd></>}
+                  <dt>Job</dt><dd><code>{attempt.job_id}</code>, attempt {attempt.attempt}</dd>
+                  {attempt.error && <><dt>Why it failed</dt><dd>{ERROR_TEXT[attempt.error]} <code class="muted">{attempt.error}</code></dd></>}
                   <dt>Response body</dt>
                   <dd><pre tabIndex={0} aria-label="Response body">{attempt.response_body || '(empty)'}</pre></dd>
                 </dl>
                 {!props.readOnly && !attempt.success && (
-                  <button type="button" disabled={resend.busy} onClick={() => void resend.run(attempt)}>Resend</button>
+                  <button type="button" disabled={busy} onClick={() => void resend(attempt)}>Resend<span class="visually-hidden"> job {attempt.job_id}</span></button>
                 )}
+                {resent?.key === keyOf(attempt) && resent.message && <Notice kind="success">{resent.message}</Notice>}
+                {resent?.key === keyOf(attempt) && <ErrorNotice error={resent.error} />}
               </details>
             </li>
           ))}

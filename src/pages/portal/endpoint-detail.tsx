@@ -1,15 +1,19 @@
 // One endpoint: its state and actions (pause/resume, test event, reset a disabled circuit,
 // edit, delete), its signing secret, its chart, recovery of failed deliveries and its attempts.
 import { useEffect, useState } from 'preact/hooks';
-import type { Application, Client, Deleted, Endpoint, EventType, Recovering, Reset, Rotated, TestQueued } from './api.ts';
+import { ApiError, type Application, type Client, type Deleted, type Endpoint, type EventType, type Recovering, type Reset, type Rotated, type TestQueued } from './api.ts';
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
 import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction } from '../shared/ui.tsx';
 
+const REFRESH_MS = 3_000;
+
 type Props = {
   client: Client; applicationId: string; endpointId: string; readOnly: boolean; eventTypes: EventType[];
   onBack: () => void; onDeleted: (message: string) => void;
+  /** What brought the customer here ("Endpoint created."), until the next action says more. */
+  initialMessage?: string;
 };
 
 export function EndpointDetail(props: Props) {
@@ -17,7 +21,7 @@ export function EndpointDetail(props: Props) {
   const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
   const [editing, setEditing] = useState(false);
-  const [message, setMessage] = useState('');
+  const [message, setMessage] = useState(props.initialMessage ?? '');
   const [refresh, setRefresh] = useState(0);
   const [rate, setRate] = useState<number | null>(null);
   const load = () => Promise.all([
@@ -26,8 +30,19 @@ export function EndpointDetail(props: Props) {
   ]).then(([one, application]) => {
     setEndpoint(one);
     setRate(application.endpoints.find((e) => e.id === endpointId)?.success_rate ?? null);
-  }, setLoadError);
-  useEffect(() => { void load(); }, [endpointId]);
+  });
+  useEffect(() => { load().catch(setLoadError); }, [endpointId]);
+  // Live: the endpoint, its chart and its attempts are read again every few seconds while the
+  // page is visible, so a test event, a resend or a recovery shows up without a reload. A failed
+  // refresh keeps what is shown, unless the endpoint is gone (deleted elsewhere).
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => { if (!document.hidden) setTick((n) => n + 1); }, REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
+  useEffect(() => {
+    if (tick) load().catch((caught) => { if (caught instanceof ApiError && caught.status === 404) setLoadError(caught); });
+  }, [tick]);
 
   const act = useAction(async (kind: 'pause' | 'resume' | 'test' | 'reset' | 'delete') => {
     if (kind === 'pause' || kind === 'resume') {
@@ -36,11 +51,12 @@ export function EndpointDetail(props: Props) {
     } else if (kind === 'test') {
       const queued = await client<TestQueued>('POST', `/v1/endpoints/${endpointId}/test`);
       setMessage(`Test event sent (${queued.job_id}). It appears in the attempts below once delivered.`);
-      setTimeout(() => setRefresh((n) => n + 1), 1500);
+      setRefresh((n) => n + 1);
     } else if (kind === 'reset') {
       const reset = await client<Reset>('POST', `/v1/endpoints/${endpointId}/reset-circuit`);
       setMessage(reset.message);
       await load();
+      setRefresh((n) => n + 1);
     } else {
       const deleted = await client<Deleted>('DELETE', `/v1/endpoints/${endpointId}`);
       props.onDeleted(`Endpoint deleted. You can restore it from “Deleted endpoints” for 30 days (${deleted.id}).`);
@@ -51,7 +67,7 @@ export function EndpointDetail(props: Props) {
   if (!endpoint) return <Busy label="Loading endpoint…" />;
   if (editing) {
     return <EndpointForm client={client} applicationId={props.applicationId} eventTypes={props.eventTypes} existing={endpoint}
-      onCancel={() => setEditing(false)} onSaved={() => { setEditing(false); setMessage('Changes saved.'); void load(); }} />;
+      onCancel={() => setEditing(false)} onSaved={() => { setEditing(false); setMessage('Changes saved.'); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
     if (window.confirm(`Delete the endpoint ${endpoint.url}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
@@ -85,16 +101,16 @@ export function EndpointDetail(props: Props) {
         {message && <Notice kind="success">{message}</Notice>}
         <ErrorNotice error={act.error} />
         <dl class="facts">
-          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : 'None'}</dd>
+          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
           <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
           <dt>Timeout</dt><dd>{endpoint.timeout_ms} ms</dd>
           <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>
         </dl>
       </section>
       <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={load} />
-      <StatsPanel client={client} endpointId={endpointId} refresh={refresh} />
+      <StatsPanel client={client} endpointId={endpointId} refresh={refresh + tick} />
       {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} />}
-      <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh} />
+      <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh + tick} />
     </div>
   );
 }

@@ -45,9 +45,10 @@ export function EndpointForm(props: Props) {
         </Field>
         <fieldset class={`field event-types${typesError ? ' has-error' : ''}`}>
           <legend>Event types</legend>
+          <p class="hint">The events this endpoint receives. It receives nothing until you pick at least one.</p>
           {props.eventTypes.length === 0 && <p class="hint">No event types are defined yet.</p>}
           <ul class="type-list">
-            {props.eventTypes.map((type) => (
+            {[...props.eventTypes].sort((a, b) => a.name.localeCompare(b.name)).map((type) => (
               <li key={type.id}>
                 <label class="check">
                   <input type="checkbox" name="event_types" value={type.name} checked={types.includes(type.name)} onChange={() => toggle(type.name)} />
@@ -65,10 +66,10 @@ export function EndpointForm(props: Props) {
           {typesError && <p class="field-error" role="alert">{typesError}</p>}
         </fieldset>
         <div class="row">
-          <Field label="Rate limit (requests per second)" hint="Optional." error={fieldError(save.error, 'rate_limit_rps')}>
+          <Field label="Rate limit (requests per second)" hint={existing ? 'At most this many deliveries a second.' : 'Optional; 100 when empty.'} error={fieldError(save.error, 'rate_limit_rps')}>
             {(id, describedBy) => <input id={id} name="rate_limit_rps" inputMode="numeric" value={rateLimit} aria-describedby={describedBy} onInput={(e) => setRateLimit(e.currentTarget.value)} />}
           </Field>
-          <Field label="Timeout (milliseconds)" hint="Optional." error={fieldError(save.error, 'timeout_ms')}>
+          <Field label="Timeout (milliseconds)" hint={existing ? 'How long we wait for your answer (1000 to 120000).' : 'Optional; 30000 (30 s) when empty, 1000 to 120000.'} error={fieldError(save.error, 'timeout_ms')}>
             {(id, describedBy) => <input id={id} name="timeout_ms" inputMode="numeric" value={timeout} aria-describedby={describedBy} onInput={(e) => setTimeoutMs(e.currentTarget.value)} />}
           </Field>
         </div>

@@ -53,8 +53,8 @@ export function EndpointsList(props: Props) {
                 <tr key={endpoint.id}>
                   <td class="url"><a href="#" onClick={(event) => { event.preventDefault(); props.onOpen(endpoint.id); }}>{endpoint.url}</a></td>
                   <td><StatusBadge status={endpoint.status} /></td>
-                  <td class={(rates.get(endpoint.id) ?? 100) < 90 ? 'rate low' : 'rate'}>{rates.has(endpoint.id) ? formatRate(rates.get(endpoint.id)!) : '—'}</td>
-                  <td class="types">{endpoint.event_types.length ? endpoint.event_types.join(', ') : '—'}</td>
+                  <td data-label="Success (24 h)" class={(rates.get(endpoint.id) ?? 100) < 90 ? 'rate low' : 'rate'}>{rates.has(endpoint.id) ? formatRate(rates.get(endpoint.id)!) : '—'}</td>
+                  <td data-label="Event types" class="types">{endpoint.event_types.length ? endpoint.event_types.join(', ') : '—'}</td>
                 </tr>
               ))}
             </tbody>

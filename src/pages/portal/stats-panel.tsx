@@ -1,5 +1,5 @@
 // The endpoint's attempts and success rate over the last 24 hours (GET /v1/endpoints/{id}/stats).
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { Client, Stats } from './api.ts';
 import { AttemptsChart, type Point } from '../shared/chart.tsx';
 import { Busy, ErrorNotice } from '../shared/ui.tsx';
@@ -10,14 +10,27 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
   useEffect(() => {
     let live = true;
     props.client<Stats>('GET', `/v1/endpoints/${props.endpointId}/stats`)
-      .then((result) => { if (live) setStats(result); }, (caught) => { if (live) setError(caught); });
+      .then((result) => {
+        if (!live) return;
+        setError(null);
+        // Redraw the chart only when a bucket changed (the page refreshes every few seconds).
+        setStats((current) => (current && JSON.stringify(current.data) === JSON.stringify(result.data) ? current : result));
+      }, (caught) => { if (live) setError(caught); });
     return () => { live = false; };
   }, [props.endpointId, props.refresh]);
-  const points: Point[] = (stats?.data ?? []).map((bucket) => ({
-    time: Date.parse(bucket.start) / 1000,
-    attempts: bucket.attempts,
-    successRate: bucket.attempts ? (100 * bucket.successes) / bucket.attempts : null,
-  }));
+  // Hourly bars over the whole window (the API's minute buckets added up, empty hours as 0), so
+  // the chart always spans the last 24 hours and one attempt is a visible bar.
+  const points: Point[] = useMemo(() => {
+    if (!stats) return [];
+    const hour = (iso: string) => Math.floor(Date.parse(iso) / 3_600_000) * 3600;
+    const slots = new Map<number, { attempts: number; successes: number }>();
+    for (let t = hour(stats.since); t <= hour(stats.until); t += 3600) slots.set(t, { attempts: 0, successes: 0 });
+    for (const bucket of stats.data) {
+      const slot = slots.get(hour(bucket.start));
+      if (slot) { slot.attempts += bucket.attempts; slot.successes += bucket.successes; }
+    }
+    return [...slots].map(([time, slot]) => ({ time, attempts: slot.attempts || null, successRate: slot.attempts ? (100 * slot.successes) / slot.attempts : null }));
+  }, [stats]);
   const totals = stats?.totals;
   const rate = totals && totals.attempts ? (100 * totals.successes) / totals.attempts : null;
   return (
@@ -25,13 +38,17 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
       <h3 id="stats-title">Last 24 hours</h3>
       {error ? <ErrorNotice error={error} /> : !stats ? <Busy label="Loading statistics…" /> : (
         <>
-          <p class="totals">
-            <span><strong>{totals!.attempts}</strong> attempts</span>
+          {totals!.attempts > 0 && <p class="totals">
+            <span><strong>{totals!.attempts}</strong> {totals!.attempts === 1 ? 'attempt' : 'attempts'}</span>
             <span><strong>{totals!.failures}</strong> failed</span>
             <span><strong>{rate === null ? '—' : `${rate.toFixed(1)}%`}</strong> success rate</span>
-          </p>
-          {points.length === 0 ? <p class="empty">No attempts in the last 24 hours.</p> : (
-            <AttemptsChart points={points} label={`Attempts per ${stats.bucket}: ${totals!.attempts} attempts, ${totals!.failures} failed.`} />
+          </p>}
+          {totals!.attempts === 0 ? <p class="empty">No attempts in the last 24 hours.</p> : (
+            <>
+              <AttemptsChart points={points} legend={false}
+                label={`Attempts per hour over the last 24 hours: ${totals!.attempts} ${totals!.attempts === 1 ? 'attempt' : 'attempts'}, ${totals!.failures} failed.`} />
+              <p class="chart-legend" aria-hidden="true"><span class="key key-attempts" /> Attempts per hour <span class="key key-rate" /> Success rate</p>
+            </>
           )}
         </>
       )}

@@ -4,9 +4,11 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-export type Point = { time: number; attempts: number; successRate: number | null };
+/** `attempts` null: no bar (an empty bucket). */
+export type Point = { time: number; attempts: number | null; successRate: number | null };
 
-export function AttemptsChart(props: { points: Point[]; label: string }) {
+/** `legend: false` hides uPlot's live legend (the caller shows its own). */
+export function AttemptsChart(props: { points: Point[]; label: string; legend?: boolean }) {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const element = box.current;
@@ -19,7 +21,7 @@ export function AttemptsChart(props: { points: Point[]; label: string }) {
     const width = Math.max(240, element.clientWidth);
     const plot = new uPlot({
       width, height: 180,
-      legend: { show: true },
+      legend: { show: props.legend ?? true },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, count: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
       axes: [
