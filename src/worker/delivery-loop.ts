@@ -4,7 +4,6 @@
 // the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
 // ends: when recording falls behind, the loop waits instead of piling up finished outcomes
 // that a crash would redo.
-import { randomUUID } from 'node:crypto';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
@@ -14,7 +13,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { graceFor, LATE_LIMIT_MS, LEAD_MS, makeStartWindows, slotFrom, type Slot } from './pacing.ts';
+import { graceFor, LATE_LIMIT_MS, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
@@ -80,13 +79,10 @@ export function startDeliveryLoop(deps: {
     resolve?.();
   };
 
-  // This loop's name in endpoint_send_slots: whether the slots after its own went to someone else.
-  const owner = randomUUID();
-
   async function claim(messages: readonly Message[]) {
     return pool.transaction(async (tx) => {
       const sentAt = Date.now();
-      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, { owner, handoffMs: LATE_LIMIT_MS });
+      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, LATE_LIMIT_MS);
       const claimedAt = Date.now();
       const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
       const sends: Send[] = [];
@@ -107,32 +103,20 @@ export function startDeliveryLoop(deps: {
     });
   }
 
-  const windows = makeStartWindows();
-
   /**
-   * Waits for the moment this attempt may start (pacing.ts): its slot has come, this process
-   * started fewer than rate_limit_rps attempts of the endpoint in the last second, and the slot
-   * is not more than LATE_LIMIT_MS past; a start that missed its slot takes a new one. Checked
-   * and recorded in one synchronous step, so two attempts waking together cannot both pass.
+   * Waits for this attempt's slot (pacing.ts) and returns the start time: never before the
+   * slot, never later than the slot allows; a start that missed it takes a new one.
    */
   async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number> {
     let slot = first;
     for (let retake = 0; ; retake += 1) {
-      for (;;) {
-        const at = Math.max(slot.startAt, windows.freeAt(claimed.endpoint_id, claimed.rate_limit_rps));
-        const now = Date.now();
-        if (now >= at) break;
-        await sleep(at - now);
-      }
+      for (let now = Date.now(); now < slot.startAt; now = Date.now()) await sleep(slot.startAt - now);
       const now = Date.now();
-      if (now <= slot.latestAt) {
-        windows.record(claimed.endpoint_id, claimed.rate_limit_rps, now);
-        return now;
-      }
+      if (now <= slot.latestAt) return now;
       const graceMs = graceFor(retake);
       const sentAt = Date.now();
-      const taken = await takeSendSlot(pool, claimed.endpoint_id, { owner, leadMs: LEAD_MS, handoffMs: LATE_LIMIT_MS, graceMs });
-      slot = slotFrom(taken.start_in_ms, sentAt, Date.now(), taken.graced ? graceMs : 0);
+      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs });
+      slot = slotFrom(startInMs, sentAt, Date.now(), graceMs);
     }
   }
 
