@@ -1,4 +1,5 @@
-// The delivery loop of one worker process: fetch queue messages in batches, claim them
+// The delivery loop of one worker process: fetch queue messages in batches (at once when woken
+// by a notification, wakeup.ts; else every WORKER_POLL_INTERVAL_MS while idle), claim them
 // (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
 // attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
 // the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
@@ -15,11 +16,11 @@ import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
 import { graceFor, LATE_LIMIT_MS, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
+import type { Wakeup } from './wakeup.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
 
 const FETCH_BATCH = 100;
-const IDLE_POLL_MS = 100;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
 const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
@@ -67,8 +68,9 @@ type Send = { message: Message; claim: Claim; slot: Slot };
 
 export function startDeliveryLoop(deps: {
   pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder; metrics: Metrics;
+  wakeup: Wakeup;
 }): DeliveryLoop {
-  const { pool, queue, config, logger, attempter, recorder, metrics } = deps;
+  const { pool, queue, config, logger, attempter, recorder, metrics, wakeup } = deps;
   let running = true;
   let inFlight = 0;
   let wake: (() => void) | undefined;
@@ -172,9 +174,10 @@ export function startDeliveryLoop(deps: {
           await capacity();
           continue;
         }
+        wakeup.arm(); // a notification from now on means this fetch may have missed something
         const messages = await queue.fetch(Math.min(FETCH_BATCH, room));
         if (messages.length === 0) {
-          await sleep(IDLE_POLL_MS);
+          await wakeup.wait(config.workerPollIntervalMs);
           continue;
         }
         for (const send of await claim(messages)) start(send);
@@ -190,6 +193,7 @@ export function startDeliveryLoop(deps: {
     async stop() {
       running = false;
       freed();
+      wakeup.interrupt();
       await loop;
       const deadline = Date.now() + config.shutdownTimeoutMs;
       const flushing = setInterval(() => void recorder.flush(), 20); // no linger while stopping
