@@ -107,9 +107,11 @@ export function startDeliveryLoop(deps: {
 
   /**
    * Waits for this attempt's slot (pacing.ts) and returns the start time: never before the
-   * slot, never later than the slot allows; a start that missed it takes a new one.
+   * slot, never later than the slot allows; a start that missed it takes a new one. Null when
+   * no new slot can be had (a lost database): no start, the delivery is claimed again once its
+   * lease ends, as after a crash.
    */
-  async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number> {
+  async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number | null> {
     let slot = first;
     for (let retake = 0; ; retake += 1) {
       for (let now = Date.now(); now < slot.startAt; now = Date.now()) await sleep(slot.startAt - now);
@@ -117,13 +119,19 @@ export function startDeliveryLoop(deps: {
       if (now <= slot.latestAt) return now;
       const graceMs = graceFor(retake);
       const sentAt = Date.now();
-      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs });
+      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
+        if (isDatabaseUnavailable(error)) return null;
+        throw error;
+      });
+      if (startInMs === null) return null;
       slot = slotFrom(startInMs, sentAt, Date.now(), graceMs);
     }
   }
 
-  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult> {
-    const started = new Date(await startWhenAllowed(claimed, slot));
+  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult | null> {
+    const startAt = await startWhenAllowed(claimed, slot);
+    if (startAt === null) return null;
+    const started = new Date(startAt);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
@@ -158,7 +166,7 @@ export function startDeliveryLoop(deps: {
   function start(send: Send): void {
     inFlight += 1;
     attempt(send.claim, send.slot)
-      .then((result) => recorder.add(send.message, result)) // the slot is free once recorded
+      .then((result) => result && recorder.add(send.message, result)) // the slot is free once recorded
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {
         inFlight -= 1;
