@@ -6,16 +6,28 @@
 --   expire  the job's 48 h window is over: failed without an attempt
 --   cancel  the job was cancelled
 -- Messages of another round, or whose delivery is no longer pending, are not returned: skip them.
--- Rate limit: at most rate_limit_rps starts per endpoint in any second, as evenly spaced slots
--- taken from endpoint_send_slots under its row lock, so it holds across worker processes.
--- Slots start p_lead_ms ahead (none is already past when its attempt is scheduled) and are
--- spaced 2% wider than 1/rps. start_in_ms is the wait measured by this database's clock, so
--- the worker's own clock does not matter.
--- Late starts (a busy machine): the worker starting a slot keeps at most rate_limit_rps of its
--- own starts in any second, and starts no later than p_handoff_ms after a slot without asking
--- take_send_slot. So the first slot given to a claimant (p_owner) other than the one that took
--- the previous slots lies p_handoff_ms after them: the previous owner's late starts fit there.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_owner text, p_handoff_ms integer, p_lead_ms integer default 50)
+--
+-- Rate limit (at most rate_limit_rps starts per endpoint in any second, across all workers):
+-- endpoint_send_slots.next_slot_at is the head of one sequence of slots per endpoint, taken
+-- under its row lock by every worker (claim_deliveries, take_send_slot), never before now. A
+-- worker starts an attempt no earlier than its slot and no later than p_late_ms after it
+-- (worker/pacing.ts; a start that would be later takes a new slot instead), and slots are
+-- spaced (1000 + p_late_ms) / rps apart. So among any rps + 1 starts, the one of the latest
+-- slot starts at least rps spacings = 1000 + p_late_ms after the earliest slot, i.e. at least
+-- 1000 ms after the earliest start however late that one was: never rps + 1 in one second, by
+-- construction, whatever the number of workers and however busy they are.
+
+-- The distance between two slots of an endpoint, rounded up to the microsecond (so rps of them never add up to less).
+create or replace function send_slot_spacing(p_rps integer, p_late_ms integer)
+returns interval
+language sql immutable parallel safe as $$
+  select make_interval(secs => ceil((1000 + p_late_ms) * 1000.0 / p_rps) / 1e6)
+$$;
+
+comment on function send_slot_spacing(integer, integer) is
+  'The distance between two rate-limit slots of an endpoint: (1000 + p_late_ms) / p_rps milliseconds, rounded up to the microsecond.';
+
+create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_late_ms integer)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
@@ -25,8 +37,8 @@ language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
 begin
-  insert into endpoint_send_slots (endpoint_id, next_slot_at, owner)
-    select distinct d.endpoint_id, v_now, p_owner
+  insert into endpoint_send_slots (endpoint_id, next_slot_at)
+    select distinct d.endpoint_id, v_now
     from jsonb_array_elements(p_items) i join deliveries d on d.id = (i->>'delivery_id')::bigint
     order by 1
   on conflict on constraint endpoint_send_slots_pkey do nothing;
@@ -64,11 +76,9 @@ begin
     -- deliveries: waiting for it here means a delivery is never held after its release ran.
     for share of e
   ), slots as (
-    select s.endpoint_id,
-           greatest(case when s.owner is distinct from p_owner
-                         then greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond'
-                         else s.next_slot_at end,
-                    v_now + p_lead_ms * interval '1 millisecond') as frontier
+    -- The endpoint's next free slot, or now when its slots are all past: no lead, so an idle
+    -- endpoint's attempt starts as soon as the claim's answer is read.
+    select s.endpoint_id, greatest(s.next_slot_at, v_now) as frontier
     from endpoint_send_slots s
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
     order by s.endpoint_id
@@ -80,7 +90,7 @@ begin
     select d.*,
            case when d.verdict = 'send' then slots.frontier
              + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
-               * (interval '1020 milliseconds' / d.rate_limit_rps) end as slot_at
+               * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at
     from decided d left join slots on slots.endpoint_id = d.endpoint_id
   ), final as materialized (
     select s.*,
@@ -88,10 +98,9 @@ begin
                 else s.verdict end as act
     from sends s
   ), slot_update as (
-    update endpoint_send_slots es set next_slot_at = x.next_slot_at, owner = p_owner,
-      guard_until = case when es.owner is not distinct from p_owner then es.guard_until end
+    update endpoint_send_slots es set next_slot_at = x.next_slot_at
     from (
-      select f.endpoint_id, max(f.slot_at) + interval '1020 milliseconds' / min(f.rate_limit_rps) as next_slot_at
+      select f.endpoint_id, max(f.slot_at) + send_slot_spacing(min(f.rate_limit_rps), p_late_ms) as next_slot_at
       from final f where f.act = 'send' group by f.endpoint_id
     ) x
     where es.endpoint_id = x.endpoint_id
@@ -111,47 +120,35 @@ begin
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer, text, integer, integer) is
+comment on function claim_deliveries(jsonb, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
 
--- One slot for an attempt its worker could not start within p_handoff_ms of its own slot: at
--- once when p_owner took the endpoint's latest slots, and then another claimant's first slot
--- lies p_grace_ms + p_handoff_ms after this start (guard_until: the worker starts within that,
--- however slow this answer reaches it; its own next slots stay where they were); else after
--- every slot taken so far and the previous owner's guard, plus the handoff gap. Returns
--- the milliseconds from this database's clock to the slot, and whether the grace applies.
-create or replace function take_send_slot(p_endpoint_id text, p_owner text, p_lead_ms integer, p_handoff_ms integer, p_grace_ms integer,
-                                          out start_in_ms integer, out graced boolean)
+-- One slot for an attempt its worker could not start within p_late_ms of its own: the
+-- endpoint's next slot in the same sequence (after every slot taken so far, never before now).
+-- The worker may start it up to p_late_ms + p_grace_ms late (a process too slow to read this
+-- answer in time asks again with a larger grace, so a start always comes), so the slot after
+-- it lies p_grace_ms further: the spacing argument of claim_deliveries holds unchanged.
+-- Returns the milliseconds from this database's clock to the slot.
+create or replace function take_send_slot(p_endpoint_id text, p_late_ms integer, p_grace_ms integer)
+returns integer
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_mine boolean;
   v_slot timestamptz;
+  v_rps integer;
 begin
-  select s.owner is not distinct from p_owner,
-         case when s.owner is not distinct from p_owner then v_now
-              else greatest(greatest(s.next_slot_at, s.guard_until) + p_handoff_ms * interval '1 millisecond',
-                            v_now + p_lead_ms * interval '1 millisecond') end
-    into v_mine, v_slot
-    from endpoint_send_slots s where s.endpoint_id = p_endpoint_id
-    for update;
-  if v_slot is null then
-    v_mine := false;
-    v_slot := v_now + p_lead_ms * interval '1 millisecond';
-    insert into endpoint_send_slots (endpoint_id, next_slot_at, owner) values (p_endpoint_id, v_slot, p_owner)
-      on conflict on constraint endpoint_send_slots_pkey do nothing;
-  end if;
+  insert into endpoint_send_slots (endpoint_id, next_slot_at) values (p_endpoint_id, v_now)
+    on conflict on constraint endpoint_send_slots_pkey do nothing;
+  select greatest(s.next_slot_at, v_now), e.rate_limit_rps into v_slot, v_rps
+    from endpoint_send_slots s join endpoints e on e.id = s.endpoint_id
+    where s.endpoint_id = p_endpoint_id
+    for update of s;
   update endpoint_send_slots s
-    set next_slot_at = greatest(s.next_slot_at, v_slot + interval '1020 milliseconds' / e.rate_limit_rps),
-        guard_until = case when v_mine then greatest(s.guard_until, v_slot + interval '1020 milliseconds' / e.rate_limit_rps
-                                                                        + p_grace_ms * interval '1 millisecond') end,
-        owner = p_owner
-    from endpoints e
-    where s.endpoint_id = p_endpoint_id and e.id = p_endpoint_id;
-  start_in_ms := greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
-  graced := v_mine;
+    set next_slot_at = v_slot + p_grace_ms * interval '1 millisecond' + send_slot_spacing(v_rps, p_late_ms)
+    where s.endpoint_id = p_endpoint_id;
+  return greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
 end;
 $$;
 
-comment on function take_send_slot(text, text, integer, integer, integer) is
-  'Takes one rate-limit slot for an attempt that missed its own: now for the endpoint''s latest claimant (others wait p_grace_ms longer), else after the slots taken plus the handoff gap.';
+comment on function take_send_slot(text, integer, integer) is
+  'Takes the endpoint''s next rate-limit slot for an attempt that missed its own; the slot after it lies p_grace_ms further (the worker may start that much later). Returns the milliseconds to the slot.';

@@ -163,9 +163,7 @@ comment on column endpoint_attempt_stats.successes is 'Of those, successful (0..
 
 comment on table endpoint_send_slots is 'Per-endpoint rate-limit schedule behind rate_limit_rps, taken under its row lock by claim_deliveries. UNLOGGED: empty after a crash, which only means send from now on.';
 comment on column endpoint_send_slots.endpoint_id is 'The endpoint (no foreign key; rows of deleted endpoints stay).';
-comment on column endpoint_send_slots.next_slot_at is 'Earliest start of the endpoint''s next attempt.';
-comment on column endpoint_send_slots.guard_until is 'Late starts of the owner (take_send_slot) come before this; another claimant''s first slot is the handoff gap after it.';
-comment on column endpoint_send_slots.owner is 'The delivery loop (a random name per worker) that took the latest slots; another claimant starts its slots a handoff gap after them.';
+comment on column endpoint_send_slots.next_slot_at is 'The endpoint''s next rate-limit slot: the earliest start of its next attempt (slots are spaced (1000 + late limit) / rate_limit_rps ms apart; sql/006-claim.sql).';
 
 comment on table portal_tokens is 'Application-scoped bearer tokens behind portal links (POST /v1/applications/{id}/portal-links); only a SHA-256 hash of the token is kept.';
 comment on column portal_tokens.id is 'Internal row id (never shown by the API).';

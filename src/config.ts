@@ -55,6 +55,7 @@ const schema = z.object({
   CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
   DELIVERY_LEASE_SECONDS: integer(2, 3600).default(180),
   WORKER_CONCURRENCY: integer(1, 10_000).default(200),
+  WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
@@ -91,6 +92,8 @@ export type Config = Readonly<{
   circuitBreakerCooldown: number;
   deliveryLeaseSeconds: number;
   workerConcurrency: number;
+  /** An idle worker's fetch interval; deliveries due now wake it at once (LISTEN) where it can listen. */
+  workerPollIntervalMs: number;
   rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number }>;
   /** Where customers reach this service: portal links are `<publicUrl>/portal#<token>` (no trailing slash). */
   publicUrl: string;
@@ -131,6 +134,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     circuitBreakerCooldown: c.CIRCUIT_BREAKER_COOLDOWN,
     deliveryLeaseSeconds: c.DELIVERY_LEASE_SECONDS,
     workerConcurrency: c.WORKER_CONCURRENCY,
+    workerPollIntervalMs: c.WORKER_POLL_INTERVAL_MS,
     rateLimits: Object.freeze({
       jobsPerSecond: c.RATE_LIMIT_JOBS_PER_SECOND,
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,

@@ -68,7 +68,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     // Each role loads only its own code: a web process never holds the worker's modules in memory.
     if (runsWorker) {
       const { startWorker } = await import('./worker/index.ts');
-      const worker = await startWorker({ pool, config, logger, queue, metrics });
+      const worker = await startWorker({ pool, config, logger, queue, metrics, listenUrl: database.directUrl });
       stops.push(worker.stop);
     }
     if (role === 'web' || role === 'all') {

@@ -1,8 +1,9 @@
 // PgBouncer in transaction mode (issue 13, point 8): a `web` and a `worker` process reach the
 // database only through Debian's pgbouncer (transaction pooling, 2 server connections, so
-// consecutive transactions of one client land on different server sessions); migrations use
-// DATABASE_DIRECT_URL. Jobs run end to end: nothing depends on session state (temp tables,
-// session advisory locks, named prepared statements, LISTEN). Slow: marked by its name.
+// consecutive transactions of one client land on different server sessions); migrations and the
+// worker's LISTEN connection use DATABASE_DIRECT_URL. Jobs run end to end: nothing else depends
+// on session state (temp tables, session advisory locks, named prepared statements). Slow:
+// marked by its name.
 import test from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';

@@ -61,7 +61,7 @@ async function createJob(t: ExecutionContext, on: TestApp, who: Tenant, eventId?
 async function attempt(t: ExecutionContext, jobId: string, success: boolean): Promise<void> {
   const pending = await app.pool.any(sql.type(z.object({ id: z.number(), round: z.number() }))`
     select id, round from deliveries where job_id = ${jobId} and status = 'pending' order by id`);
-  const claims = await app.pool.transaction((tx) => claimDeliveries(tx, pending.map((d) => ({ deliveryId: d.id, round: d.round })), 60_000));
+  const claims = await app.pool.transaction((tx) => claimDeliveries(tx, pending.map((d) => ({ deliveryId: d.id, round: d.round })), 60_000, 100));
   t.deepEqual(claims.map((c) => c.action), pending.map(() => 'send'));
   await recordAttempts(app.pool, claims.map((c) => ({
     delivery_id: c.delivery_id,

@@ -30,12 +30,12 @@ export type Claim = z.infer<typeof claimRow>;
 
 export async function claimDeliveries(
   db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
-  /** Who claims (one name per delivery loop) and the gap after another claimant's slots (worker/pacing.ts). */
-  slots: { owner: string; handoffMs: number } = { owner: 'none', handoffMs: 0 },
+  /** The latest a start may follow its rate-limit slot (worker/pacing.ts): the slots' spacing counts it in. */
+  lateMs: number,
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`
-    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${slots.owner}, ${slots.handoffMs})`);
+    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs})`);
 }
 
 export type AttemptResult = {

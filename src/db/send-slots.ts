@@ -4,14 +4,13 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
 /**
- * A slot for an attempt that could not start in time: milliseconds from the database's
- * clock_timestamp() to it. At once when this owner still holds the endpoint's schedule
- * (nobody else took slots after its own; the next claimant then waits `graceMs` longer), else
- * after every slot taken so far plus `handoffMs`.
+ * The endpoint's next slot, for an attempt that could not start in time: milliseconds from
+ * the database's clock_timestamp() to it. The start may come up to `lateMs + graceMs` after it
+ * (the slot after it lies `graceMs` further).
  */
 export async function takeSendSlot(
-  db: CommonQueryMethods, endpointId: string, slots: { owner: string; leadMs: number; handoffMs: number; graceMs: number },
-): Promise<{ start_in_ms: number; graced: boolean }> {
-  return db.one(sql.type(z.object({ start_in_ms: z.number(), graced: z.boolean() }))`
-    select * from take_send_slot(${endpointId}, ${slots.owner}, ${slots.leadMs}, ${slots.handoffMs}, ${slots.graceMs})`);
+  db: CommonQueryMethods, endpointId: string, slots: { lateMs: number; graceMs: number },
+): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ start_in_ms: z.number() }))`
+    select take_send_slot(${endpointId}, ${slots.lateMs}, ${slots.graceMs}) as start_in_ms`);
 }

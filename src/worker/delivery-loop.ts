@@ -1,10 +1,10 @@
-// The delivery loop of one worker process: fetch queue messages in batches, claim them
+// The delivery loop of one worker process: fetch queue messages in batches (at once when woken
+// by a notification, wakeup.ts; else every WORKER_POLL_INTERVAL_MS while idle), claim them
 // (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
 // attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
 // the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
 // ends: when recording falls behind, the loop waits instead of piling up finished outcomes
 // that a crash would redo.
-import { randomUUID } from 'node:crypto';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
@@ -14,13 +14,13 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { graceFor, LATE_LIMIT_MS, LEAD_MS, makeStartWindows, slotFrom, type Slot } from './pacing.ts';
+import { graceFor, LATE_LIMIT_MS, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
+import type { Wakeup } from './wakeup.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
 
 const FETCH_BATCH = 100;
-const IDLE_POLL_MS = 100;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
 const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
@@ -68,8 +68,9 @@ type Send = { message: Message; claim: Claim; slot: Slot };
 
 export function startDeliveryLoop(deps: {
   pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder; metrics: Metrics;
+  wakeup: Wakeup;
 }): DeliveryLoop {
-  const { pool, queue, config, logger, attempter, recorder, metrics } = deps;
+  const { pool, queue, config, logger, attempter, recorder, metrics, wakeup } = deps;
   let running = true;
   let inFlight = 0;
   let wake: (() => void) | undefined;
@@ -80,13 +81,10 @@ export function startDeliveryLoop(deps: {
     resolve?.();
   };
 
-  // This loop's name in endpoint_send_slots: whether the slots after its own went to someone else.
-  const owner = randomUUID();
-
   async function claim(messages: readonly Message[]) {
     return pool.transaction(async (tx) => {
       const sentAt = Date.now();
-      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, { owner, handoffMs: LATE_LIMIT_MS });
+      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, LATE_LIMIT_MS);
       const claimedAt = Date.now();
       const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
       const sends: Send[] = [];
@@ -107,37 +105,33 @@ export function startDeliveryLoop(deps: {
     });
   }
 
-  const windows = makeStartWindows();
-
   /**
-   * Waits for the moment this attempt may start (pacing.ts): its slot has come, this process
-   * started fewer than rate_limit_rps attempts of the endpoint in the last second, and the slot
-   * is not more than LATE_LIMIT_MS past; a start that missed its slot takes a new one. Checked
-   * and recorded in one synchronous step, so two attempts waking together cannot both pass.
+   * Waits for this attempt's slot (pacing.ts) and returns the start time: never before the
+   * slot, never later than the slot allows; a start that missed it takes a new one. Null when
+   * no new slot can be had (a lost database): no start, the delivery is claimed again once its
+   * lease ends, as after a crash.
    */
-  async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number> {
+  async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number | null> {
     let slot = first;
     for (let retake = 0; ; retake += 1) {
-      for (;;) {
-        const at = Math.max(slot.startAt, windows.freeAt(claimed.endpoint_id, claimed.rate_limit_rps));
-        const now = Date.now();
-        if (now >= at) break;
-        await sleep(at - now);
-      }
+      for (let now = Date.now(); now < slot.startAt; now = Date.now()) await sleep(slot.startAt - now);
       const now = Date.now();
-      if (now <= slot.latestAt) {
-        windows.record(claimed.endpoint_id, claimed.rate_limit_rps, now);
-        return now;
-      }
+      if (now <= slot.latestAt) return now;
       const graceMs = graceFor(retake);
       const sentAt = Date.now();
-      const taken = await takeSendSlot(pool, claimed.endpoint_id, { owner, leadMs: LEAD_MS, handoffMs: LATE_LIMIT_MS, graceMs });
-      slot = slotFrom(taken.start_in_ms, sentAt, Date.now(), taken.graced ? graceMs : 0);
+      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
+        if (isDatabaseUnavailable(error)) return null;
+        throw error;
+      });
+      if (startInMs === null) return null;
+      slot = slotFrom(startInMs, sentAt, Date.now(), graceMs);
     }
   }
 
-  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult> {
-    const started = new Date(await startWhenAllowed(claimed, slot));
+  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult | null> {
+    const startAt = await startWhenAllowed(claimed, slot);
+    if (startAt === null) return null;
+    const started = new Date(startAt);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
@@ -172,7 +166,7 @@ export function startDeliveryLoop(deps: {
   function start(send: Send): void {
     inFlight += 1;
     attempt(send.claim, send.slot)
-      .then((result) => recorder.add(send.message, result)) // the slot is free once recorded
+      .then((result) => result && recorder.add(send.message, result)) // the slot is free once recorded
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {
         inFlight -= 1;
@@ -188,9 +182,10 @@ export function startDeliveryLoop(deps: {
           await capacity();
           continue;
         }
+        wakeup.arm(); // a notification from now on means this fetch may have missed something
         const messages = await queue.fetch(Math.min(FETCH_BATCH, room));
         if (messages.length === 0) {
-          await sleep(IDLE_POLL_MS);
+          await wakeup.wait(config.workerPollIntervalMs);
           continue;
         }
         for (const send of await claim(messages)) start(send);
@@ -206,6 +201,7 @@ export function startDeliveryLoop(deps: {
     async stop() {
       running = false;
       freed();
+      wakeup.interrupt();
       await loop;
       const deadline = Date.now() + config.shutdownTimeoutMs;
       const flushing = setInterval(() => void recorder.flush(), 20); // no linger while stopping

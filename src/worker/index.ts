@@ -10,6 +10,7 @@ import { startDeliveryLoop } from './delivery-loop.ts';
 import { makeRecorder } from './recorder.ts';
 import { startOperationalLoop } from './operational.ts';
 import { startUpkeep } from './upkeep.ts';
+import { startWakeup } from './wakeup.ts';
 
 export type Worker = { stop(): Promise<void> };
 
@@ -19,13 +20,19 @@ export type WorkerDependencies = {
   lookup?: Lookup;
   /** The process's metrics (shared with its web role); a registry of the worker's own when absent. */
   metrics?: Metrics;
+  /**
+   * Where to LISTEN for deliveries due now (a session: not through a transaction pooler);
+   * default DATABASE_DIRECT_URL, else DATABASE_URL; with neither (embedded), poll only.
+   */
+  listenUrl?: string;
 };
 
 export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
   const attempter = makeAttempter({ connections: 64, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
   const recorder = makeRecorder(deps);
   const metrics = deps.metrics ?? makeMetrics(deps);
-  const loop = startDeliveryLoop({ ...deps, attempter, recorder, metrics });
+  const wakeup = startWakeup({ url: deps.listenUrl ?? deps.config.databaseDirectUrl ?? deps.config.databaseUrl, logger: deps.logger });
+  const loop = startDeliveryLoop({ ...deps, attempter, recorder, metrics, wakeup });
   const operational = startOperationalLoop({ ...deps, attempter });
   const upkeep = startUpkeep({ pool: deps.pool, queue: deps.queue, logger: deps.logger, retention: deps.config.retention });
   deps.logger.info({ concurrency: deps.config.workerConcurrency }, 'worker started');
@@ -33,6 +40,7 @@ export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
     stop: async () => {
       await upkeep.stop();
       await loop.stop();
+      await wakeup.stop();
       await operational.stop();
       await attempter.close();
       deps.logger.info('worker stopped');

@@ -1,0 +1,34 @@
+-- Wakes the workers when deliveries become due now, instead of waiting for their next poll: a
+-- NOTIFY on channel hookline_deliveries, which PostgreSQL sends when the transaction commits
+-- (never for one that rolls back, and after the queue messages written in it are visible) and
+-- folds into one per transaction (identical notifications are delivered once). Workers LISTEN
+-- on a connection of their own (src/worker/wakeup.ts); the poll stays, for deliveries due
+-- later (retries, rate-limit deferrals) and for a worker that cannot listen (a transaction
+-- pooler).
+--   accepted jobs (accept_webhook_job)                   one notification per INSERT statement
+--   retry now, release of held deliveries, recover,
+--   a probe, restore                                      deliveries that turn pending and due
+-- Deliveries that stay or turn pending for later (a failed attempt's retry, a rate-limit
+-- deferral) and claims (pending -> in_flight) do not qualify: the row trigger's WHEN is all
+-- they cost.
+create or replace function notify_deliveries_due() returns trigger
+language plpgsql as $$
+begin
+  perform pg_notify('hookline_deliveries', '');
+  return null;
+end;
+$$;
+
+comment on function notify_deliveries_due() is
+  'NOTIFY hookline_deliveries (sent at commit, one per transaction): deliveries are due now, workers fetch at once instead of at their next poll.';
+
+create or replace trigger deliveries_inserted_notify
+  after insert on deliveries
+  for each statement execute function notify_deliveries_due();
+
+create or replace trigger deliveries_due_notify
+  after update of status, round, next_attempt_at on deliveries
+  for each row
+  when (new.status = 'pending' and (new.next_attempt_at is null or new.next_attempt_at <= now())
+        and (old.status <> 'pending' or old.round <> new.round))
+  execute function notify_deliveries_due();

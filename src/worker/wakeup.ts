@@ -1,0 +1,126 @@
+// Wakes the delivery loop when deliveries become due: LISTEN hookline_deliveries (notified at
+// commit by sql/021-wakeup.sql) on a connection of its own, to the database itself
+// (DATABASE_DIRECT_URL when set: LISTEN is session state, which a transaction pooler does not
+// keep) and to the primary of a multi-host URL. The loop's poll stays the fallback: while the
+// connection is lost (an outage, a failover) it is reopened every RECONNECT_MS, and once back
+// the loop is woken, for whatever was notified meanwhile.
+//
+// Notifications are coalesced: any number of them between two fetches wake the loop once.
+import pg from 'pg';
+import type { Logger } from '../logger.ts';
+import { primaryUrl } from '../db/multi-host.ts';
+
+export const WAKEUP_CHANNEL = 'hookline_deliveries';
+const RECONNECT_MS = 1000;
+/** A quiet connection is checked this often, so a half-open one (a vanished host) is replaced. */
+const HEARTBEAT_MS = 30_000;
+const TIMEOUT_MS = 5000;
+
+export type Wakeup = {
+  /** Call before a fetch: what was notified until now, that fetch will see. */
+  arm(): void;
+  /** Resolves after `ms`, or at once when notified since arm(), or when notified meanwhile. */
+  wait(ms: number): Promise<void>;
+  /** Ends any wait now (stopping). */
+  interrupt(): void;
+  readonly listening: boolean;
+  stop(): Promise<void>;
+};
+
+export function startWakeup(deps: { url: string | undefined; logger: Logger }): Wakeup {
+  let notified = false;
+  let waiter: (() => void) | undefined;
+  let stopped = false;
+  let client: pg.Client | undefined;
+  let listening = false;
+  let lostLogged = false;
+  let retry: NodeJS.Timeout | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
+
+  const wake = () => {
+    notified = true;
+    const resolve = waiter;
+    waiter = undefined;
+    resolve?.();
+  };
+
+  const lost = (current: pg.Client, error?: unknown) => {
+    if (client !== current) return; // an older connection's late event
+    client = undefined;
+    listening = false;
+    clearInterval(heartbeat);
+    void current.end().catch(() => {});
+    if (stopped) return;
+    if (!lostLogged) {
+      deps.logger.info({ err: error }, 'wakeup listener lost: polling until it is back');
+      lostLogged = true;
+    }
+    retry = setTimeout(() => void connect(), RECONNECT_MS);
+  };
+
+  async function connect(): Promise<void> {
+    if (stopped || !deps.url) return;
+    let current: pg.Client | undefined;
+    try {
+      current = new pg.Client({
+        connectionString: await primaryUrl(deps.url, TIMEOUT_MS), application_name: 'hookline-wakeup',
+        connectionTimeoutMillis: TIMEOUT_MS, query_timeout: TIMEOUT_MS, keepAlive: true,
+      });
+      client = current;
+      current.on('error', (error) => lost(current!, error));
+      current.on('end', () => lost(current!));
+      current.on('notification', (message) => { if (message.channel === WAKEUP_CHANNEL) wake(); });
+      await current.connect();
+      await current.query(`listen ${WAKEUP_CHANNEL}`);
+      if (stopped || client !== current) return void current.end().catch(() => {});
+      listening = true;
+      if (lostLogged) deps.logger.info('wakeup listener back');
+      lostLogged = false;
+      heartbeat = setInterval(() => void current!.query('select 1').catch((error: unknown) => lost(current!, error)), HEARTBEAT_MS);
+      heartbeat.unref();
+      wake(); // notifications sent while it was not listening are lost: look once
+    } catch (error) {
+      if (current) lost(current, error);
+      else if (!stopped) {
+        if (!lostLogged) deps.logger.info({ err: error }, 'wakeup listener lost: polling until it is back');
+        lostLogged = true;
+        retry = setTimeout(() => void connect(), RECONNECT_MS);
+      }
+    }
+  }
+  void connect();
+
+  return {
+    arm() { notified = false; },
+    wait(ms) {
+      if (notified || stopped) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          if (waiter === done) waiter = undefined;
+          resolve();
+        }, ms);
+        const done = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        waiter = done;
+      });
+    },
+    interrupt() {
+      const resolve = waiter;
+      waiter = undefined;
+      resolve?.();
+    },
+    get listening() { return listening; },
+    async stop() {
+      stopped = true;
+      clearTimeout(retry);
+      clearInterval(heartbeat);
+      const current = client;
+      client = undefined;
+      listening = false;
+      this.interrupt();
+      await current?.end().catch(() => {});
+    },
+  };
+}
