@@ -180,11 +180,17 @@ export function startDeliveryLoop(deps: {
       });
   }
 
+  // A busy loop claims in batches, not a few messages at a time as slots free up: a claim,
+  // its attempts and their recording cost per batch far more than per delivery, and slots
+  // free in small groups (each recording batch), so claiming at every free slot would keep
+  // every later batch that small.
+  const refill = Math.min(FETCH_BATCH, Math.max(1, Math.floor(config.workerConcurrency / 4)));
+
   const loop = (async () => {
     while (running) {
       try {
         const room = config.workerConcurrency - inFlight;
-        if (room <= 0) {
+        if (room < refill) {
           await capacity();
           continue;
         }
