@@ -3,6 +3,9 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
+// Made once: a zod schema built per call is compiled anew by zod on each first parse.
+const takenSlot = z.object({ start_in_ms: z.number() });
+
 /**
  * The endpoint's next slot, for an attempt that could not start in time: milliseconds from
  * the database's clock_timestamp() to it. The start may come up to `lateMs + graceMs` after it
@@ -11,6 +14,6 @@ import { z } from 'zod';
 export async function takeSendSlot(
   db: CommonQueryMethods, endpointId: string, slots: { lateMs: number; graceMs: number },
 ): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ start_in_ms: z.number() }))`
+  return db.oneFirst(sql.type(takenSlot)`
     select take_send_slot(${endpointId}, ${slots.lateMs}, ${slots.graceMs}) as start_in_ms`);
 }

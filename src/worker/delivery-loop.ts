@@ -21,6 +21,8 @@ import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
 
 const FETCH_BATCH = 100;
+/** The smallest claim (and the step by which claims grow back): see nextClaimSize. */
+const MIN_CLAIM = 10;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
 const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
@@ -117,6 +119,7 @@ export function startDeliveryLoop(deps: {
       for (let now = Date.now(); now < slot.startAt; now = Date.now()) await sleep(slot.startAt - now);
       const now = Date.now();
       if (now <= slot.latestAt) return now;
+      lateStarts += 1;
       const graceMs = graceFor(retake);
       const sentAt = Date.now();
       const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
@@ -174,16 +177,34 @@ export function startDeliveryLoop(deps: {
       });
   }
 
+  // How many messages a claim takes. Large claims are cheap per delivery (a claim, its
+  // attempts and their recording cost per batch far more than per delivery), but their
+  // attempts start in one burst: on a process short of CPU the last ones start past their
+  // slot's lateness limit and each takes a new slot (one query each, which slows the process
+  // further). So the size halves after a claim whose attempts started late and grows back by
+  // MIN_CLAIM after one whose attempts all started in time.
+  let claimSize = FETCH_BATCH;
+  let lateStarts = 0;
+  const nextClaimSize = () => {
+    claimSize = lateStarts > 0 ? Math.max(MIN_CLAIM, Math.floor(claimSize / 2)) : Math.min(FETCH_BATCH, claimSize + MIN_CLAIM);
+    lateStarts = 0;
+    return claimSize;
+  };
+  // A busy loop claims again only when a claim's worth of slots is free (at most a quarter of
+  // WORKER_CONCURRENCY), not at every freed slot: slots free in small groups (each recording
+  // batch), and claiming whatever is free would keep every later batch that small.
+  const refill = () => Math.min(claimSize, Math.max(1, Math.floor(config.workerConcurrency / 4)));
+
   const loop = (async () => {
     while (running) {
       try {
         const room = config.workerConcurrency - inFlight;
-        if (room <= 0) {
+        if (room < refill()) {
           await capacity();
           continue;
         }
         wakeup.arm(); // a notification from now on means this fetch may have missed something
-        const messages = await queue.fetch(Math.min(FETCH_BATCH, room));
+        const messages = await queue.fetch(Math.min(nextClaimSize(), room));
         if (messages.length === 0) {
           await wakeup.wait(config.workerPollIntervalMs);
           continue;

@@ -11,7 +11,11 @@ import { recordAttempts, type AttemptResult, type CircuitTransition } from '../d
 import type { Logger } from '../logger.ts';
 import type { Message, Queue } from '../queue.ts';
 
+/** Outcomes that are written at once, without waiting for the linger. */
 const BATCH = 100;
+/** Most outcomes one transaction writes: everything that waited while the previous one ran. */
+const MAX_BATCH = 1000;
+/** How long a first outcome waits for others when nothing is being written. */
 const LINGER_MS = 20;
 
 export type Recorder = {
@@ -25,7 +29,10 @@ type Entry = { message: Message; result: AttemptResult; written: () => void };
 export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: Config; logger: Logger }): Recorder {
   let buffer: Entry[] = [];
   let timer: NodeJS.Timeout | undefined;
-  let writing: Promise<void> = Promise.resolve();
+  // One write at a time. Outcomes that arrive meanwhile wait for it to end and then go
+  // together in the next (natural batching): the slower the database, the larger the batch,
+  // so per-transaction costs do not multiply when it falls behind.
+  let writing: Promise<void> | undefined;
 
   async function write(batch: typeof buffer): Promise<void> {
     for (let failures = 0; ; failures += 1) {
@@ -55,25 +62,35 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
     else deps.logger.info(ids, 'endpoint enabled: a successful attempt closed its circuit');
   }
 
-  function flush(): Promise<void> {
+  /** Starts the next write if none is running; it takes everything waiting (up to MAX_BATCH). */
+  function pump(): void {
     clearTimeout(timer);
     timer = undefined;
-    const batch = buffer;
-    buffer = [];
-    if (batch.length > 0) {
-      writing = writing.then(() => write(batch)).finally(() => {
-        for (const entry of batch) entry.written();
-      });
-    }
-    return writing;
+    if (writing || buffer.length === 0) return;
+    const batch = buffer.length <= MAX_BATCH ? buffer : buffer.slice(0, MAX_BATCH);
+    buffer = buffer.length <= MAX_BATCH ? [] : buffer.slice(MAX_BATCH);
+    writing = write(batch).finally(() => {
+      for (const entry of batch) entry.written();
+      writing = undefined;
+      // What arrived during the write has waited long enough: no linger for it.
+      pump();
+    });
+  }
+
+  /** Writes everything added so far, without lingering; resolves when it is written. */
+  async function flush(): Promise<void> {
+    pump();
+    while (writing) await writing;
   }
 
   return {
     add(message, result) {
       const { promise, resolve } = Promise.withResolvers<void>();
       buffer.push({ message, result, written: resolve });
-      if (buffer.length >= BATCH) void flush();
-      else timer ??= setTimeout(() => void flush(), LINGER_MS);
+      if (!writing) {
+        if (buffer.length >= BATCH) pump();
+        else timer ??= setTimeout(pump, LINGER_MS);
+      }
       return promise;
     },
     flush,
