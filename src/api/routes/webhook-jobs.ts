@@ -4,7 +4,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { cancelJob, createJob, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
+import { cancelJob, makeJobAcceptor, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
 import { findApplication } from '../../db/applications.ts';
 import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
@@ -57,12 +57,14 @@ const toCancelled = shaper(webhookJobCancelled);
 export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
   const router = Router();
   const { jobCreation } = rateLimitRules(config);
+  // Concurrent creations share a transaction and a commit (src/core/webhook-jobs.ts).
+  const acceptJob = makeJobAcceptor(pool, queue);
 
   router.post('/', async (req, res) => {
     await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
     assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
     const body = parseBody(createBody, req.body);
-    const { job, replayed } = await createJob(pool, queue, authOf(res), {
+    const { job, replayed } = await acceptJob(authOf(res), {
       applicationId: body.application_id, eventType: body.event_type, payload: body.payload, eventId: body.event_id, headers: body.headers,
     });
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
