@@ -1,7 +1,8 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
-import { invalidState, notFound, validationError } from '../errors.ts';
+import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
+import { takeRateLimit, takeRateLimits, type Taken } from '../db/rate-limits.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
@@ -147,7 +148,18 @@ export async function createJob(pool: DatabasePool, queue: Queue, tenant: Tenant
   return acceptAlone(pool, queue, await prepare(pool, tenant, input));
 }
 
-type Waiting = { a: Acceptance; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
+/** A request's place in a rate limit: its counter, the request's time (undefined: the database's clock), and who hears the take. */
+export type LimitTake = { key: string; at: Date | undefined; onTaken: (taken: Taken) => void };
+export type LimitRule = { limit: number; periodSeconds: number };
+
+/** Counts one request against its limit on its own (one statement, committed at once); 429 past it. */
+export async function takeLimitAlone(pool: DatabasePool, rule: LimitRule, take: LimitTake): Promise<void> {
+  const taken = await takeRateLimit(pool, take.key, rule.limit, rule.periodSeconds, take.at);
+  take.onTaken(taken);
+  if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
+}
+
+type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
 type Settled = { answer: Accepted } | { error: unknown };
 
 /**
@@ -160,7 +172,10 @@ type Settled = { answer: Accepted } | { error: unknown };
  * A group's transaction that fails (a deadlock, a lost connection, anything one body triggers) is
  * not anyone's answer: each of its jobs is then accepted alone.
  */
-export function makeJobAcceptor(pool: DatabasePool, queue: Queue, options: { maxGroup?: number; groupsInFlight?: number } = {}) {
+export function makeJobAcceptor(
+  pool: DatabasePool, queue: Queue, options: { maxGroup?: number; groupsInFlight?: number; rule?: LimitRule } = {},
+) {
+  const { rule } = options;
   const maxGroup = options.maxGroup ?? 100;
   const groupsInFlight = options.groupsInFlight ?? 3;
   const waiting: Waiting[] = [];
@@ -173,7 +188,8 @@ export function makeJobAcceptor(pool: DatabasePool, queue: Queue, options: { max
     try {
       settled = await pool.transaction(async (tx) => {
         const answers = new Map<Waiting, Settled>();
-        let round = group;
+        if (rule) await takeLimits(tx, rule, group, answers);
+        let round = group.filter((waiter) => !answers.has(waiter));
         for (let tries = 0; round.length > 0 && tries < STALE_TRIES; tries += 1) {
           const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
           const stale: Waiting[] = [];
@@ -200,10 +216,14 @@ export function makeJobAcceptor(pool: DatabasePool, queue: Queue, options: { max
         return answers;
       });
     } catch {
-      await Promise.all(group.map((w) => acceptAlone(pool, queue, w.a).then(w.resolve, w.reject)));
+      await Promise.all(group.map(async (w) => {
+        if (rule && w.take) await takeLimitAlone(pool, rule, w.take);
+        return acceptAlone(pool, queue, w.a);
+      }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
       return;
     }
     for (const waiter of group) {
+      if (waiter.take && waiter.taken) waiter.take.onTaken(waiter.taken);
       const result = settled.get(waiter) as Settled;
       if ('answer' in result) waiter.resolve(result.answer);
       else waiter.reject(result.error);
@@ -220,16 +240,57 @@ export function makeJobAcceptor(pool: DatabasePool, queue: Queue, options: { max
     }
   }
 
-  return async (tenant: Tenant, input: NewJobInput): Promise<Accepted> => {
-    const a = await prepare(pool, tenant, input);
+  /** Accepts one job; with `take`, counted against the acceptor's rule first (429 past it, and nothing is created). */
+  const accept = async (tenant: Tenant, input: NewJobInput, take?: LimitTake): Promise<Accepted> => {
+    let a: Acceptance;
+    try {
+      a = await prepare(pool, tenant, input);
+    } catch (error) {
+      if (rule && take) await takeLimitAlone(pool, rule, take); // the limit's answer comes first, as for any request
+      throw error;
+    }
     return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, resolve, reject });
+      waiting.push({ a, ...(take ? { take } : {}), resolve, reject });
       pump();
     });
   };
+  return Object.defineProperties(accept as typeof accept & { readonly waiting: number; readonly busy: number }, {
+    /** Prepared requests waiting for a group. */
+    waiting: { get: () => waiting.length },
+    /** Groups whose transaction is running. */
+    busy: { get: () => inFlight },
+  });
 }
 
 const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+
+/**
+ * The group's rate-limit takes, one statement for all its counters, in its transaction (so the
+ * counts commit with the jobs): each request gets its own place in its counter's window, as
+ * one take each would give it, and a request past the limit is answered 429 and not accepted.
+ */
+async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
+  const byKey = new Map<string, Waiting[]>();
+  for (const waiter of group) {
+    if (!waiter.take) continue;
+    const list = byKey.get(waiter.take.key) ?? [];
+    list.push(waiter);
+    byKey.set(waiter.take.key, list);
+  }
+  if (byKey.size === 0) return;
+  const keys = [...byKey.keys()].sort(compare);
+  const at = group.find((w) => w.take)?.take?.at;
+  const rows = await takeRateLimits(tx, keys, keys.map((key) => byKey.get(key)?.length ?? 0), rule.periodSeconds, at);
+  for (const row of rows) {
+    const list = byKey.get(row.key) ?? [];
+    list.forEach((waiter, i) => {
+      const place = row.count - list.length + i + 1;
+      const taken = { allowed: place <= rule.limit, remaining: Math.max(rule.limit - place, 0), reset_at: row.reset_at, retry_after: row.retry_after };
+      waiter.taken = taken;
+      if (!taken.allowed) answers.set(waiter, { error: rateLimitExceeded(taken.retry_after) });
+    });
+  }
+}
 
 /** retry_webhook_job decides (sql/010-retry-cancel.sql); the deliveries it reopens are enqueued here. */
 export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant, id: string) {
