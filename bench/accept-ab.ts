@@ -1,7 +1,8 @@
-// `node bench/accept-ab.ts <other worktree>`: the accept phase alone, this tree against another
-// (e.g. the commit before a change), interleaved in one run on one database server so the
-// machine's load falls on both alike: ROUNDS rounds of the bare Express ceiling, then each
-// tree's web process loaded for SECONDS, each on a database migrated by its own tree.
+// `node bench/accept-ab.ts <other worktree>...`: the accept phase alone, this tree against
+// others (e.g. checkouts of the commits before a change), interleaved in one run on one database
+// server so the machine's load falls on all alike: AB_ROUNDS rounds of the bare Express ceiling,
+// then each tree's web process (in a rotating order) loaded for AB_SECONDS, each tree on a
+// database migrated by its own code.
 // Prints jobs/s, the share of the bare Express POST and web CPU per job, each round and the medians.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -21,7 +22,6 @@ import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const other = path.resolve(process.argv[2] ?? '');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const SECONDS = Number(process.env.AB_SECONDS ?? 8);
 const logger = pino({ level: 'warn' }, pino.destination(2));
@@ -76,7 +76,7 @@ async function prepare(tree: string, url: string): Promise<Fixture[]> {
 const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `ab-${process.pid}`), logger, ephemeral: true, durable: true });
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
-const trees = [{ name: 'this', dir: here }, { name: path.basename(other), dir: other }];
+const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 for (const [i, tree] of trees.entries()) {
   await admin.query(`create database ab_${i}`);
@@ -84,14 +84,14 @@ for (const [i, tree] of trees.entries()) {
   url.pathname = `/ab_${i}`;
   setups.push({ ...tree, url: url.toString(), orgs: await prepare(tree.dir, url.toString()) });
 }
-const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number }[]> = { this: [], [trees[1]!.name]: [] };
+const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
 try {
   for (let round = 0; round < ROUNDS; round += 1) {
     const bare = fork(path.join(here, 'bench/bare-express.ts'), { stdio: 'inherit' });
     const { port: barePort } = await new Promise<{ port: number }>((resolve) => bare.once('message', (m) => resolve(m as { port: number })));
     const express = (await load(barePort, setups[0]!.orgs))['2xx'] / SECONDS;
     await stop(bare);
-    for (const s of round % 2 === 0 ? setups : [...setups].reverse()) {
+    for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
       const port = await freePort();
       const web = spawn(process.execPath, ['--max-semi-space-size=4', '--max-old-space-size=128', path.join(s.dir, 'src/main.ts'), 'web'], {
         cwd: s.dir, stdio: ['ignore', 'ignore', 'inherit'],
