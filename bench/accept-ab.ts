@@ -2,7 +2,7 @@
 // others (e.g. checkouts of the commits before a change), interleaved in one run on one database
 // server so the machine's load falls on all alike: AB_ROUNDS rounds of the bare Express ceiling,
 // then each tree's web process (in a rotating order) loaded for AB_SECONDS, each tree on a
-// database migrated by its own code.
+// database migrated by its own code. AB_NODE_ARGS (e.g. `--cpu-prof`) is given to each web process.
 // Prints jobs/s, the share of the bare Express POST and web CPU per job, each round and the medians.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -93,7 +93,8 @@ try {
     await stop(bare);
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
       const port = await freePort();
-      const web = spawn(process.execPath, ['--max-semi-space-size=4', '--max-old-space-size=128', path.join(s.dir, 'src/main.ts'), 'web'], {
+      const nodeArgs = ['--max-semi-space-size=4', '--max-old-space-size=128', ...(process.env.AB_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+      const web = spawn(process.execPath, [...nodeArgs, path.join(s.dir, 'src/main.ts'), 'web'], {
         cwd: s.dir, stdio: ['ignore', 'ignore', 'inherit'],
         env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: s.url, PORT: String(port), RATE_LIMIT_JOBS_PER_SECOND: '1000000' },
       });
