@@ -5,12 +5,16 @@
 // drain of a 100,000-delivery backlog (1,000,000 with --full) released by an endpoint coming
 // back from an outage, and the recovery of as many deliveries that gave up (POST
 // /v1/endpoints/{id}/recover: the request's time, the re-queue and the delivery rate).
-// Prints a table and writes bench/results/<timestamp>.json.
+// Beside ours, in the same run: the baseline (bench/baseline/: the same scenario as the stack's
+// packages document it) accepts and delivers just after our accept and delivery phases, and a
+// bare Express POST is one of the ceilings. CPU is read from /proc for our processes and for the
+// database server (its postmaster and backends). Prints the figures, then every goal of
+// bench/goals.ts beside its starting figure, and writes bench/results/<timestamp>.json.
 // One function a phase, each returning its part of the report; main() only runs them in order.
 // A phase whose deliveries stop coming (none for BENCH_STALL_SECONDS, default 30) fails the
 // run: a message on stderr and exit code 1, never a report built on a stalled drain.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +33,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
+import { setUpBaseline } from './baseline/setup.ts';
 import { goalRows, judge } from './goals.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -61,6 +66,44 @@ async function usage(pid: number) {
   const ticks = Number(stat[11]) + Number(stat[12]); // utime + stime, in 1/100 s
   return { peakMb: peakKb / 1024, cpuSeconds: ticks / 100 };
 }
+
+/**
+ * The database server's CPU seconds so far: its postmaster and every backend and helper process
+ * (children that exited count through the postmaster's cutime/cstime). null when the server is
+ * not a process of this machine that /proc shows (a DATABASE_URL elsewhere).
+ */
+async function databaseCpuSeconds(postmasterPid: number | null): Promise<number | null> {
+  if (postmasterPid === null) return null;
+  const fields = async (pid: string) => (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
+  try {
+    const own = await fields(String(postmasterPid));
+    let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = await fields(entry).catch(() => null); // a process that ended meanwhile
+      if (stat && Number(stat[1]) === postmasterPid) ticks += Number(stat[11]) + Number(stat[12]);
+    }
+    return ticks / 100;
+  } catch {
+    return null;
+  }
+}
+
+/** The postmaster's pid, from postmaster.pid in the server's data directory, when this machine can read it. */
+async function postmasterPidOf(db: pg.Client): Promise<number | null> {
+  try {
+    const dir = (await db.query<{ setting: string }>(`select setting from pg_settings where name = 'data_directory'`)).rows[0]?.setting;
+    if (!dir) return null;
+    const pid = Number((await readFile(path.join(dir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** CPU µs per unit of work from two readings, or null when either is missing. */
+const cpuPer = (before: number | null, after: number | null, units: number) =>
+  before === null || after === null ? null : Math.round(((after - before) * 1e6) / Math.max(1, units));
 
 /** Ceiling 1: single-row ~1 KB jsonb inserts, one per transaction, 16 connections. */
 async function commitCeiling(url: string): Promise<number> {
@@ -100,6 +143,23 @@ async function postCeiling(port: number): Promise<number> {
   return posts / SECONDS;
 }
 
+/**
+ * Ceiling 3: a bare Express POST (bench/bare-express.ts: express.json(), a 201, no database), in
+ * its own process, loaded as the accept phase loads the API: the same bodies, 50 connections.
+ */
+async function bareExpressCeiling(): Promise<number> {
+  const server = fork(path.join(root, 'bench/bare-express.ts'), { stdio: 'inherit' });
+  try {
+    const { port } = await new Promise<{ port: number }>((resolve) => server.once('message', (m) => resolve(m as { port: number })));
+    const orgs = Array.from({ length: ORGS }, () => ({ orgId: newId('org'), key: `sk_live_${'x'.repeat(32)}`, applicationId: newId('app'), endpointId: '' }));
+    let next = 0;
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: [jobRequest(orgs, () => next++)] });
+    return run['2xx'] / SECONDS;
+  } finally {
+    await stopChild(server, 5000);
+  }
+}
+
 type Fixture = { orgId: string; key: string; applicationId: string; endpointId: string };
 
 /** ORGS organizations, each with an application, an event type and one endpoint at the receiver. */
@@ -124,12 +184,16 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
   return out;
 }
 
+/** The Node flags `npm run <role>` (and so the Procfile) starts the role with. */
+function productNodeArgs(role: 'web' | 'worker'): string[] {
+  const script = packageJson.scripts[role] ?? '';
+  return (/\bnode (.*)src\/main\.ts/.exec(script)?.[1] ?? '').split(' ').filter(Boolean);
+}
+
 /** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, BENCH_WEB_ARGS and BENCH_WORKER_ARGS to one. */
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
-  // The Node flags `npm run <role>` (and so the Procfile) starts the role with, then the bench's own.
-  const script = packageJson.scripts[role] ?? '';
-  const productArgs = /\bnode (.*)src\/main\.ts/.exec(script)?.[1] ?? '';
-  const nodeArgs = [productArgs, process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
+  // The product's flags for the role, then the bench's own.
+  const nodeArgs = [...productNodeArgs(role), process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
     cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
   });
@@ -299,22 +363,26 @@ type Bench = {
   env: Record<string, string>;
   web: ChildProcess;
   webPort: number;
+  /** The database server's postmaster, for its CPU; null when /proc cannot show it. */
+  postmasterPid: number | null;
   /** Every process started, stopped at the end whatever happens. */
   children: ChildProcess[];
 };
 
-type Ceilings = { commits_per_second: number; posts_per_second: number };
+type Ceilings = { commits_per_second: number; posts_per_second: number; bare_express_posts_per_second: number };
 
-/** The machine's own ceilings: raw commits to this database, raw POSTs to this receiver. */
+/** The machine's own ceilings: raw commits to this database, raw POSTs to this receiver, a bare Express POST. */
 async function ceilingsPhase(dbUrl: string, receiverPort: number): Promise<Ceilings> {
   const commits = await commitCeiling(dbUrl);
   const posts = await postCeiling(receiverPort);
-  return { commits_per_second: Math.round(commits), posts_per_second: Math.round(posts) };
+  const express = await bareExpressCeiling();
+  return { commits_per_second: Math.round(commits), posts_per_second: Math.round(posts), bare_express_posts_per_second: Math.round(express) };
 }
 
 /** Accept rate: autocannon POSTs jobs to the web process, 50 connections, for SECONDS. */
 async function acceptPhase(b: Bench, ceilings: Ceilings) {
   const cpuBefore = (await usage(b.web.pid ?? 0)).cpuSeconds;
+  const dbBefore = await databaseCpuSeconds(b.postmasterPid);
   let next = 0;
   const run = await autocannon({
     url: `http://127.0.0.1:${b.webPort}`, connections: 50, duration: SECONDS, requests: [jobRequest(b.orgs, () => next++)],
@@ -323,8 +391,66 @@ async function acceptPhase(b: Bench, ceilings: Ceilings) {
   return {
     jobs_per_second: Math.round(perSecond), p99_ms: run.latency.p99, non_2xx: run.non2xx,
     web_cpu_us_per_job: Math.round((((await usage(b.web.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
+    database_cpu_us_per_job: cpuPer(dbBefore, await databaseCpuSeconds(b.postmasterPid), run['2xx']),
+    ratio_to_bare_express: +(perSecond / ceilings.bare_express_posts_per_second).toFixed(3),
     ratio_to_commit_ceiling: +(perSecond / ceilings.commits_per_second).toFixed(3),
   };
+}
+
+/**
+ * The baseline (bench/baseline/), started with the same Node flags as our role, with the same
+ * pool size and worker concurrency; answers its message ({ port } or { ready }) once up.
+ */
+async function startBaseline(role: 'web' | 'worker', env: Record<string, string>): Promise<{ child: ChildProcess; port?: number }> {
+  const child = fork(path.join(root, `bench/baseline/${role}.ts`), {
+    execArgv: productNodeArgs(role), stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  const message = await new Promise<{ port?: number }>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as { port?: number }));
+    child.once('exit', (code) => reject(new BenchFailure(`the baseline ${role} exited (${code}) before it was up`)));
+  });
+  return { child, port: message.port };
+}
+
+/** The baseline's accept rate: its web process loaded exactly as acceptPhase loads ours. */
+async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: Fixture[] }) {
+  const env = { DATABASE_URL: baseline.url, DATABASE_POOL_SIZE: b.env.DATABASE_POOL_SIZE ?? '10' };
+  const { child: web, port } = await startBaseline('web', env);
+  b.children.push(web);
+  try {
+    const cpuBefore = (await usage(web.pid ?? 0)).cpuSeconds;
+    let next = 0;
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: [jobRequest(baseline.fixtures, () => next++)] });
+    return {
+      jobs_per_second: Math.round(run['2xx'] / SECONDS), non_2xx: run.non2xx, accepted: run['2xx'],
+      web_cpu_us_per_job: Math.round((((await usage(web.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
+    };
+  } finally {
+    await stopChild(web);
+  }
+}
+
+/** The baseline's delivery rate: its worker, just started, delivers every job its accept phase left. */
+async function baselineDeliveryPhase(b: Bench, baseline: { url: string }, accepted: number) {
+  b.receiver.send('reset');
+  const { child: worker } = await startBaseline('worker', {
+    DATABASE_URL: baseline.url, DATABASE_POOL_SIZE: b.env.DATABASE_POOL_SIZE ?? '10', WORKER_CONCURRENCY: b.env.WORKER_CONCURRENCY ?? '200',
+  });
+  b.children.push(worker);
+  try {
+    const first = await waitForDeliveries(b.receiver, 1, 'the baseline\'s delivery (first delivery)', 60);
+    const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+    const dbBefore = await databaseCpuSeconds(b.postmasterPid);
+    const stats = await waitForDeliveries(b.receiver, accepted, 'the baseline\'s delivery');
+    const workerCpu = Math.round((((await usage(worker.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count));
+    return {
+      deliveries: stats.count, deliveries_per_second: Math.round(stats.count / Math.max(0.001, (stats.last - stats.first) / 1000)),
+      worker_cpu_us_per_delivery: workerCpu,
+      database_cpu_us_per_delivery: cpuPer(dbBefore, await databaseCpuSeconds(b.postmasterPid), stats.count - first.count),
+    };
+  } finally {
+    await stopChild(worker);
+  }
 }
 
 const countDeliveries = async (db: pg.Client, where: string) =>
@@ -336,14 +462,22 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
   // Rate and CPU count from the first delivery on: the process's start is not delivery work.
   const first = await waitForDeliveries(b.receiver, 1, 'the delivery phase (first delivery)', 60);
   const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+  const dbBefore = await databaseCpuSeconds(b.postmasterPid);
   const stats = await waitForDeliveries(b.receiver, backlog, 'the delivery phase');
   const workerUsage = await usage(worker.pid ?? 0);
+  const dbAfter = await databaseCpuSeconds(b.postmasterPid);
   const perSecond = stats.count / Math.max(0.001, (stats.last - stats.first) / 1000);
+  const workerCpu = Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count));
+  const databaseCpu = cpuPer(dbBefore, dbAfter, stats.count - first.count);
   return {
     deliveries: stats.count, succeeded: await countDeliveries(b.db, `status = 'succeeded'`), backlog,
     deliveries_per_second: Math.round(perSecond),
     ratio_to_post_ceiling: +(perSecond / ceilings.posts_per_second).toFixed(3),
-    cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count)),
+    cpu_us_per_delivery: workerCpu,
+    // The database's CPU counts until the last delivery arrived: the worker's final recording
+    // of the last batch is a few milliseconds of it.
+    database_cpu_us_per_delivery: databaseCpu,
+    worker_and_database_cpu_us_per_delivery: databaseCpu === null ? null : workerCpu + databaseCpu,
   };
 }
 
@@ -498,15 +632,21 @@ async function run(dbUrl: string, children: ChildProcess[]) {
   await waitForHealth(webPort);
   const db = new pg.Client({ connectionString: dbUrl });
   await db.connect();
-  const b: Bench = { dbUrl, db, receiver, receiverPort, orgs, env, web, webPort, children };
+  const b: Bench = { dbUrl, db, receiver, receiverPort, orgs, env, web, webPort, children, postmasterPid: await postmasterPidOf(db) };
   try {
     progress('accept rate');
     const accept = await acceptPhase(b, ceilings);
+
+    progress('the baseline\'s accept rate (bench/baseline)');
+    const baselineDb = await setUpBaseline(dbUrl, `${new URL(dbUrl).pathname.slice(1)}_baseline`, receiverPort, ORGS, 'invoice.paid');
+    const baselineAccept = await baselineAcceptPhase(b, baselineDb);
 
     progress('delivery rate');
     const worker = startRole('worker', env);
     children.push(worker);
     const delivery = await deliveryPhase(b, worker, ceilings);
+    progress('the baseline\'s delivery rate');
+    const baselineDelivery = await baselineDeliveryPhase(b, baselineDb, baselineAccept.accepted);
     progress(`latency at ${LATENCY_RATE} jobs/s`);
     const latency = await latencyPhase(b);
     const workerPeakMb = (await usage(worker.pid ?? 0)).peakMb;
@@ -518,12 +658,20 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     progress(`recovery of ${BACKLOG.toLocaleString('en')} deliveries that gave up`);
     const recovery = await recoverPhase(b, delivery.deliveries_per_second);
 
+    const baseline = {
+      jobs_per_second: baselineAccept.jobs_per_second, non_2xx: baselineAccept.non_2xx, web_cpu_us_per_job: baselineAccept.web_cpu_us_per_job,
+      deliveries_per_second: baselineDelivery.deliveries_per_second, worker_cpu_us_per_delivery: baselineDelivery.worker_cpu_us_per_delivery,
+      database_cpu_us_per_delivery: baselineDelivery.database_cpu_us_per_delivery,
+      accept_multiple: +(accept.jobs_per_second / Math.max(1, baselineAccept.jobs_per_second)).toFixed(2),
+      delivery_multiple: +(delivery.deliveries_per_second / Math.max(1, baselineDelivery.deliveries_per_second)).toFixed(2),
+    };
+
     const report = {
       at: new Date().toISOString(),
       mode: full ? 'full' : quick ? 'quick' : 'default',
       seconds: SECONDS,
       database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
-      ceilings, accept, delivery, latency, drain: drain.part, recover: recovery.part,
+      ceilings, accept, delivery, latency, drain: drain.part, recover: recovery.part, baseline,
       memory_mb: {
         web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb, recovery.workerPeakMb)),
       },
@@ -543,7 +691,8 @@ function print(report: Report, file: string): void {
   console.table({
     'raw commit ceiling (commits/s)': report.ceilings.commits_per_second,
     'raw POST ceiling (req/s)': report.ceilings.posts_per_second,
-    'accept rate (jobs/s)': accept.jobs_per_second,
+    'bare Express POST ceiling (req/s)': report.ceilings.bare_express_posts_per_second,
+    'accept rate (jobs/s) / share of bare Express': `${accept.jobs_per_second} / ${accept.ratio_to_bare_express}`,
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
@@ -551,8 +700,11 @@ function print(report: Report, file: string): void {
       `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,
     'pg-boss fetch of 100, backlog due, with / without its index (ms)':
       `${drain.pgboss_fetch_100_ms.with_index_ms} / ${drain.pgboss_fetch_100_ms.without_index_ms ?? 'n/a'}`,
-    'web CPU per accepted job (us)': accept.web_cpu_us_per_job,
-    'worker CPU per delivery, delivery / drain (us)': `${delivery.cpu_us_per_delivery} / ${drain.cpu_us_per_delivery}`,
+    'CPU per accepted job, web / database (us)': `${accept.web_cpu_us_per_job} / ${accept.database_cpu_us_per_job ?? 'n/a'}`,
+    'CPU per delivery, worker / database (us)': `${delivery.cpu_us_per_delivery} / ${delivery.database_cpu_us_per_delivery ?? 'n/a'}`,
+    'worker CPU per delivery in the drain (us)': drain.cpu_us_per_delivery,
+    'baseline (bench/baseline): jobs/s / deliveries/s': `${report.baseline.jobs_per_second} / ${report.baseline.deliveries_per_second}`,
+    'ours / baseline: accept / delivery': `${report.baseline.accept_multiple}x / ${report.baseline.delivery_multiple}x`,
     'peak RSS web / worker (MB)': `${report.memory_mb.web_peak} / ${report.memory_mb.worker_peak}`,
     'run time (s)': report.run_seconds,
   });
@@ -588,7 +740,10 @@ async function main(): Promise<number> {
   } finally {
     await Promise.all(children.map((child) => stopChild(child, 5000)));
     if (process.env.BENCH_KEEP_DATABASE) console.log(`kept database: ${dbUrl}`);
-    else await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
+    else {
+      await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
+      await admin.query(`drop database if exists ${database}_baseline with (force)`).catch(() => {});
+    }
     await admin.end();
     await embedded?.stop();
   }

@@ -19,6 +19,9 @@
 --   invalid             the caller found the payload invalid, and it is not a replay
 -- A replay wins over every other answer but a missing application, as before this function:
 -- a duplicate event_id returns the first job even when this body differs or is invalid.
+-- Only 'created' writes (and 'replayed' after a lost race for the key, which writes nothing
+-- either): every other outcome leaves the transaction as it found it, but for the application
+-- row's lock.
 -- An event type's version: its updated_at in microseconds (exact, unlike a parsed timestamp).
 create or replace function event_type_version(p_updated_at timestamptz) returns bigint
 language sql immutable as $$ select (extract(epoch from p_updated_at) * 1000000)::bigint $$;
@@ -54,19 +57,12 @@ begin
     return;
   end if;
 
+  -- A replay wins over every answer below: a key claimed in the last 24 h (committed, or this
+  -- transaction's own) answers with its job, whatever this body is.
   if p_event_id is not null then
-    -- A concurrent duplicate waits on the first claim's row and sees it once committed (the
-    -- select below is a new statement, so it reads what committed meanwhile).
-    insert into webhook_job_keys as k (application_id, event_id, job_id, expires_at)
-      values (p_application_id, p_event_id, p_job_id, now() + interval '24 hours')
-      on conflict on constraint webhook_job_keys_pkey do update
-        set job_id = excluded.job_id, expires_at = excluded.expires_at
-        where k.expires_at <= now()
-      returning k.job_id into v_owner;
-    if v_owner is null then
-      select k.job_id into v_owner from webhook_job_keys k where k.application_id = p_application_id and k.event_id = p_event_id;
-    end if;
-    if v_owner <> p_job_id then
+    select k.job_id into v_owner from webhook_job_keys k
+      where k.application_id = p_application_id and k.event_id = p_event_id and k.expires_at > now();
+    if v_owner is not null then
       return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
                           j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
         from webhook_jobs j
@@ -77,6 +73,9 @@ begin
     end if;
   end if;
 
+  -- Every outcome but 'created' and 'replayed' is answered before anything is written, so a
+  -- caller that accepts several jobs in one transaction (the web process groups concurrent
+  -- requests) commits the others' work without undoing anything of this one.
   if p_endpoint_id is null then
     select t.id, event_type_version(t.updated_at) into v_event_type_id, v_version
       from event_types t where t.org_id = p_org_id and t.environment = p_environment and t.name = p_event_type;
@@ -95,6 +94,30 @@ begin
     outcome := 'invalid';
     return next; -- the other columns stay null
     return;
+  end if;
+
+  if p_event_id is not null then
+    -- The claim. A concurrent duplicate waits on the first claim's row and sees it once
+    -- committed (the select below is a new statement, so it reads what committed meanwhile).
+    v_owner := null;
+    insert into webhook_job_keys as k (application_id, event_id, job_id, expires_at)
+      values (p_application_id, p_event_id, p_job_id, now() + interval '24 hours')
+      on conflict on constraint webhook_job_keys_pkey do update
+        set job_id = excluded.job_id, expires_at = excluded.expires_at
+        where k.expires_at <= now()
+      returning k.job_id into v_owner;
+    if v_owner is null then
+      select k.job_id into v_owner from webhook_job_keys k where k.application_id = p_application_id and k.event_id = p_event_id;
+    end if;
+    if v_owner <> p_job_id then
+      return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
+                          j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
+        from webhook_jobs j
+        where j.id = v_owner and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null;
+      if found then
+        return;
+      end if;
+    end if;
   end if;
 
   insert into webhook_jobs (id, org_id, environment, application_id, event_type, event_id, payload, headers, expires_at)

@@ -1,14 +1,15 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
-import { invalidState, notFound, validationError } from '../errors.ts';
+import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
+import { takeRateLimit, takeRateLimits, type Taken } from '../db/rate-limits.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow,
+  acceptJob, acceptJobs, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
-import type { Queue } from '../queue.ts';
+import type { Queue, QueueItem } from '../queue.ts';
 import { prepareValidator, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
@@ -64,51 +65,231 @@ function createdJob(row: AcceptedRow): CreatedJob {
   return { id, application_id, event_type, status, created_at, expires_at, attempt_count, max_retries };
 }
 
-/**
- * Creates a job with idempotency, schema validation, fan-out and enqueueing in one transaction:
- * usually one call of accept_webhook_job and pg-boss's insert.
- */
-export async function createJob(
-  pool: DatabasePool, queue: Queue, tenant: Tenant, input: NewJobInput,
-): Promise<{ job: CreatedJob; replayed: boolean }> {
+/** One job being accepted: the request's parts, its id, and what validation said of its payload. */
+type Acceptance = {
+  tenant: Tenant; input: NewJobInput; id: string; payloadText: string; cacheKey: string;
+  known: KnownEventType | null; problems: SchemaProblem[] | null;
+};
+
+type Accepted = { job: CreatedJob; replayed: boolean };
+
+/** The checks made before any SQL; then the event type (cached, or looked up through `db`) and validation. */
+async function prepare(db: CommonQueryMethods, tenant: Tenant, input: NewJobInput): Promise<Acceptance> {
   if (!isId('app', input.applicationId)) throw notFound('Application');
   // accept_webhook_job takes the application from the input: a portal token's own only.
   if (tenant.applicationId !== undefined && tenant.applicationId !== input.applicationId) throw notFound('Application');
-  const payloadText = JSON.stringify(input.payload);
-  const id = newId('job');
-  const testJob = input.endpointId !== undefined;
-  const key = eventTypeKey(tenant, input.eventType);
+  const cacheKey = eventTypeKey(tenant, input.eventType);
+  const known = input.endpointId !== undefined ? null : eventTypes.get(cacheKey) ?? await lookUpEventType(db, tenant, input.eventType);
+  const acceptance = { tenant, input, id: newId('job'), payloadText: JSON.stringify(input.payload), cacheKey, known, problems: null };
+  await validate(acceptance);
+  return acceptance;
+}
+
+async function validate(a: Acceptance): Promise<void> {
+  a.problems = a.known?.refused ?? (a.known?.validator ? await validatePayload(a.known.validator, a.input.payload, a.payloadText) : null);
+}
+
+function newJobOf(a: Acceptance): NewJob {
+  const { input } = a;
+  return {
+    id: a.id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText: a.payloadText,
+    headers: input.headers, eventTypeId: a.known?.id ?? null, eventTypeVersion: a.known?.version ?? null,
+    payloadValid: a.problems === null, endpointId: input.endpointId ?? null,
+  };
+}
+
+/** What accept_webhook_job's rows for one job say: the answer, 'stale' (look the event type up and call again), or a thrown AppError. */
+function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stale' {
+  const row = rows[0] as AcceptedRow; // at least one row a job
+  switch (row.outcome) {
+    case 'no_application':
+      throw notFound('Application');
+    case 'replayed':
+      return { job: createdJob(row), replayed: true };
+    case 'unknown_event_type':
+      eventTypes.delete(a.cacheKey);
+      throw validationError(`Unknown event type: ${a.input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
+    case 'invalid':
+      throw validationError('payload does not match the event type\'s schema.', a.problems ?? []);
+    case 'stale':
+      return 'stale';
+    case 'created':
+      return { job: createdJob(row), replayed: false };
+  }
+}
+
+const STALE_TRIES = 3;
+const keptChanging = (a: Acceptance) => new Error(`event type ${a.input.eventType} kept changing while job ${a.id} was being accepted`);
+
+/** Accepts one prepared job in a transaction of its own: one call of accept_webhook_job and pg-boss's insert. */
+async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Promise<Accepted> {
   return pool.transaction(async (tx) => {
-    let known = testJob ? null : eventTypes.get(key) ?? await lookUpEventType(tx, tenant, input.eventType);
-    for (let tries = 0; tries < 3; tries += 1) {
-      const problems = known?.refused
-        ?? (known?.validator ? await validatePayload(known.validator, input.payload, payloadText) : null);
-      const valid = problems === null;
-      const rows = await acceptJob(tx, tenant, {
-        id, applicationId: input.applicationId, eventType: input.eventType, eventId: input.eventId, payloadText, headers: input.headers,
-        eventTypeId: known?.id ?? null, eventTypeVersion: known?.version ?? null, payloadValid: valid, endpointId: input.endpointId ?? null,
-      });
-      const row = rows[0] as AcceptedRow; // many() returns at least one
-      switch (row.outcome) {
-        case 'no_application':
-          throw notFound('Application');
-        case 'replayed':
-          return { job: createdJob(row), replayed: true };
-        case 'unknown_event_type':
-          eventTypes.delete(key);
-          throw validationError(`Unknown event type: ${input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
-        case 'invalid':
-          throw validationError('payload does not match the event type\'s schema.', problems ?? []);
-        case 'stale':
-          known = await lookUpEventType(tx, tenant, input.eventType);
-          continue;
-        case 'created':
-          await queue.enqueue(tx, queueItemsOf(rows));
-          return { job: createdJob(row), replayed: false };
+    for (let tries = 0; tries < STALE_TRIES; tries += 1) {
+      const rows = await acceptJob(tx, a.tenant, newJobOf(a));
+      const answer = answerOf(a, rows);
+      if (answer === 'stale') {
+        a.known = await lookUpEventType(tx, a.tenant, a.input.eventType);
+        await validate(a);
+        continue;
       }
+      if (!answer.replayed) await queue.enqueue(tx, queueItemsOf(rows));
+      return answer;
     }
-    throw new Error(`event type ${input.eventType} kept changing while job ${id} was being accepted`);
+    throw keptChanging(a);
   });
+}
+
+/**
+ * Creates a job with idempotency, schema validation, fan-out and enqueueing in one transaction:
+ * usually one call of accept_webhook_job and pg-boss's insert. (The endpoint test action;
+ * POST /v1/webhook-jobs groups concurrent requests through makeJobAcceptor.)
+ */
+export async function createJob(pool: DatabasePool, queue: Queue, tenant: Tenant, input: NewJobInput): Promise<Accepted> {
+  return acceptAlone(pool, queue, await prepare(pool, tenant, input));
+}
+
+/** A request's place in a rate limit: its counter, the request's time (undefined: the database's clock), and who hears the take. */
+export type LimitTake = { key: string; at: Date | undefined; onTaken: (taken: Taken) => void };
+export type LimitRule = { limit: number; periodSeconds: number };
+
+/** Counts one request against its limit on its own (one statement, committed at once); 429 past it. */
+export async function takeLimitAlone(pool: DatabasePool, rule: LimitRule, take: LimitTake): Promise<void> {
+  const taken = await takeRateLimit(pool, take.key, rule.limit, rule.periodSeconds, take.at);
+  take.onTaken(taken);
+  if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
+}
+
+type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
+type Settled = { answer: Accepted } | { error: unknown };
+
+/**
+ * Group commit for job creation. Each request is prepared (checks, event type, payload
+ * validation) on its own, then waits for a group: up to `groupsInFlight` transactions run at
+ * once, and requests that arrive while they are busy go together into the next, at most
+ * `maxGroup` a transaction: one accept_webhook_job statement for all of them, one pg-boss insert,
+ * one commit. Every request still answers only after the commit that made its job durable, with
+ * exactly the answer it would get alone (accept_webhook_job writes nothing for a job it refuses).
+ * A group's transaction that fails (a deadlock, a lost connection, anything one body triggers) is
+ * not anyone's answer: each of its jobs is then accepted alone.
+ */
+export function makeJobAcceptor(
+  pool: DatabasePool, queue: Queue, options: { maxGroup?: number; groupsInFlight?: number; rule?: LimitRule } = {},
+) {
+  const { rule } = options;
+  const maxGroup = options.maxGroup ?? 100;
+  const groupsInFlight = options.groupsInFlight ?? 3;
+  const waiting: Waiting[] = [];
+  let inFlight = 0;
+
+  async function acceptGroup(group: Waiting[]): Promise<void> {
+    // One lock order for every group: by application, then job id.
+    group.sort((x, y) => compare(x.a.input.applicationId, y.a.input.applicationId) || compare(x.a.id, y.a.id));
+    let settled: Map<Waiting, Settled>;
+    try {
+      settled = await pool.transaction(async (tx) => {
+        const answers = new Map<Waiting, Settled>();
+        if (rule) await takeLimits(tx, rule, group, answers);
+        let round = group.filter((waiter) => !answers.has(waiter));
+        for (let tries = 0; round.length > 0 && tries < STALE_TRIES; tries += 1) {
+          const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
+          const stale: Waiting[] = [];
+          const items: QueueItem[] = [];
+          round.forEach((waiter, i) => {
+            const jobRows = rows[i] ?? [];
+            try {
+              const answer = answerOf(waiter.a, jobRows);
+              if (answer === 'stale') return void stale.push(waiter);
+              answers.set(waiter, { answer });
+              if (!answer.replayed) items.push(...queueItemsOf(jobRows));
+            } catch (error) {
+              answers.set(waiter, { error });
+            }
+          });
+          if (items.length > 0) await queue.enqueue(tx, items);
+          for (const { a } of stale) {
+            a.known = await lookUpEventType(tx, a.tenant, a.input.eventType);
+            await validate(a);
+          }
+          round = stale;
+        }
+        for (const waiter of round) answers.set(waiter, { error: keptChanging(waiter.a) });
+        return answers;
+      });
+    } catch {
+      await Promise.all(group.map(async (w) => {
+        if (rule && w.take) await takeLimitAlone(pool, rule, w.take);
+        return acceptAlone(pool, queue, w.a);
+      }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
+      return;
+    }
+    for (const waiter of group) {
+      if (waiter.take && waiter.taken) waiter.take.onTaken(waiter.taken);
+      const result = settled.get(waiter) as Settled;
+      if ('answer' in result) waiter.resolve(result.answer);
+      else waiter.reject(result.error);
+    }
+  }
+
+  function pump(): void {
+    while (inFlight < groupsInFlight && waiting.length > 0) {
+      inFlight += 1;
+      void acceptGroup(waiting.splice(0, maxGroup)).finally(() => {
+        inFlight -= 1;
+        pump();
+      });
+    }
+  }
+
+  /** Accepts one job; with `take`, counted against the acceptor's rule first (429 past it, and nothing is created). */
+  const accept = async (tenant: Tenant, input: NewJobInput, take?: LimitTake): Promise<Accepted> => {
+    let a: Acceptance;
+    try {
+      a = await prepare(pool, tenant, input);
+    } catch (error) {
+      if (rule && take) await takeLimitAlone(pool, rule, take); // the limit's answer comes first, as for any request
+      throw error;
+    }
+    return new Promise<Accepted>((resolve, reject) => {
+      waiting.push({ a, ...(take ? { take } : {}), resolve, reject });
+      pump();
+    });
+  };
+  return Object.defineProperties(accept as typeof accept & { readonly waiting: number; readonly busy: number }, {
+    /** Prepared requests waiting for a group. */
+    waiting: { get: () => waiting.length },
+    /** Groups whose transaction is running. */
+    busy: { get: () => inFlight },
+  });
+}
+
+const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+
+/**
+ * The group's rate-limit takes, one statement for all its counters, in its transaction (so the
+ * counts commit with the jobs): each request gets its own place in its counter's window, as
+ * one take each would give it, and a request past the limit is answered 429 and not accepted.
+ */
+async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
+  const byKey = new Map<string, Waiting[]>();
+  for (const waiter of group) {
+    if (!waiter.take) continue;
+    const list = byKey.get(waiter.take.key) ?? [];
+    list.push(waiter);
+    byKey.set(waiter.take.key, list);
+  }
+  if (byKey.size === 0) return;
+  const keys = [...byKey.keys()].sort(compare);
+  const at = group.find((w) => w.take)?.take?.at;
+  const rows = await takeRateLimits(tx, keys, keys.map((key) => byKey.get(key)?.length ?? 0), rule.periodSeconds, at);
+  for (const row of rows) {
+    const list = byKey.get(row.key) ?? [];
+    list.forEach((waiter, i) => {
+      const place = row.count - list.length + i + 1;
+      const taken = { allowed: place <= rule.limit, remaining: Math.max(rule.limit - place, 0), reset_at: row.reset_at, retry_after: row.retry_after };
+      waiter.taken = taken;
+      if (!taken.allowed) answers.set(waiter, { error: rateLimitExceeded(taken.retry_after) });
+    });
+  }
 }
 
 /** retry_webhook_job decides (sql/010-retry-cancel.sql); the deliveries it reopens are enqueued here. */

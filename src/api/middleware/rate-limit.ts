@@ -4,7 +4,7 @@
 import type { Response } from 'express';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../../config.ts';
-import { takeRateLimit } from '../../db/rate-limits.ts';
+import { takeRateLimit, type Taken } from '../../db/rate-limits.ts';
 import { rateLimitExceeded } from '../../errors.ts';
 
 export type RateLimitRule = { name: string; limit: number; periodSeconds: number };
@@ -21,11 +21,20 @@ export function rateLimitRules(config: Config) {
 
 /** Counts this request against `rule` for `subject` (an organization or endpoint id); 429 past it. */
 export async function enforceRateLimit(pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string): Promise<void> {
-  // A clock given to the app (AppDependencies.now: tests pin the window), else the database's.
-  const now = res.app.locals.now as (() => Date) | undefined;
-  const taken = await takeRateLimit(pool, `${rule.name}:${subject}`, rule.limit, rule.periodSeconds, now?.());
+  const taken = await takeRateLimit(pool, rateLimitKey(rule, subject), rule.limit, rule.periodSeconds, requestTime(res));
+  setRateLimitHeaders(res, rule, taken);
+  if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
+}
+
+/** The counter of `rule` for `subject`. */
+export const rateLimitKey = (rule: RateLimitRule, subject: string) => `${rule.name}:${subject}`;
+
+/** A clock given to the app (AppDependencies.now: tests pin the window), else the database's (undefined). */
+export const requestTime = (res: Response) => (res.app.locals.now as (() => Date) | undefined)?.();
+
+/** The X-RateLimit-* headers of a take (job creation takes inside its own transaction: src/core/webhook-jobs.ts). */
+export function setRateLimitHeaders(res: Response, rule: RateLimitRule, taken: Pick<Taken, 'remaining' | 'reset_at'>): void {
   res.setHeader('X-RateLimit-Limit', String(rule.limit));
   res.setHeader('X-RateLimit-Remaining', String(taken.remaining));
   res.setHeader('X-RateLimit-Reset', String(Math.ceil(Date.parse(taken.reset_at) / 1000)));
-  if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
 }

@@ -4,7 +4,8 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { cancelJob, createJob, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
+import { cancelJob, makeJobAcceptor, retryJob, takeLimitAlone, type CreatedJob } from '../../core/webhook-jobs.ts';
+import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
 import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
@@ -12,7 +13,7 @@ import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
-import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import { rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
   deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
@@ -57,14 +58,27 @@ const toCancelled = shaper(webhookJobCancelled);
 export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
   const router = Router();
   const { jobCreation } = rateLimitRules(config);
+  // Concurrent creations share a transaction and a commit (src/core/webhook-jobs.ts).
+  const acceptJob = makeJobAcceptor(pool, queue, { rule: jobCreation });
 
   router.post('/', async (req, res) => {
-    await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
-    assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
-    const body = parseBody(createBody, req.body);
-    const { job, replayed } = await createJob(pool, queue, authOf(res), {
+    const tenant = authOf(res);
+    // The limit is counted first for every request, as enforceRateLimit counts it; for a valid
+    // body, in the transaction that accepts the job (one round trip and one commit fewer).
+    const take = {
+      key: rateLimitKey(jobCreation, tenant.orgId), at: requestTime(res), onTaken: (taken: Taken) => setRateLimitHeaders(res, jobCreation, taken),
+    };
+    let body: z.output<typeof createBody>;
+    try {
+      assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
+      body = parseBody(createBody, req.body);
+    } catch (error) {
+      await takeLimitAlone(pool, jobCreation, take);
+      throw error;
+    }
+    const { job, replayed } = await acceptJob(tenant, {
       applicationId: body.application_id, eventType: body.event_type, payload: body.payload, eventId: body.event_id, headers: body.headers,
-    });
+    }, take);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(createdView(job));
   });

@@ -1,0 +1,162 @@
+// Group commit of job creation (makeJobAcceptor, src/core/webhook-jobs.ts): requests that wait
+// together share one transaction, and each still gets exactly the answer it would get alone;
+// a refused job leaves nothing behind for the others' commit (no idempotency key claimed), and a
+// group whose transaction fails has each of its jobs accepted alone.
+import test from 'ava';
+import pg from 'pg';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { makeJobAcceptor, type LimitTake, type NewJobInput } from '../../src/core/webhook-jobs.ts';
+import type { Taken } from '../../src/db/rate-limits.ts';
+import type { Tenant } from '../../src/db/tenant.ts';
+import { AppError } from '../../src/errors.ts';
+import { until } from '../helpers/until.ts';
+import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, INVOICE_SCHEMA } from './helpers.ts';
+
+const job = (appId: string, eventType: string, payload: Record<string, unknown>, eventId: string | null = null): NewJobInput =>
+  ({ applicationId: appId, eventType, payload, eventId, headers: {} });
+
+type Acceptor = ReturnType<typeof makeJobAcceptor>;
+type Answer = { id: string; replayed: boolean } | { status: number };
+const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): Promise<Answer> => promise.then(
+  ({ job: created, replayed }) => ({ id: created.id, replayed }),
+  (error: unknown) => ({ status: error instanceof AppError ? error.status : 500 }),
+);
+
+/**
+ * `inputs` in one group, deterministically: a first job for `heldAppId`, whose application row
+ * this test holds locked, occupies the acceptor's one group until all of `inputs` wait; then the
+ * lock is let go and they go together. Answers the first job's answer, then one for each input.
+ */
+async function oneGroup(
+  accept: Acceptor, tenant: Tenant, heldAppId: string, inputs: NewJobInput[], take: (i: number) => LimitTake | undefined = () => undefined,
+): Promise<Answer[]> {
+  // A connection of its own (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
+  const locker = new pg.Client({ connectionString: app.databaseUrl });
+  await locker.connect();
+  let first: Promise<Answer>;
+  let rest: Promise<Answer[]>;
+  try {
+    await locker.query('begin');
+    await locker.query('select 1 from applications where id = $1 for update', [heldAppId]);
+    first = settle(accept(tenant, job(heldAppId, 'invoice.paid', { invoice_id: 'held' })));
+    await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
+    rest = Promise.all(inputs.map((input, i) => settle(accept(tenant, input, take(i)))));
+    await until('every request to wait for the next group', () => accept.waiting === inputs.length);
+    await locker.query('commit');
+  } finally {
+    await locker.end();
+  }
+  return [await first, ...await rest];
+}
+
+/** The transactions that wrote these jobs (xmin), as how many distinct ones. */
+const transactionsOf = async (ids: string[]) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+  select count(distinct xmin::text)::int as n from webhook_jobs where id = any(${sql.array(ids, 'text')})`);
+
+test('a group of every kind of request: created, replayed within the group, invalid, unknown type, foreign application; each answered as alone', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  const other = await setup(t);
+  await createEventType(t, key, 'invoice.paid', INVOICE_SCHEMA);
+  const endpoints = [await createEndpoint(t, key, appId, ['invoice.paid']), await createEndpoint(t, key, appId, ['invoice.paid'])];
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const inputs = [
+    ...Array.from({ length: 6 }, (_, i) => job(appId, 'invoice.paid', { invoice_id: `in_${i}` })),
+    job(appId, 'invoice.paid', { amount: 'not a number' }, 'evt-invalid'),
+    job(appId, 'invoice.nope', { invoice_id: 'in_x' }, 'evt-unknown'),
+    job(other.appId, 'invoice.paid', { invoice_id: 'in_y' }),
+    ...Array.from({ length: 3 }, () => job(appId, 'invoice.paid', { invoice_id: 'in_dup' }, 'evt-dup')),
+  ];
+  const [firstAnswer, ...answers] = await oneGroup(accept, { orgId, environment: 'live' }, held, inputs);
+  t.false((firstAnswer as { replayed: boolean }).replayed);
+  const created = answers.slice(0, 6) as Array<{ id: string; replayed: boolean }>;
+  for (const answer of created) t.false(answer.replayed, JSON.stringify(answer));
+  t.deepEqual(answers.slice(6, 9), [{ status: 400 }, { status: 400 }, { status: 404 }]);
+  const dups = answers.slice(9) as Array<{ id: string; replayed: boolean }>;
+  t.is(new Set(dups.map((d) => d.id)).size, 1, 'one job for the duplicate event_id');
+  t.deepEqual(dups.map((d) => d.replayed).sort(), [false, true, true]);
+
+  t.is(await jobRows(appId), 7, 'six jobs and the duplicate, once');
+  t.is(await jobRows(other.appId), 0);
+  for (const { id } of [...created, dups[0] as { id: string }]) {
+    const deliveries = await deliveriesOf(id);
+    t.deepEqual(deliveries.map((d) => d.endpoint_id).sort(), [...endpoints].sort());
+    for (const delivery of deliveries) t.is(await messagesFor(delivery.id), 1, 'one queue message a delivery');
+  }
+  // Every job of the group was written by one transaction.
+  t.is(await transactionsOf([...created.map((c) => c.id), (dups[0] as { id: string }).id]), 1);
+
+  // The refused ones claimed nothing: their event_ids are free for a valid job.
+  const again = await Promise.all([
+    job(appId, 'invoice.paid', { invoice_id: 'in_8' }, 'evt-invalid'), job(appId, 'invoice.paid', { invoice_id: 'in_9' }, 'evt-unknown'),
+  ].map((input) => settle(accept({ orgId, environment: 'live' }, input))));
+  for (const answer of again) t.false((answer as { replayed: boolean }).replayed, JSON.stringify(answer));
+});
+
+test('a group whose transaction fails: each of its jobs is accepted alone, so only the job that fails gets an error', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  // A server-side failure that one body triggers (this file's own database).
+  await app.pool.query(sql.unsafe`
+    create function fail_on_boom() returns trigger language plpgsql as $$
+    begin
+      if new.payload::text like '%boom%' then raise exception 'boom'; end if;
+      return new;
+    end $$`);
+  await app.pool.query(sql.unsafe`create trigger fail_on_boom before insert on webhook_jobs for each row execute function fail_on_boom()`);
+  t.teardown(() => app.pool.query(sql.unsafe`drop trigger fail_on_boom on webhook_jobs`));
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held, [
+    job(appId, 'invoice.paid', { n: 1 }), job(appId, 'invoice.paid', { n: 'boom' }), job(appId, 'invoice.paid', { n: 2 }, 'evt-2'),
+  ]);
+  t.deepEqual(answers.map((a) => ('status' in a ? a.status : 201)), [201, 201, 500, 201]);
+  t.is(await jobRows(appId), 2);
+  t.is(await jobRows(held), 1);
+});
+
+test('over HTTP, 60 concurrent creations across two organizations: each 201 with its own job, deliveries and messages', async (t) => {
+  const orgs = [await setup(t), await setup(t)];
+  const targets = new Map<string, string>();
+  for (const org of orgs) {
+    await createEventType(t, org.key, 'invoice.paid');
+    targets.set(org.appId, await createEndpoint(t, org.key, org.appId, ['invoice.paid']));
+  }
+  const responses = await Promise.all(Array.from({ length: 60 }, (_, i) => {
+    const org = orgs[i % 2] as (typeof orgs)[number];
+    return postJob(org.key, { application_id: org.appId, event_type: 'invoice.paid', payload: { i } });
+  }));
+  t.deepEqual(responses.map((r) => r.status), Array(60).fill(201));
+  t.is(new Set(responses.map((r) => r.body.id)).size, 60);
+  for (const [i, res] of responses.entries()) {
+    const org = orgs[i % 2] as (typeof orgs)[number];
+    t.is(res.body.application_id, org.appId);
+    const deliveries = await deliveriesOf(res.body.id);
+    t.deepEqual(deliveries.map((d) => d.endpoint_id), [targets.get(org.appId)]);
+    t.is(await messagesFor((deliveries[0] as { id: number }).id), 1);
+  }
+});
+
+test('a group counts its rate limit in its own transaction: each request its own place, those past the limit 429 and not accepted', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, rule: { limit: 3, periodSeconds: 3600 } });
+  const takens: Array<Taken | undefined> = Array(5).fill(undefined);
+  const counter = `grouped-test:${orgId}`;
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held, [
+    job(appId, 'invoice.nope', { n: 0 }), // refused as an unknown type, and counted all the same
+    ...Array.from({ length: 4 }, (_, i) => job(appId, 'invoice.paid', { n: i + 1 })),
+  ], (i) => ({ key: counter, at: undefined, onTaken: (taken) => { takens[i] = taken; } }));
+  // The group's order among them is its own (as for concurrent requests): check places, not who got which.
+  const statuses = answers.slice(1).map((a) => ('status' in a ? a.status : 201));
+  t.deepEqual(takens.map((taken) => taken?.remaining).sort(), [0, 0, 0, 1, 2]);
+  statuses.forEach((status, i) => t.is(status === 429, takens[i]?.allowed === false, `request ${i}: ${status}`));
+  t.is(statuses.filter((status) => status === 429).length, 2);
+  t.is(statuses[0] === 429 || statuses[0] === 400, true, 'the unknown type: refused by the limit or as unknown');
+  t.is(await jobRows(appId), statuses.filter((status) => status === 201).length);
+  const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
+  t.is(stored, 5, 'every request of the group counted once');
+});
