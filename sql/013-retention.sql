@@ -16,6 +16,9 @@
 --   portal_tokens        portal-link tokens that stopped working (expired or revoked) more than
 --                        7 days ago: refused with 401 either way, kept a week so a DBA can still
 --                        see why a customer's link failed (picked through portal_tokens_ended_at_idx)
+--   operational_events   operational events older than p_attempt_days (created_at) none of whose
+--                        deliveries is still pending or in flight, with their deliveries and
+--                        attempts (cascade; counted as events)
 -- At most p_batch rows per category (p_batch jobs for archived_jobs), so one call is one short
 -- transaction however large the backlog. The caller calls again while any category deleted
 -- p_batch rows (src/db/retention.ts does). Rows locked by someone else are skipped this time.
@@ -32,6 +35,7 @@ declare
   v_keys bigint := 0;
   v_counters bigint := 0;
   v_tokens bigint := 0;
+  v_events bigint := 0;
 begin
   if p_attempt_days is null or p_attempt_days < 1 or p_archived_job_days is null or p_archived_job_days < 1
      or p_batch is null or p_batch < 1 then
@@ -96,6 +100,20 @@ begin
       for update skip locked))
       and least(t.expires_at, coalesce(t.revoked_at, t.expires_at)) < now() - interval '7 days';
     get diagnostics v_tokens = row_count;
+
+    -- Operational events, oldest first through operational_events_created_at_idx; one whose
+    -- delivery is still under way (a retry within its 48 h) waits for the next run.
+    delete from operational_events ev
+    where ev.id = any(array(
+      select e2.id from operational_events e2
+      where e2.created_at < v_attempt_cutoff
+        and not exists (select 1 from operational_deliveries d
+                        where d.event_id = e2.id and d.status in ('pending', 'in_flight'))
+      order by e2.created_at
+      limit p_batch
+      for update skip locked))
+      and ev.created_at < v_attempt_cutoff;
+    get diagnostics v_events = row_count;
   end if;
 
   return query values
@@ -103,13 +121,14 @@ begin
     ('archived_jobs', v_jobs),
     ('webhook_job_keys', v_keys),
     ('rate_limit_counters', v_counters),
-    ('portal_tokens', v_tokens);
+    ('portal_tokens', v_tokens),
+    ('operational_events', v_events);
 end;
 $$;
 
 comment on function run_retention(integer, integer, integer) is
   'Deletes one batch (at most p_batch rows per category) of attempts of finished jobs older than p_attempt_days, '
   'archived jobs completed more than p_archived_job_days ago (with their deliveries, attempts and keys), expired '
-  'idempotency keys, rate-limit counters whose window ended over a day ago and portal tokens expired or revoked '
-  'more than 7 days ago; returns the count per category. '
+  'idempotency keys, rate-limit counters whose window ended over a day ago portal tokens expired or revoked '
+  'more than 7 days ago and finished operational events older than p_attempt_days; returns the count per category. '
   'Call again while a category returns p_batch.';

@@ -162,7 +162,7 @@ test.serial('run_retention deletes exactly what is past retention, and keeps eve
   t.is(await rows('webhook_job_keys', oldArchived), 1);
 
   const deleted = await runRetentionBatch(app.pool, settings(), 10_000);
-  t.deepEqual(deleted, { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 1, rate_limit_counters: 2, portal_tokens: 0 } satisfies RetentionCounts);
+  t.deepEqual(deleted, { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 1, rate_limit_counters: 2, portal_tokens: 0, operational_events: 0 } satisfies RetentionCounts);
   // Counters (checked before the API calls below make a new one for the organization): the
   // stale ones went, the day-old one stayed.
   t.deepEqual(await counters([orgCounter, 'retention:stale', 'retention:day-old']), ['retention:day-old']);
@@ -211,7 +211,7 @@ test.serial('run_retention deletes exactly what is past retention, and keeps eve
 
   // Nothing left past retention: a second call deletes nothing.
   t.deepEqual(await runRetentionBatch(app.pool, settings(), 10_000),
-    { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0 });
+    { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0, operational_events: 0 });
 });
 
 test.serial('a backlog is deleted in batches of at most p_batch rows per category, one transaction each', async (t) => {
@@ -253,13 +253,13 @@ test.serial('a backlog is deleted in batches of at most p_batch rows per categor
 
   // One call: at most 2 of each.
   t.deepEqual(await runRetentionBatch(app.pool, settings(), 2),
-    { delivery_attempts: 2, archived_jobs: 2, webhook_job_keys: 2, rate_limit_counters: 2, portal_tokens: 0 });
+    { delivery_attempts: 2, archived_jobs: 2, webhook_job_keys: 2, rate_limit_counters: 2, portal_tokens: 0, operational_events: 0 });
   t.deepEqual(await left(), { attempts: 3, archived: 1, keys: 2, counters: 3 });
 
   // The loop stops at maxBatches and says the backlog is not done ...
   const capped = await runRetention(app.pool, settings(), { batch: 2, maxBatches: 1 });
   t.deepEqual(capped, {
-    deleted: { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 2, rate_limit_counters: 2, portal_tokens: 0 }, batches: 1, complete: false,
+    deleted: { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 2, rate_limit_counters: 2, portal_tokens: 0, operational_events: 0 }, batches: 1, complete: false,
   });
   t.deepEqual(await left(), { attempts: 1, archived: 0, keys: 0, counters: 1 });
 
@@ -269,7 +269,7 @@ test.serial('a backlog is deleted in batches of at most p_batch rows per categor
     select k, now() - interval '2 days', 1 from unnest(${sql.array(['batch:5', 'batch:6', 'batch:7'], 'text')}) k`);
   const rest = await runRetention(app.pool, settings(), { batch: 2 });
   t.deepEqual(rest, {
-    deleted: { delivery_attempts: 1, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 4, portal_tokens: 0 }, batches: 3, complete: true,
+    deleted: { delivery_attempts: 1, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 4, portal_tokens: 0, operational_events: 0 }, batches: 3, complete: true,
   });
   t.deepEqual(await left(), { attempts: 0, archived: 0, keys: 0, counters: 0 });
   t.deepEqual(await counters(['batch:5', 'batch:6', 'batch:7']), []);
@@ -291,7 +291,7 @@ test.serial('only one session runs retention at a time: a second one deletes not
   } finally {
     await other.end();
   }
-  t.deepEqual(during, { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0 });
+  t.deepEqual(during, { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0, operational_events: 0 });
   t.deepEqual(await counters(['lock:stale']), ['lock:stale']);
   t.is((await runRetentionBatch(app.pool, settings(), 10_000)).rate_limit_counters, 1);
   t.deepEqual(await counters(['lock:stale']), []);
@@ -327,7 +327,7 @@ test.serial('the hourly upkeep of a worker archives, then deletes what is past r
   } finally {
     await upkeep.stop();
   }
-  t.deepEqual(entry.deleted, { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0 });
+  t.deepEqual(entry.deleted, { delivery_attempts: 2, archived_jobs: 1, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0, operational_events: 0 });
   t.is(entry.complete, true);
   t.deepEqual(entry.retention, { attemptDays: 10, archivedJobDays: 45 });
   t.is(await rows('delivery_attempts', old), 0);

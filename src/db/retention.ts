@@ -4,7 +4,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
-export const RETENTION_CATEGORIES = ['delivery_attempts', 'archived_jobs', 'webhook_job_keys', 'rate_limit_counters', 'portal_tokens'] as const;
+export const RETENTION_CATEGORIES = ['delivery_attempts', 'archived_jobs', 'webhook_job_keys', 'rate_limit_counters', 'portal_tokens', 'operational_events'] as const;
 export type RetentionCategory = (typeof RETENTION_CATEGORIES)[number];
 export type RetentionCounts = Record<RetentionCategory, number>;
 
@@ -17,7 +17,7 @@ export type RetentionSettings = {
 
 const retentionRow = z.object({ what: z.enum(RETENTION_CATEGORIES), deleted: z.number() });
 
-const zero = (): RetentionCounts => ({ delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0 });
+const zero = (): RetentionCounts => ({ delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 0, operational_events: 0 });
 
 /** One call of run_retention(): at most `batch` rows per category, in one statement. */
 export async function runRetentionBatch(db: CommonQueryMethods, settings: RetentionSettings, batch: number): Promise<RetentionCounts> {

@@ -44,7 +44,7 @@ test.serial('portal tokens expired or revoked more than 7 days ago are deleted; 
     update portal_tokens set revoked_at = now() - interval '1 day' where token_hash = ${sql.binary(hash(revokedLately))}`);
 
   t.deepEqual(await runRetentionBatch(app.pool, settings(), 10_000),
-    { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 2 });
+    { delivery_attempts: 0, archived_jobs: 0, webhook_job_keys: 0, rate_limit_counters: 0, portal_tokens: 2, operational_events: 0 });
   t.is(await stored(expiredLongAgo), 0);
   t.is(await stored(revokedLongAgo), 0);
   for (const kept of [working, expiredLately, revokedLately]) t.is(await stored(kept), 1);
