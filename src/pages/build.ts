@@ -35,8 +35,11 @@ async function bundle(name: string): Promise<Bundle> {
   return { js, css, version };
 }
 
+/** The pages under src/pages/ that are served. */
+export type PageName = 'portal' | 'dashboard';
+
 /** The page's bundle, built on first use and kept for the life of the process. */
-export function pageBundle(name: 'portal' | 'dashboard'): Promise<Bundle> {
+export function pageBundle(name: PageName): Promise<Bundle> {
   let pending = cache.get(name);
   if (!pending) {
     pending = bundle(name);
