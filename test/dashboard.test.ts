@@ -8,22 +8,16 @@
 // scope it needs. axe-core finds nothing serious or critical on any page; nothing is fetched
 // from another host. Screenshots at 1440×900 go to test-output/dashboard/ (git-ignored).
 import test, { type ExecutionContext } from 'ava';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startTestApp } from './helpers/app.ts';
+import { axe, CHROMIUM, CHROMIUM_ARGS, guardHosts, hasChromium, skipReason } from './helpers/browser.ts';
 import { createApiKey, createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
 const SHOTS = path.resolve('test-output/dashboard');
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 const app = startTestApp({
   ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '0,0,0,0,0,0', CIRCUIT_BREAKER_THRESHOLD: '50',
@@ -46,9 +40,8 @@ test('GET /dashboard: the page with a CSP of this origin only, never framed, and
   }
 });
 
-const hasChromium = existsSync(CHROMIUM);
 const browserTest = hasChromium ? test.serial : test.skip;
-const skip = hasChromium ? '' : ` (skipped: Chromium not installed (${CHROMIUM}); .ci/run installs it)`;
+const skip = skipReason;
 
 let browser: Browser | undefined;
 test.after.always(async () => { await browser?.close(); });
@@ -60,14 +53,8 @@ async function openPage(t: ExecutionContext) {
   t.teardown(() => context.close());
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.baseUrl });
   const origin = new URL(app.baseUrl).origin;
-  const foreign: string[] = [];
+  const { refused: foreign } = await guardHosts(context, (url) => url.origin === origin);
   const errors: string[] = [];
-  await context.route('**/*', async (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin === origin) return route.continue();
-    foreign.push(url);
-    return route.abort('blockedbyclient');
-  });
   context.on('weberror', (error) => errors.push(error.error().message));
   const page = await context.newPage();
   page.setDefaultTimeout(30_000);
@@ -76,13 +63,7 @@ async function openPage(t: ExecutionContext) {
 }
 
 async function check(t: ExecutionContext, page: Page, name: string) {
-  await page.evaluate(AXE); // through the DevTools protocol: the CSP (rightly) refuses inline scripts
-  const violations = await page.evaluate(async () => {
-    const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-    return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v: any) => `${v.id}: ${v.help} (${v.nodes.map((n: any) => n.target.join(' ')).join(', ')})`);
-  });
-  t.deepEqual(violations, [], `axe on ${name}`);
+  await axe(t, page, name);
   mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }

@@ -2,16 +2,10 @@
 // package, driven by playwright-core): every operation and webhook of /v1/openapi.json is
 // listed, nothing is loaded from another host, and nothing is logged as an error.
 import test from 'ava';
-import { existsSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { startTestApp } from './helpers/app.ts';
+import { CHROMIUM, CHROMIUM_ARGS, guardHosts, hasChromium, skipReason } from './helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-// As in the machine notes: without the background-networking flags Chromium tries Google's hosts.
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 const app = startTestApp();
@@ -60,9 +54,7 @@ test('GET /docs serves the page and only the viewer files it uses, versioned and
   }
 });
 
-const hasChromium = existsSync(CHROMIUM);
 const browserTest = hasChromium ? test : test.skip;
-const skipReason = hasChromium ? '' : ` (skipped: Chromium not installed (${CHROMIUM}); .ci/run installs it)`;
 
 browserTest(`GET /docs lists every operation and webhook of /v1/openapi.json, offline and without errors${skipReason}`, async (t) => {
   t.timeout(4 * 60_000); // Chromium's start and render on a busy machine
@@ -74,15 +66,9 @@ browserTest(`GET /docs lists every operation and webhook of /v1/openapi.json, of
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   t.teardown(() => browser.close());
   const context = await browser.newContext();
-  const foreign: string[] = [];
   const errors: string[] = [];
   // Anything for another host is refused and noted: the page must work with no internet.
-  await context.route('**/*', async (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin === origin) return route.continue();
-    foreign.push(url);
-    return route.abort('blockedbyclient');
-  });
+  const { refused: foreign } = await guardHosts(context, (url) => url.origin === origin);
   const page = await context.newPage();
   // Chromium starts and renders slowly on a busy shared machine: these waits are for the page to
   // get there, never a measure of its speed.

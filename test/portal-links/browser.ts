@@ -3,27 +3,21 @@
 // as they are; real magic links; headless Chromium (Debian's) with every request's host
 // recorded and any other host refused; axe-core; screenshots in the git-ignored test-output/.
 import test, { type ExecutionContext } from 'ava';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startTestApp, type TestApp, type TestAppOptions } from '../helpers/app.ts';
 import { closedPort } from '../helpers/receiver.ts';
+import { axe, CHROMIUM, CHROMIUM_ARGS, guardHosts, hasChromium, skipReason } from '../helpers/browser.ts';
 import { TOKEN } from './helpers.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
 const SHOTS = path.resolve('test-output/portal');
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 /** A limit for a busy shared machine (deliveries, retries, the page's refresh), never a measure. */
 export const WAIT_MS = 90_000;
 
-export const hasChromium = existsSync(CHROMIUM);
+export { axe, hasChromium };
 export const browserTest = hasChromium ? test.serial : test.skip;
-export const skipped = hasChromium ? '' : ` (skipped: Chromium not installed (${CHROMIUM}); .ci/run installs it)`;
+export const skipped = skipReason;
 
 /** The app with a worker, its PORT picked now (bound to 0, released) so its PUBLIC_URL is known. */
 export function startPortalApp(
@@ -58,32 +52,13 @@ export async function openPage(t: ExecutionContext, allowed: string[], viewport 
   browser ??= await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   const context = await browser.newContext({ viewport });
   t.teardown(() => context.close());
-  const hosts = new Set<string>();
-  const refused: string[] = [];
+  const { hosts, refused } = await guardHosts(context, (url) => allowed.includes(url.host));
   const errors: string[] = [];
-  await context.route('**/*', async (route) => {
-    const url = new URL(route.request().url());
-    hosts.add(url.host);
-    if (allowed.includes(url.host)) return route.continue();
-    refused.push(url.href);
-    return route.abort('blockedbyclient');
-  });
   context.on('weberror', (error) => errors.push(error.error().message));
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
   page.on('dialog', (dialog) => void dialog.accept());
   return { page, hosts, refused, errors };
-}
-
-/** axe-core in the page (through the DevTools protocol: the CSP rightly refuses an inline script). */
-export async function axe(t: ExecutionContext, page: Page, what: string): Promise<void> {
-  await page.evaluate(AXE);
-  const violations = await page.evaluate(async () => {
-    const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-    return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v: any) => `${v.id}: ${v.help} (${v.nodes.map((n: any) => n.target.join(' ')).join(', ')})`);
-  });
-  t.deepEqual(violations, [], `axe on ${what}`);
 }
 
 /** A screenshot in test-output/portal/ for a reviewer's eye: the full page, or what the window shows. */
