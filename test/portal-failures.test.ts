@@ -69,8 +69,17 @@ browserTest(`failures: filter and response body, re-enable a disabled endpoint, 
 
   // Resend the first exhausted job from one of its failed attempts.
   const attemptOfFirst = failed.getByRole('listitem').filter({ hasText: exhausted[0]! }).first();
-  await attemptOfFirst.getByText('webhook.test').click();
-  await attemptOfFirst.getByRole('button', { name: `Resend job ${exhausted[0]}` }).click();
+  const resendFirst = attemptOfFirst.getByRole('button', { name: `Resend job ${exhausted[0]}` });
+  // Opened (not toggled) until its button shows: a click on the summary toggles, so a second
+  // click, or one that met a redraw on a busy machine, would leave it closed.
+  await until('the attempt opened with its Resend button', async () => {
+    if (await resendFirst.isVisible()) return true;
+    if (!(await attemptOfFirst.locator('details').evaluate((d) => (d as HTMLDetailsElement).open))) {
+      await attemptOfFirst.getByText('webhook.test').click();
+    }
+    return false;
+  });
+  await resendFirst.click();
   await page.getByText(`Sent again: job ${exhausted[0]} is queued; its new attempts appear at the top.`).waitFor();
   await until(`${exhausted[0]} delivered after the resend`, async () => (await jobStatus(exhausted[0]!)) === 'succeeded');
 

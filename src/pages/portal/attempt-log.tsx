@@ -63,7 +63,10 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
           <button type="button" onClick={() => setReload((n) => n + 1)}>Refresh</button>
         </div>
       </div>
-      {error ? <ErrorNotice error={error} /> : !shown ? <Busy label="Loading attempts…" /> : shown.length === 0 ? (
+      {/* A failed refresh shows its error above the list it could not refresh, which stays as it
+          was (rows opened by the customer stay open). */}
+      {error && <ErrorNotice error={error} />}
+      {!shown ? (error ? null : <Busy label="Loading attempts…" />) : shown.length === 0 ? (
         <p class="empty">{filter === 'failed' ? 'No failed attempts.' : props.readOnly ? 'No attempts yet.' : 'No attempts yet. Send a test event to see one here.'}</p>
       ) : (
         <ul class="attempts" aria-label={filter === 'failed' ? 'Failed attempts' : 'Attempts'}>
