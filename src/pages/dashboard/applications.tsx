@@ -164,7 +164,7 @@ function PortalLinkCard(props: { applicationId: string }) {
           <p>Portal link{link.read_only ? ' (read-only)' : ''}, valid until {formatTime(link.expires_at)}. It is shown once.</p>
           <Copyable value={link.url} label="Portal link URL" />
           {/* Opened on this origin (the service serving this page also serves the portal), whatever PUBLIC_URL says. */}
-          <p><a href={`/portal#${link.token}&application_id=${props.applicationId}`} target="_blank" rel="noopener noreferrer">Open the portal</a></p>
+          <p><a href={`/portal#${link.token}`} target="_blank" rel="noopener noreferrer">Open the portal</a></p>
         </div>
       )}
     </section>
