@@ -29,6 +29,24 @@ language sql immutable as $$ select (extract(epoch from p_updated_at) * 1000000)
 comment on function event_type_version(timestamptz) is
   'The version of an event type (its updated_at in microseconds) that accept_webhook_job compares.';
 
+-- The 'replayed' answer of accept_webhook_job: the job that owns the event_id, as its row
+-- (no delivery), or nothing when it is gone (deleted, or of another tenant).
+create or replace function replayed_webhook_job(p_job_id text, p_org_id text, p_environment text)
+returns table (
+  outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
+  expires_at timestamptz, attempt_count integer, max_retries integer,
+  delivery_id bigint, round integer, start_after timestamptz
+)
+language sql stable as $$
+  select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
+         j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
+  from webhook_jobs j
+  where j.id = p_job_id and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null
+$$;
+
+comment on function replayed_webhook_job(text, text, text) is
+  'The replayed answer of accept_webhook_job: the job owning an event_id, if it is still there.';
+
 create or replace function accept_webhook_job(
   p_org_id text, p_environment text, p_application_id text, p_job_id text, p_event_type text,
   p_event_type_id text, p_event_type_version bigint, p_payload_valid boolean,
@@ -63,10 +81,7 @@ begin
     select k.job_id into v_owner from webhook_job_keys k
       where k.application_id = p_application_id and k.event_id = p_event_id and k.expires_at > now();
     if v_owner is not null then
-      return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
-                          j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
-        from webhook_jobs j
-        where j.id = v_owner and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null;
+      return query select * from replayed_webhook_job(v_owner, p_org_id, p_environment);
       if found then
         return;
       end if;
@@ -110,10 +125,7 @@ begin
       select k.job_id into v_owner from webhook_job_keys k where k.application_id = p_application_id and k.event_id = p_event_id;
     end if;
     if v_owner <> p_job_id then
-      return query select 'replayed', j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at,
-                          j.attempt_count, j.max_retries, null::bigint, null::integer, null::timestamptz
-        from webhook_jobs j
-        where j.id = v_owner and j.org_id = p_org_id and j.environment = p_environment and j.deleted_at is null;
+      return query select * from replayed_webhook_job(v_owner, p_org_id, p_environment);
       if found then
         return;
       end if;
