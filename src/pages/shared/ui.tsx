@@ -3,6 +3,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
+import './ui.css';
 
 let nextId = 0;
 export const useId = (prefix: string): string => useState(() => `${prefix}-${++nextId}`)[0];
