@@ -151,10 +151,19 @@ begin
 
   perform refresh_success_rates(v_endpoints);
 
+  -- The retries: failures whose delivery went back to pending in this round. Read by primary
+  -- key, with the status tested only after (a materialized CTE): a status condition in the join
+  -- let the planner read every pending delivery through the partial index of open deliveries
+  -- whenever statistics still said few were pending (after an outage's release), then join the
+  -- batch to them: 170 ms a batch, which held a 20,000-delivery drain to ~460/s.
   return query
-    select d.id, d.round, d.next_attempt_at, null::text, null::text, null::text, null::text
-    from deliveries d join pg_temp.recorded_outcomes r on r.delivery_id = d.id
-    where d.status = 'pending' and d.round = r.round and not r.success;
+    with failed as materialized (
+      select d.id, d.round, d.status, d.next_attempt_at
+      from pg_temp.recorded_outcomes r join deliveries d on d.id = r.delivery_id and d.round = r.round
+      where not r.success
+    )
+    select f.id, f.round, f.next_attempt_at, null::text, null::text, null::text, null::text
+    from failed f where f.status = 'pending';
 
   -- Only when an endpoint recovered: the release is an update with a statement trigger,
   -- which ran for nothing on every batch. The first 10,000 at once; upkeep releases the

@@ -1,0 +1,67 @@
+// Recording a batch reads the batch's deliveries, not the endpoint's backlog, whatever the
+// planner's statistics say. Right after an outage's release the statistics still say the
+// endpoint has few pending deliveries (they were analyzed while held), and a status condition
+// in a join lets the planner read all of them through the partial index of open deliveries for
+// every batch: a 20,000-delivery drain ran at a third of its rate (issue 12's bench --quick).
+// The count of index tuples read is exact and needs no timing: this fails on that plan.
+import test from 'ava';
+import pg from 'pg';
+import { startTestApp } from './helpers/app.ts';
+import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
+
+const app = startTestApp();
+const BACKLOG = 5000;
+const BATCH = 20;
+
+test('record_attempts reads a batch by primary key, not the endpoint\'s pending backlog, with statistics from before a release', async (t) => {
+  const { key, orgId } = await app.createOrg();
+  const by = { on: app, key };
+  const application = await createApplication(by);
+  await createEventType(by, 'plan.item');
+  const endpoint = await createEndpoint(by, { application_id: application.id, url: 'https://example.com/hook', event_types: ['plan.item'] });
+
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  // An outage's backlog, held and analyzed as such; then released (pending), as un-pausing does.
+  await db.query(`
+    with jobs as (
+      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
+      select 'job_plan' || lpad(g::text, 23, '0'), $1, 'live', $2, 'plan.item', '{}'::json, now() + interval '48 hours'
+      from generate_series(1, $4::int) g
+      returning id)
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, status)
+    select id, $3, $1, $2, 'held' from jobs`, [orgId, application.id, endpoint.id, BACKLOG]);
+  await db.query('analyze webhook_jobs; analyze deliveries');
+  await db.query(`update deliveries set status = 'pending', next_attempt_at = now() where endpoint_id = $1`, [endpoint.id]);
+
+  const { rows: batch } = await db.query<{ id: string; round: number }>(
+    `update deliveries set status = 'in_flight' where id in (select id from deliveries where endpoint_id = $1 order by id limit $2)
+     returning id, round`, [endpoint.id, BATCH]);
+  const results = batch.map((d, i) => {
+    const success = i % 2 === 0; // successes and failures that go back to pending, retried in a minute
+    return {
+      delivery_id: Number(d.id), round: d.round, attempt: 1, status_code: success ? 200 : 500, response_body: '', latency_ms: 5,
+      attempted_at: new Date().toISOString(), success, error: success ? null : 'http_status',
+      retry_at: success ? null : new Date(Date.now() + 60_000).toISOString(),
+    };
+  });
+
+  // This session's counters reach pg_stat_user_indexes when its transactions end, once forced.
+  const indexTuplesRead = async () => {
+    await db.query('select pg_stat_force_next_flush()');
+    await db.query('select 1');
+    await db.query('select pg_stat_clear_snapshot()');
+    const { rows } = await db.query<{ read: string }>(
+      `select idx_tup_read::text as read from pg_stat_user_indexes where indexrelname = 'deliveries_endpoint_id_status_idx'`);
+    return Number(rows[0]?.read);
+  };
+  const before = await indexTuplesRead();
+  const { rows: returned } = await db.query<{ delivery_id: string | null }>(
+    'select delivery_id::text from record_attempts($1::jsonb, 5, 30) where circuit is null', [JSON.stringify(results)]);
+  const read = (await indexTuplesRead()) - before;
+
+  t.deepEqual(returned.map((r) => r.delivery_id).sort(), results.filter((r) => !r.success).map((r) => String(r.delivery_id)).sort(),
+    'the failures are returned to enqueue their retries');
+  t.true(read < BACKLOG / 10, `the batch of ${BATCH} read ${read} tuples of the index of open deliveries (backlog ${BACKLOG})`);
+});
