@@ -9,7 +9,7 @@
 --
 -- Rate limit (at most rate_limit_rps starts per endpoint in any second, across all workers):
 -- endpoint_send_slots.next_slot_at is the head of one sequence of slots per endpoint, taken
--- under its row lock by every worker (claim_deliveries, take_send_slot), never before now. A
+-- under its row lock by every worker (claim_deliveries, take_send_slots), never before now. A
 -- worker starts an attempt no earlier than its slot and no later than p_late_ms after it
 -- (worker/pacing.ts; a start that would be later takes a new slot instead), and slots are
 -- spaced (1000 + p_late_ms) / rps apart. So among any rps + 1 starts, the one of the latest
@@ -123,32 +123,42 @@ $$;
 comment on function claim_deliveries(jsonb, integer, integer) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
 
--- One slot for an attempt its worker could not start within p_late_ms of its own: the
--- endpoint's next slot in the same sequence (after every slot taken so far, never before now).
--- The worker may start it up to p_late_ms + p_grace_ms late (a process too slow to read this
--- answer in time asks again with a larger grace, so a start always comes), so the slot after
--- it lies p_grace_ms further: the spacing argument of claim_deliveries holds unchanged.
--- Returns the milliseconds from this database's clock to the slot.
-create or replace function take_send_slot(p_endpoint_id text, p_late_ms integer, p_grace_ms integer)
-returns integer
+-- New slots for attempts their worker could not start within p_late_ms of their own: the
+-- endpoint's next p_count slots in the same sequence (after every slot taken so far, never
+-- before now), one query for the late starts of one endpoint that came together (a claim's
+-- batch that started late). The worker may start each up to p_late_ms + p_grace_ms late (a
+-- process too slow to read this answer in time asks again with a larger grace, so a start
+-- always comes). So these slots lie (1000 + p_late_ms + p_grace_ms) / rps apart and the slot
+-- after the last lies p_grace_ms further: among any rps + 1 slots whose first is one of these,
+-- the last lies at least 1000 + p_late_ms + p_grace_ms after it (within the group by its
+-- spacing; past it by the usual spacing plus the gap), and the argument of claim_deliveries
+-- holds unchanged. (One slot and one grace each would push the endpoint's sequence by the
+-- grace per late start: 100 late starts of a busy endpoint deferred everything for 10 s.)
+-- Returns the milliseconds from this database's clock to each slot, in order.
+create or replace function take_send_slots(p_endpoint_id text, p_count integer, p_late_ms integer, p_grace_ms integer)
+returns table (start_in_ms integer)
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_slot timestamptz;
-  v_rps integer;
+  v_first timestamptz;
+  v_spacing interval;
 begin
   insert into endpoint_send_slots (endpoint_id, next_slot_at) values (p_endpoint_id, v_now)
     on conflict on constraint endpoint_send_slots_pkey do nothing;
-  select greatest(s.next_slot_at, v_now), e.rate_limit_rps into v_slot, v_rps
+  select greatest(s.next_slot_at, v_now), send_slot_spacing(e.rate_limit_rps, p_late_ms + p_grace_ms) into v_first, v_spacing
     from endpoint_send_slots s join endpoints e on e.id = s.endpoint_id
     where s.endpoint_id = p_endpoint_id
     for update of s;
   update endpoint_send_slots s
-    set next_slot_at = v_slot + p_grace_ms * interval '1 millisecond' + send_slot_spacing(v_rps, p_late_ms)
+    set next_slot_at = v_first + p_count * v_spacing + p_grace_ms * interval '1 millisecond'
     where s.endpoint_id = p_endpoint_id;
-  return greatest(0, ceil(extract(epoch from v_slot - clock_timestamp()) * 1000))::integer;
+  -- One reading of the clock for every slot (after the query began, before the answer is read).
+  v_now := clock_timestamp();
+  return query
+    select greatest(0, ceil(extract(epoch from v_first + (i - 1) * v_spacing - v_now) * 1000))::integer
+    from generate_series(1, p_count) i order by i;
 end;
 $$;
 
-comment on function take_send_slot(text, integer, integer) is
-  'Takes the endpoint''s next rate-limit slot for an attempt that missed its own; the slot after it lies p_grace_ms further (the worker may start that much later). Returns the milliseconds to the slot.';
+comment on function take_send_slots(text, integer, integer, integer) is
+  'Takes the endpoint''s next p_count rate-limit slots for attempts that missed their own, spaced for a start up to p_late_ms + p_grace_ms late, the slot after them p_grace_ms further. Returns the milliseconds to each slot.';

@@ -9,12 +9,12 @@ import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
-import { takeSendSlot } from '../db/send-slots.ts';
+import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { graceFor, LATE_LIMIT_MS, slotFrom, type Slot } from './pacing.ts';
+import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import type { Wakeup } from './wakeup.ts';
 import { nextAttemptAt } from './retry-policy.ts';
@@ -83,6 +83,13 @@ export function startDeliveryLoop(deps: {
     resolve?.();
   };
 
+  // Late starts of one endpoint that come together take their new slots in one query.
+  const retaker = makeSlotRetaker((endpointId, count, graceMs) =>
+    takeSendSlots(pool, endpointId, count, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
+      if (isDatabaseUnavailable(error)) return null;
+      throw error;
+    }));
+
   async function claim(messages: readonly Message[]) {
     return pool.transaction(async (tx) => {
       const sentAt = Date.now();
@@ -109,7 +116,8 @@ export function startDeliveryLoop(deps: {
 
   /**
    * Waits for this attempt's slot (pacing.ts) and returns the start time: never before the
-   * slot, never later than the slot allows; a start that missed it takes a new one. Null when
+   * slot, never later than the slot allows; a start that missed it takes a new one (with the
+   * others that missed theirs at the same moment: makeSlotRetaker). Null when
    * no new slot can be had (a lost database): no start, the delivery is claimed again once its
    * lease ends, as after a crash.
    */
@@ -120,14 +128,9 @@ export function startDeliveryLoop(deps: {
       const now = Date.now();
       if (now <= slot.latestAt) return now;
       lateStarts += 1;
-      const graceMs = graceFor(retake);
-      const sentAt = Date.now();
-      const startInMs = await takeSendSlot(pool, claimed.endpoint_id, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
-        if (isDatabaseUnavailable(error)) return null;
-        throw error;
-      });
-      if (startInMs === null) return null;
-      slot = slotFrom(startInMs, sentAt, Date.now(), graceMs);
+      const next = await retaker.take(claimed.endpoint_id, graceFor(retake));
+      if (next === null) return null;
+      slot = next;
     }
   }
 
