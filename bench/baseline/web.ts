@@ -16,9 +16,21 @@ await boss.start();
 await boss.createQueue('deliveries');
 
 const app = express();
+// Requests still running: autocannon ends a phase by destroying its sockets, so the server can
+// close while handlers still wait on the database; the pools end only after the last of them.
+let running = 0;
 app.use(express.json({ limit: '1mb' }));
 
 app.post('/v1/webhook-jobs', async (req, res) => {
+  running += 1;
+  try {
+    await accept(req, res);
+  } finally {
+    running -= 1;
+  }
+});
+
+async function accept(req: express.Request, res: express.Response): Promise<void> {
   const key = /^Bearer (\S+)$/.exec(req.get('authorization') ?? '')?.[1];
   const keyHash = key ? createHash('sha256').update(key).digest('hex') : null;
   const caller = keyHash ? await pool.query('select org_id from api_keys where key_hash = $1', [keyHash]) : null;
@@ -51,7 +63,11 @@ app.post('/v1/webhook-jobs', async (req, res) => {
   } finally {
     client.release();
   }
-});
+}
 
 const server = app.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => process.send?.({ port: (server.address() as AddressInfo).port }));
-process.on('SIGTERM', () => server.close(() => void Promise.all([boss.stop(), pool.end()]).then(() => process.exit(0))));
+process.on('SIGTERM', () => server.close(async () => {
+  while (running > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  await Promise.all([boss.stop(), pool.end()]);
+  process.exit(0);
+}));
