@@ -11,6 +11,10 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { until } from '../helpers/until.ts';
 
 // Threshold 3 and a 1 s cooldown: a breaker-disabled endpoint would be probed after 1 s.
+// The tests run one at a time: each calls run_delivery_upkeep() itself (to be sure an upkeep
+// ran past the cooldown), and that call picks the probes of every endpoint due for one
+// without enqueueing them, so run beside the other test it took that test's probe (its
+// delivery pending, no queue message: the probe never came).
 const app = startTestApp(
   { ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1', CIRCUIT_BREAKER_THRESHOLD: '3', CIRCUIT_BREAKER_COOLDOWN: '1' },
   { worker: true },
@@ -39,7 +43,7 @@ const circuit = (id: string) => app.pool.one(sql.type(circuitRow)`
 const heldOf = (jobId: string) => app.pool.oneFirst(sql.type(z.object({ status: z.string() }))`
   select status from deliveries where job_id = ${jobId}`);
 
-test('a 410 disables at once (reason gone, failure_count + 1), no probe after the cooldown, reset-circuit re-enables', async (t) => {
+test.serial('a 410 disables at once (reason gone, failure_count + 1), no probe after the cooldown, reset-circuit re-enables', async (t) => {
   const ctx = await setup(t);
   let gone = true;
   const r = await startReceiver(() => (gone ? { status: 410, body: 'gone' } : { status: 200, body: 'ok' }));
@@ -79,7 +83,7 @@ test('a 410 disables at once (reason gone, failure_count + 1), no probe after th
   await until('the held delivery to arrive', () => r.forJob(second).length === 1);
 });
 
-test('a 410 answering a circuit-breaker probe turns the reason into gone, and no further probe follows', async (t) => {
+test.serial('a 410 answering a circuit-breaker probe turns the reason into gone, and no further probe follows', async (t) => {
   const ctx = await setup(t);
   // Three 500s open the breaker (threshold 3; one delivery, so arrivals are its attempts in
   // order), and the fourth arrival is the probe: it is held open until the test has seen the
