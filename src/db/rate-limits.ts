@@ -19,30 +19,15 @@ export async function takeRateLimit(
 const takenManyRow = z.object({ key: z.string(), count: z.number(), reset_at: z.string(), retry_after: z.number() });
 
 /**
- * take_rate_limit's counting for several keys in one statement, `counts[i]` requests against
- * `keys[i]` (each key once; sorted, so concurrent callers lock the counters in one order), in
- * the caller's transaction. Answers each key's count after this take: the requests it counted
- * were places count - n + 1 .. count of the window.
+ * Several keys counted in one statement (count_rate_limits in sql/014-rate-limits.sql, which
+ * take_rate_limit uses for one): `counts[i]` requests against `keys[i]` (each key once), in the
+ * caller's transaction. Answers each key's count after this take: the requests it counted were
+ * places count - n + 1 .. count of the window.
  */
 export async function takeRateLimits(
   db: CommonQueryMethods, keys: readonly string[], counts: readonly number[], periodSeconds: number, at?: Date,
 ) {
-  const time = at ? sql.fragment`${at.toISOString()}::timestamptz` : sql.fragment`clock_timestamp()`;
+  const time = at ? sql.fragment`, ${at.toISOString()}::timestamptz` : sql.fragment``;
   return db.any(sql.type(takenManyRow)`
-    with now as (
-      select ${time} as at
-    ), input as (
-      select i.key, i.n, date_bin(${periodSeconds} * interval '1 second', now.at, timestamptz '1970-01-01 00:00:00+00') as window_start
-      from unnest(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}) as i(key, n), now
-    ), taken as (
-      insert into rate_limit_counters as c (key, window_start, count)
-      select key, window_start, n from input order by key
-      on conflict (key) do update
-        set count = case when c.window_start = excluded.window_start then c.count + excluded.count else excluded.count end,
-            window_start = excluded.window_start
-      returning c.key, c.count, c.window_start
-    )
-    select taken.key, taken.count, taken.window_start + ${periodSeconds} * interval '1 second' as reset_at,
-           greatest(1, ceil(extract(epoch from taken.window_start + ${periodSeconds} * interval '1 second' - now.at)))::integer as retry_after
-    from taken, now`);
+    select * from count_rate_limits(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}, ${periodSeconds}${time})`);
 }
