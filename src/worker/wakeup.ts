@@ -37,11 +37,22 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
   let retry: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
 
-  const wake = () => {
-    notified = true;
+  /** Ends the current wait, if any. */
+  const release = () => {
     const resolve = waiter;
     waiter = undefined;
     resolve?.();
+  };
+  const wake = () => {
+    notified = true;
+    release();
+  };
+
+  /** Logged once per outage; the connection is tried again every RECONNECT_MS. */
+  const reconnectLater = (error: unknown) => {
+    if (!lostLogged) deps.logger.info({ err: error }, 'wakeup listener lost: polling until it is back');
+    lostLogged = true;
+    retry = setTimeout(() => void connect(), RECONNECT_MS);
   };
 
   const lost = (current: pg.Client, error?: unknown) => {
@@ -50,12 +61,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
     listening = false;
     clearInterval(heartbeat);
     void current.end().catch(() => {});
-    if (stopped) return;
-    if (!lostLogged) {
-      deps.logger.info({ err: error }, 'wakeup listener lost: polling until it is back');
-      lostLogged = true;
-    }
-    retry = setTimeout(() => void connect(), RECONNECT_MS);
+    if (!stopped) reconnectLater(error);
   };
 
   async function connect(): Promise<void> {
@@ -81,11 +87,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       wake(); // notifications sent while it was not listening are lost: look once
     } catch (error) {
       if (current) lost(current, error);
-      else if (!stopped) {
-        if (!lostLogged) deps.logger.info({ err: error }, 'wakeup listener lost: polling until it is back');
-        lostLogged = true;
-        retry = setTimeout(() => void connect(), RECONNECT_MS);
-      }
+      else if (!stopped) reconnectLater(error);
     }
   }
   void connect();
@@ -106,11 +108,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
         waiter = done;
       });
     },
-    interrupt() {
-      const resolve = waiter;
-      waiter = undefined;
-      resolve?.();
-    },
+    interrupt: release,
     get listening() { return listening; },
     async stop() {
       stopped = true;
@@ -119,7 +117,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       const current = client;
       client = undefined;
       listening = false;
-      this.interrupt();
+      release();
       await current?.end().catch(() => {});
     },
   };
