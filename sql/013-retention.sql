@@ -129,6 +129,6 @@ $$;
 comment on function run_retention(integer, integer, integer) is
   'Deletes one batch (at most p_batch rows per category) of attempts of finished jobs older than p_attempt_days, '
   'archived jobs completed more than p_archived_job_days ago (with their deliveries, attempts and keys), expired '
-  'idempotency keys, rate-limit counters whose window ended over a day ago portal tokens expired or revoked '
+  'idempotency keys, rate-limit counters whose window ended over a day ago, portal tokens expired or revoked '
   'more than 7 days ago and finished operational events older than p_attempt_days; returns the count per category. '
   'Call again while a category returns p_batch.';

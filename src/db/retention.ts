@@ -1,6 +1,7 @@
 // Retention of our own tables, through run_retention() (sql/013-retention.sql): old attempts
 // of finished jobs, archived jobs past their retention, expired idempotency keys, stale
-// rate-limit counters and portal tokens that stopped working a week ago. pg-boss bounds its own table (src/queue.ts).
+// rate-limit counters, portal tokens that stopped working a week ago and finished operational
+// events. pg-boss bounds its own table (src/queue.ts).
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
