@@ -117,9 +117,9 @@ export function startDeliveryLoop(deps: {
   /**
    * Waits for this attempt's slot (pacing.ts) and returns the start time: never before the
    * slot, never later than the slot allows; a start that missed it takes a new one (with the
-   * others that missed theirs at the same moment: makeSlotRetaker). Null when
-   * no new slot can be had (a lost database): no start, the delivery is claimed again once its
-   * lease ends, as after a crash.
+   * others that missed theirs at the same moment: makeSlotRetaker). Null when no new slot can
+   * be had (a lost database): no start, the delivery is claimed again once its lease ends, as
+   * after a crash.
    */
   async function startWhenAllowed(claimed: Claim, first: Slot): Promise<number | null> {
     let slot = first;

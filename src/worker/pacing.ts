@@ -50,8 +50,9 @@ export type SlotRetaker = { take(endpointId: string, graceMs: number): Promise<S
 export function makeSlotRetaker(
   takeSlots: (endpointId: string, count: number, graceMs: number) => Promise<readonly number[] | null>,
 ): SlotRetaker {
-  const waiting = new Map<string, { endpointId: string; graceMs: number; askers: Array<PromiseWithResolvers<Slot | null>> }>();
-  const takeGroup = async ({ endpointId, graceMs, askers }: { endpointId: string; graceMs: number; askers: Array<PromiseWithResolvers<Slot | null>> }) => {
+  type Group = { endpointId: string; graceMs: number; askers: Array<PromiseWithResolvers<Slot | null>> };
+  const waiting = new Map<string, Group>();
+  const takeGroup = async ({ endpointId, graceMs, askers }: Group) => {
     const sentAt = Date.now();
     try {
       const startsInMs = await takeSlots(endpointId, askers.length, graceMs);
