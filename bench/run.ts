@@ -531,20 +531,34 @@ async function drainPhase(b: Bench, deliveriesPerSecond: number) {
   b.receiver.send('reset');
   const worker = startRole('worker', b.env);
   b.children.push(worker);
-  const first = await waitForDeliveries(b.receiver, 1, 'the drain (first delivery)', 60);
-  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
-  const drained = await waitForDeliveries(b.receiver, BACKLOG, 'the drain');
-  const workerUsage = await usage(worker.pid ?? 0);
-  const perSecond = drained.count / Math.max(0.001, (drained.last - drained.first) / 1000);
+  const drained = await drainedBy(b, worker, 'the drain');
   await stopChild(worker);
   return {
     part: {
       backlog: BACKLOG, delivered: drained.count, release_request_seconds: +requestSeconds.toFixed(2), release_seconds: +releaseSeconds.toFixed(1),
-      deliveries_per_second: Math.round(perSecond), ratio_to_delivery_rate: +(perSecond / deliveriesPerSecond).toFixed(2),
-      cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, drained.count - first.count)),
+      deliveries_per_second: Math.round(drained.perSecond), ratio_to_delivery_rate: +(drained.perSecond / deliveriesPerSecond).toFixed(2),
+      cpu_us_per_delivery: drained.cpuUsPerDelivery,
       pgboss_fetch_100_ms: fetchMs,
     },
-    workerPeakMb: workerUsage.peakMb,
+    workerPeakMb: drained.peakMb,
+  };
+}
+
+/**
+ * Waits until `worker` has delivered the whole BACKLOG to the receiver: their rate from the
+ * first arrival to the last, the worker's CPU per delivery from its first on (its start is not
+ * delivery work), and its peak RSS.
+ */
+async function drainedBy(b: Bench, worker: ChildProcess, what: string) {
+  const first = await waitForDeliveries(b.receiver, 1, `${what} (first delivery)`, 60);
+  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
+  const drained = await waitForDeliveries(b.receiver, BACKLOG, what);
+  const workerUsage = await usage(worker.pid ?? 0);
+  return {
+    count: drained.count,
+    perSecond: drained.count / Math.max(0.001, (drained.last - drained.first) / 1000),
+    cpuUsPerDelivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, drained.count - first.count)),
+    peakMb: workerUsage.peakMb,
   };
 }
 
@@ -586,23 +600,19 @@ async function recoverPhase(b: Bench, deliveriesPerSecond: number) {
   const answer = await api(b.webPort, org.key, 'POST', `/v1/endpoints/${org.endpointId}/recover`, { since }) as { deliveries: number };
   const requestMs = performance.now() - requestStarted;
   if (answer.deliveries !== BACKLOG) throw new BenchFailure(`recover matched ${answer.deliveries} deliveries, not ${BACKLOG}`);
-  const first = await waitForDeliveries(b.receiver, 1, 'the recovery (first delivery)', 60);
-  const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
-  const drained = await waitForDeliveries(b.receiver, BACKLOG, 'the recovery');
-  const workerUsage = await usage(worker.pid ?? 0);
+  const drained = await drainedBy(b, worker, 'the recovery');
   const requeue = (await b.db.query<{ seconds: number | null }>(`
     select extract(epoch from completed_at - requested_at)::float8 as seconds from endpoint_recoveries
     where endpoint_id = $1 order by id desc limit 1`, [org.endpointId])).rows[0]?.seconds ?? null;
-  const perSecond = drained.count / Math.max(0.001, (drained.last - drained.first) / 1000);
   await stopChild(worker);
   return {
     part: {
       deliveries: BACKLOG, delivered: drained.count, request_ms: Math.round(requestMs),
       requeue_seconds: requeue === null ? null : +requeue.toFixed(1),
-      deliveries_per_second: Math.round(perSecond), ratio_to_delivery_rate: +(perSecond / deliveriesPerSecond).toFixed(2),
-      cpu_us_per_delivery: Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, drained.count - first.count)),
+      deliveries_per_second: Math.round(drained.perSecond), ratio_to_delivery_rate: +(drained.perSecond / deliveriesPerSecond).toFixed(2),
+      cpu_us_per_delivery: drained.cpuUsPerDelivery,
     },
-    workerPeakMb: workerUsage.peakMb,
+    workerPeakMb: drained.peakMb,
   };
 }
 
