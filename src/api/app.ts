@@ -8,7 +8,7 @@ import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { makeMetrics, sendMetrics, type Metrics } from '../metrics.ts';
-import { authenticate, authorize } from './middleware/auth.ts';
+import { authenticate, authorize, makeRecentKeys } from './middleware/auth.ts';
 import { errorHandler, notFoundRoute } from './middleware/errors.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { reenterRequestScope, requestContext } from './middleware/request-context.ts';
@@ -59,8 +59,14 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
     app.get('/metrics', (_req, res) => void sendMetrics(metrics, res));
   }
 
-  const authenticated = authenticate(pool);
-  const resource = (family: Family | null, ...routers: Router[]): RequestHandler[] => [authenticated, authorize(family), jsonBody, reenterRequestScope, ...routers];
+  const recentKeys = makeRecentKeys();
+  const authenticated = authenticate(pool, { recentKeys });
+  const guarded = (authentication: RequestHandler, family: Family | null, routers: Router[]): RequestHandler[] =>
+    [authentication, authorize(family), jsonBody, reenterRequestScope, ...routers];
+  const resource = (family: Family | null, ...routers: Router[]) => guarded(authenticated, family, routers);
+  // Job creation, the hot path, confirms a recently seen key in the transaction that accepts
+  // the job instead of looking it up first (src/core/webhook-jobs.ts).
+  const jobCreation = authenticate(pool, { recentKeys, provisional: { family: 'webhooks', when: (req) => req.method === 'POST' && req.path === '/' } });
   const v1 = Router();
   v1.use('/api-keys', ...resource('api-keys', makeApiKeysRouter(pool, config)));
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
@@ -69,7 +75,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   // The tenant's delivery stats: read with the endpoints' scope (endpoints:read).
   v1.use('/stats', ...resource('endpoints', makeStatsRouter(pool)));
   v1.use('/operational-webhooks', ...resource('endpoints', makeOperationalWebhooksRouter(pool, config)));
-  v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
+  v1.use('/webhook-jobs', ...guarded(jobCreation, 'webhooks', [makeWebhookJobsRouter(pool, queue, config)]));
   // The overview counts (endpoints by health, open deliveries): read with endpoints:read.
   v1.use('/summary', ...resource('endpoints', makeSummaryRouter(pool)));
   // What the caller's key or token is: any valid credential may read itself.

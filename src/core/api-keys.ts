@@ -2,8 +2,10 @@
 // /v1/api-keys route and the admin CLI's create-org.
 import { createHash, randomBytes } from 'node:crypto';
 import type { CommonQueryMethods } from 'slonik';
-import { insertApiKey, type ApiKeyRow } from '../db/api-keys.ts';
+import { confirmApiKeys, insertApiKey, type ApiKeyRow } from '../db/api-keys.ts';
+import { forbidden, unauthorized, type AppError } from '../errors.ts';
 import { newId } from '../ids.ts';
+import { allows, type Access, type Family } from './scopes.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KEY_LENGTH = 32;
@@ -43,4 +45,26 @@ export async function createApiKey(
     expiresAt: input.expiresAt,
   });
   return { ...row, key };
+}
+
+/**
+ * Why a key, as the database has it (null: no such key), may not make a request needing
+ * `family`:`access` (null: any valid key), as the 401 or 403 to answer; null when it may.
+ */
+export function keyRefusal(row: { expired: boolean; scopes: readonly string[] } | null, family: Family | null, access: Access): AppError | null {
+  if (!row) return unauthorized('Invalid API key.');
+  if (row.expired) return unauthorized('This API key has expired.');
+  if (family !== null && !allows(row.scopes, family, access)) return forbidden(`This API key lacks the ${family}:${access} scope.`);
+  return null;
+}
+
+/**
+ * Confirms a key a request went on with unconfirmed (a provisional one: the auth middleware's
+ * recentKeys): throws the 401 or 403 a lookup would have given now. For the answers a route
+ * gives without the transaction that confirms it (a refused body, say).
+ */
+export async function confirmKey(db: CommonQueryMethods, keyId: string, family: Family, access: Access): Promise<void> {
+  const [row] = await confirmApiKeys(db, [keyId]);
+  const refusal = keyRefusal(row ?? null, family, access);
+  if (refusal) throw refusal;
 }

@@ -3,7 +3,9 @@
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type Taken } from '../db/rate-limits.ts';
+import { confirmApiKeys } from '../db/api-keys.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
+import { confirmKey, keyRefusal } from './api-keys.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
   acceptJob, acceptJobs, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
@@ -159,7 +161,12 @@ export async function takeLimitAlone(pool: DatabasePool, rule: LimitRule, take: 
   if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
 }
 
-type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
+/** The provisional key a request went on with (the auth middleware's recentKeys): confirmed in its group's transaction. */
+export type ProvisionalKey = { keyId: string };
+/** What a provisional key must hold to create a job. */
+const CREATION_SCOPE = ['webhooks', 'write'] as const;
+
+type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
 type Settled = { answer: Accepted } | { error: unknown };
 
 /**
@@ -188,6 +195,7 @@ export function makeJobAcceptor(
     try {
       settled = await pool.transaction(async (tx) => {
         const answers = new Map<Waiting, Settled>();
+        await confirmKeys(tx, group, answers);
         if (rule) await takeLimits(tx, rule, group, answers);
         let round = group.filter((waiter) => !answers.has(waiter));
         for (let tries = 0; round.length > 0 && tries < STALE_TRIES; tries += 1) {
@@ -217,6 +225,7 @@ export function makeJobAcceptor(
       });
     } catch {
       await Promise.all(group.map(async (w) => {
+        if (w.key) await confirmKey(pool, w.key.keyId, ...CREATION_SCOPE);
         if (rule && w.take) await takeLimitAlone(pool, rule, w.take);
         return acceptAlone(pool, queue, w.a);
       }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
@@ -240,17 +249,22 @@ export function makeJobAcceptor(
     }
   }
 
-  /** Accepts one job; with `take`, counted against the acceptor's rule first (429 past it, and nothing is created). */
-  const accept = async (tenant: Tenant, input: NewJobInput, take?: LimitTake): Promise<Accepted> => {
+  /**
+   * Accepts one job; with `take`, counted against the acceptor's rule first (429 past it, and
+   * nothing is created); with `key`, only if that key still holds webhooks:write (401 or 403).
+   */
+  const accept = async (tenant: Tenant, input: NewJobInput, take?: LimitTake, key?: ProvisionalKey): Promise<Accepted> => {
     let a: Acceptance;
     try {
       a = await prepare(pool, tenant, input);
     } catch (error) {
-      if (rule && take) await takeLimitAlone(pool, rule, take); // the limit's answer comes first, as for any request
+      // The key's and the limit's answers come first, as for any request.
+      if (key) await confirmKey(pool, key.keyId, ...CREATION_SCOPE);
+      if (rule && take) await takeLimitAlone(pool, rule, take);
       throw error;
     }
     return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, ...(take ? { take } : {}), resolve, reject });
+      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject });
       pump();
     });
   };
@@ -272,7 +286,7 @@ const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
 async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
   const byKey = new Map<string, Waiting[]>();
   for (const waiter of group) {
-    if (!waiter.take) continue;
+    if (!waiter.take || answers.has(waiter)) continue;
     const list = byKey.get(waiter.take.key) ?? [];
     list.push(waiter);
     byKey.set(waiter.take.key, list);
@@ -289,6 +303,22 @@ async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waitin
       waiter.taken = taken;
       if (!taken.allowed) answers.set(waiter, { error: rateLimitExceeded(taken.retry_after) });
     });
+  }
+}
+
+/**
+ * The group's provisional keys, confirmed in one statement in its transaction (first, as the
+ * auth middleware's lookup comes first): a request whose key was deleted, expired or lost
+ * webhooks:write since this process last looked it up is answered 401 or 403 and not accepted.
+ */
+async function confirmKeys(tx: CommonQueryMethods, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
+  const ids = [...new Set(group.flatMap((waiter) => (waiter.key ? [waiter.key.keyId] : [])))].sort(compare);
+  if (ids.length === 0) return;
+  const keys = new Map((await confirmApiKeys(tx, ids)).map((row) => [row.id, row]));
+  for (const waiter of group) {
+    if (!waiter.key) continue;
+    const refusal = keyRefusal(keys.get(waiter.key.keyId) ?? null, ...CREATION_SCOPE);
+    if (refusal) answers.set(waiter, { error: refusal });
   }
 }
 

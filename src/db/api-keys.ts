@@ -67,6 +67,31 @@ export async function findApiKeyByHash(db: CommonQueryMethods, keyHash: Buffer):
     select id, org_id, environment, scopes, expired from found`);
 }
 
+const confirmedRow = z.object({ id: z.string(), scopes: z.array(z.string()), expired: z.boolean() });
+export type ConfirmedKey = z.infer<typeof confirmedRow>;
+
+/**
+ * These keys as they are now (a key that is gone has no row), recording their use as
+ * findApiKeyByHash does. Runs inside the transaction that writes on the keys' behalf (the grouped
+ * job accept), so a key deleted or narrowed before it commits is refused: the touch skips rows
+ * another transaction has locked, so groups never wait for, or deadlock on, each other's keys.
+ */
+export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly ConfirmedKey[]> {
+  return db.any(sql.type(confirmedRow)`
+    with found as (
+      select id, scopes, last_used_at, coalesce(expires_at <= now(), false) as expired
+      from api_keys where id = any(${sql.array(ids, 'text')})
+    ), touched as (
+      update api_keys set last_used_at = now()
+      where id in (
+        select k.id from api_keys k join found using (id)
+        where not found.expired and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+        for no key update of k skip locked)
+      returning api_keys.id
+    )
+    select id, scopes, expired from found`);
+}
+
 export async function findApiKey(db: CommonQueryMethods, orgId: string, id: string): Promise<ApiKeyRow | null> {
   return db.maybeOne(sql.type(apiKeyRow)`
     select ${columns} from api_keys where org_id = ${orgId} and id = ${id}`);

@@ -6,7 +6,7 @@ import test from 'ava';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { makeJobAcceptor, type LimitTake, type NewJobInput } from '../../src/core/webhook-jobs.ts';
+import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
 import { AppError } from '../../src/errors.ts';
@@ -30,6 +30,7 @@ const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): P
  */
 async function oneGroup(
   accept: Acceptor, tenant: Tenant, heldAppId: string, inputs: NewJobInput[], take: (i: number) => LimitTake | undefined = () => undefined,
+  key: (i: number) => ProvisionalKey | undefined = () => undefined,
 ): Promise<Answer[]> {
   // A connection of its own (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
   const locker = new pg.Client({ connectionString: app.databaseUrl });
@@ -41,7 +42,7 @@ async function oneGroup(
     await locker.query('select 1 from applications where id = $1 for update', [heldAppId]);
     first = settle(accept(tenant, job(heldAppId, 'invoice.paid', { invoice_id: 'held' })));
     await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
-    rest = Promise.all(inputs.map((input, i) => settle(accept(tenant, input, take(i)))));
+    rest = Promise.all(inputs.map((input, i) => settle(accept(tenant, input, take(i), key(i)))));
     await until('every request to wait for the next group', () => accept.waiting === inputs.length);
     await locker.query('commit');
   } finally {
@@ -159,4 +160,24 @@ test('a group counts its rate limit in its own transaction: each request its own
   t.is(await jobRows(appId), statuses.filter((status) => status === 201).length);
   const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
   t.is(stored, 5, 'every request of the group counted once');
+});
+
+test('a group confirms its provisional keys first: a deleted key and one without webhooks:write are refused, uncounted; the others accepted', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const held = await createApplication(t, key);
+  const keyId = async (scopes: string[]) => (await app.request('POST', '/v1/api-keys', { key, body: { name: 'k', scopes } })).body.id as string;
+  const [writer, reader, gone] = [await keyId(['webhooks:write']), await keyId(['webhooks:read']), await keyId(['webhooks:write'])];
+  await app.request('DELETE', `/v1/api-keys/${gone}`, { key });
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, rule: { limit: 100, periodSeconds: 3600 } });
+  const counter = `provisional-test:${orgId}`;
+  const keys = [writer, gone, reader, undefined];
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held,
+    keys.map((_, i) => job(appId, 'invoice.paid', { n: i })),
+    () => ({ key: counter, at: undefined, onTaken: () => {} }),
+    (i) => (keys[i] ? { keyId: keys[i] } : undefined));
+  t.deepEqual(answers.slice(1).map((a) => ('status' in a ? a.status : 201)), [201, 401, 403, 201]);
+  t.is(await jobRows(appId), 2);
+  const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
+  t.is(stored, 2, 'only the accepted requests counted');
 });

@@ -5,7 +5,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { DatabasePool } from 'slonik';
 import { findApiKeyByHash } from '../../db/api-keys.ts';
 import { findPortalTokenByHash } from '../../db/portal-tokens.ts';
-import { hashKey, KEY_PATTERN } from '../../core/api-keys.ts';
+import { hashKey, keyRefusal, KEY_PATTERN } from '../../core/api-keys.ts';
 import { TOKEN_PATTERN } from '../../core/portal-tokens.ts';
 import { accessFor, allows, tokenAllows, type Family } from '../../core/scopes.ts';
 import { forbidden, unauthorized } from '../../errors.ts';
@@ -17,9 +17,15 @@ type Environment = 'live' | 'test';
  * which limits every query built with ownedBy() to that application.
  */
 export type Auth = Readonly<
-  | { kind: 'api_key'; keyId: string; orgId: string; environment: Environment; scopes: readonly string[]; applicationId?: undefined; readOnly: false }
+  | {
+    kind: 'api_key'; keyId: string; orgId: string; environment: Environment; scopes: readonly string[]; applicationId?: undefined; readOnly: false;
+    /** Taken from recentKeys without a lookup: the route must confirm the key before it answers (confirmKey). */
+    provisional?: true;
+  }
   | { kind: 'portal_token'; tokenId: number; orgId: string; environment: Environment; scopes: readonly string[]; applicationId: string; readOnly: boolean }
 >;
+
+type ApiKeyAuth = Extract<Auth, { kind: 'api_key' }>;
 
 export function authOf(res: Response): Auth {
   const auth = res.locals.auth as Auth | undefined;
@@ -43,7 +49,46 @@ async function authenticateToken(pool: DatabasePool, token: string): Promise<Aut
   };
 }
 
-export function authenticate(pool: DatabasePool) {
+const RECENT_KEYS = 10_000;
+const RECENT_KEY_MS = 60_000;
+
+/**
+ * The API keys this web process authenticated in the last minute, by the hash of the key.
+ * Only a route that confirms the key in the transaction it writes in may skip the lookup with
+ * it (POST /v1/webhook-jobs, where the lookup was most of a request's queries): an entry is a
+ * guess, never an answer. Only keys the database found valid enter it, so a caller cannot fill
+ * it with made-up keys; at most RECENT_KEYS entries, the oldest dropped first.
+ */
+export type RecentKeys = ReturnType<typeof makeRecentKeys>;
+export function makeRecentKeys(now: () => number = Date.now) {
+  const entries = new Map<string, { auth: ApiKeyAuth; until: number }>();
+  return {
+    get(hash: string): ApiKeyAuth | undefined {
+      const entry = entries.get(hash);
+      if (entry && entry.until > now()) return entry.auth;
+      entries.delete(hash);
+      return undefined;
+    },
+    set(hash: string, auth: ApiKeyAuth): void {
+      entries.delete(hash);
+      if (entries.size >= RECENT_KEYS) entries.delete(entries.keys().next().value as string);
+      entries.set(hash, { auth, until: now() + RECENT_KEY_MS });
+    },
+    get size() { return entries.size; },
+  };
+}
+
+export type AuthenticateOptions = {
+  recentKeys?: RecentKeys;
+  /**
+   * Requests that may go on with a recent key, unconfirmed (`provisional`), when it held the
+   * family's scope for them: their route confirms it (confirmKey, or in its own transaction).
+   */
+  provisional?: { family: Family; when: (req: Request) => boolean };
+};
+
+export function authenticate(pool: DatabasePool, options: AuthenticateOptions = {}) {
+  const { recentKeys, provisional } = options;
   return async (req: Request, res: Response, next: NextFunction) => {
     const header = req.get('authorization');
     if (!header) throw unauthorized('Missing API key: send the header "Authorization: Bearer <API key>".');
@@ -55,12 +100,20 @@ export function authenticate(pool: DatabasePool) {
       return next();
     }
     if (!KEY_PATTERN.test(key)) throw unauthorized('Malformed API key.');
-    const row = await findApiKeyByHash(pool, hashKey(key));
-    if (!row) throw unauthorized('Invalid API key.');
-    if (row.expired) throw unauthorized('This API key has expired.');
-    res.locals.auth = {
+    const hash = hashKey(key);
+    const recent = recentKeys && provisional?.when(req) ? recentKeys.get(hash.toString('base64')) : undefined;
+    if (recent && provisional && allows(recent.scopes, provisional.family, accessFor(req.method))) {
+      res.locals.auth = { ...recent, provisional: true } satisfies Auth;
+      return next();
+    }
+    const row = await findApiKeyByHash(pool, hash);
+    const refusal = keyRefusal(row, null, 'read');
+    if (refusal || !row) throw refusal;
+    const auth: ApiKeyAuth = {
       kind: 'api_key', keyId: row.id, orgId: row.org_id, environment: row.environment, scopes: row.scopes, readOnly: false,
-    } satisfies Auth;
+    };
+    recentKeys?.set(hash.toString('base64'), auth);
+    res.locals.auth = auth;
     next();
   };
 }
@@ -90,8 +143,9 @@ export function authorize(family: Family | null) {
       const verdict = tokenAllows(auth.readOnly, collection, req.method, segments(req.path));
       if (!verdict.allowed) throw forbidden(verdict.reason);
       if (auth.readOnly) withoutSecrets(res);
-    } else if (family !== null && !allows(auth.scopes, family, access)) {
-      throw forbidden(`This API key lacks the ${family}:${access} scope.`);
+    } else {
+      const refusal = keyRefusal({ expired: false, scopes: auth.scopes }, family, access);
+      if (refusal) throw refusal;
     }
     next();
   };

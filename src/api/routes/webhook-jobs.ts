@@ -4,6 +4,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
+import { confirmKey } from '../../core/api-keys.ts';
 import { cancelJob, makeJobAcceptor, retryJob, takeLimitAlone, type CreatedJob } from '../../core/webhook-jobs.ts';
 import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
@@ -63,6 +64,8 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
 
   router.post('/', async (req, res) => {
     const tenant = authOf(res);
+    // A recently seen key was not looked up (src/api/app.ts): confirmed before any answer.
+    const key = tenant.kind === 'api_key' && tenant.provisional ? { keyId: tenant.keyId } : undefined;
     // The limit is counted first for every request, as enforceRateLimit counts it; for a valid
     // body, in the transaction that accepts the job (one round trip and one commit fewer).
     const take = {
@@ -73,12 +76,13 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
     } catch (error) {
+      if (key) await confirmKey(pool, key.keyId, 'webhooks', 'write');
       await takeLimitAlone(pool, jobCreation, take);
       throw error;
     }
     const { job, replayed } = await acceptJob(tenant, {
       applicationId: body.application_id, eventType: body.event_type, payload: body.payload, eventId: body.event_id, headers: body.headers,
-    }, take);
+    }, take, key);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(createdView(job));
   });
