@@ -73,8 +73,9 @@ export type ConfirmedKey = z.infer<typeof confirmedRow>;
 /**
  * These keys as they are now (a key that is gone has no row), recording their use as
  * findApiKeyByHash does. Runs inside the transaction that writes on the keys' behalf (the grouped
- * job accept), so a key deleted or narrowed before it commits is refused: the touch skips rows
- * another transaction has locked, so groups never wait for, or deadlock on, each other's keys.
+ * job accept), so a key deleted or narrowed before this reads it is refused, as a lookup would
+ * refuse it. The touch skips rows another transaction has locked: groups never wait for, or
+ * deadlock on, each other's keys.
  */
 export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly ConfirmedKey[]> {
   return db.any(sql.type(confirmedRow)`

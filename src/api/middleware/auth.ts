@@ -1,6 +1,7 @@
 // Authentication (a Bearer API key or portal token) and authorization: the scope table of
 // decisions section 4 for API keys, the token rules of sections 10 and 14 for portal tokens
-// (src/core/scopes.ts). Every /v1 request passes here; there is no other permission check.
+// (src/core/scopes.ts). Every /v1 request passes here; the one other check is job creation's
+// confirmation of a recently seen key (`provisional`), with the same keyRefusal().
 import type { NextFunction, Request, Response } from 'express';
 import type { DatabasePool } from 'slonik';
 import { findApiKeyByHash } from '../../db/api-keys.ts';
