@@ -3,7 +3,7 @@
 // server so the machine's load falls on all alike: AB_ROUNDS rounds of the bare Express ceiling,
 // then each tree's web process (in a rotating order) loaded for AB_SECONDS, each tree on a
 // database migrated by its own code. AB_NODE_ARGS (e.g. `--cpu-prof`) is given to each web process.
-// Prints jobs/s, the share of the bare Express POST and web CPU per job, each round and the medians.
+// Prints jobs/s, the share of the bare Express POST, web and database CPU per job, each round and the medians.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -20,6 +20,7 @@ import { insertEventType } from '../src/db/event-types.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -84,7 +85,8 @@ for (const [i, tree] of trees.entries()) {
   url.pathname = `/ab_${i}`;
   setups.push({ ...tree, url: url.toString(), orgs: await prepare(tree.dir, url.toString()) });
 }
-const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+const postmasterPid = await postmasterPidOf(admin);
+const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
 try {
   for (let round = 0; round < ROUNDS; round += 1) {
     const bare = fork(path.join(here, 'bench/bare-express.ts'), { stdio: 'inherit' });
@@ -100,11 +102,13 @@ try {
       });
       for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await new Promise((r) => setTimeout(r, 100));
       const before = await cpu(web.pid ?? 0);
+      const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
       const run = await load(port, s.orgs);
       const used = await cpu(web.pid ?? 0) - before;
+      const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(web);
       const jobs = run['2xx'] / SECONDS;
-      rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])) });
+      rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])) });
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(rows[s.name]!.at(-1))} non-2xx ${run.non2xx}\n`);
     }
   }
@@ -114,6 +118,9 @@ try {
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 for (const [name, list] of Object.entries(rows)) {
-  console.log(name, { jobs: median(list.map((r) => r.jobs)), share: median(list.map((r) => r.share)), cpu_us: median(list.map((r) => r.cpu_us)) });
+  console.log(name, {
+    jobs: median(list.map((r) => r.jobs)), share: median(list.map((r) => r.share)), cpu_us: median(list.map((r) => r.cpu_us)),
+    db_cpu_us: median(list.map((r) => r.db_cpu_us)),
+  });
 }
 process.exit(0);

@@ -34,6 +34,7 @@ import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { setUpBaseline } from './baseline/setup.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -67,39 +68,6 @@ async function usage(pid: number) {
   return { peakMb: peakKb / 1024, cpuSeconds: ticks / 100 };
 }
 
-/**
- * The database server's CPU seconds so far: its postmaster and every backend and helper process
- * (children that exited count through the postmaster's cutime/cstime). null when the server is
- * not a process of this machine that /proc shows (a DATABASE_URL elsewhere).
- */
-async function databaseCpuSeconds(postmasterPid: number | null): Promise<number | null> {
-  if (postmasterPid === null) return null;
-  const fields = async (pid: string) => (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
-  try {
-    const own = await fields(String(postmasterPid));
-    let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
-    for (const entry of await readdir('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      const stat = await fields(entry).catch(() => null); // a process that ended meanwhile
-      if (stat && Number(stat[1]) === postmasterPid) ticks += Number(stat[11]) + Number(stat[12]);
-    }
-    return ticks / 100;
-  } catch {
-    return null;
-  }
-}
-
-/** The postmaster's pid, from postmaster.pid in the server's data directory, when this machine can read it. */
-async function postmasterPidOf(db: pg.Client): Promise<number | null> {
-  try {
-    const dir = (await db.query<{ setting: string }>(`select setting from pg_settings where name = 'data_directory'`)).rows[0]?.setting;
-    if (!dir) return null;
-    const pid = Number((await readFile(path.join(dir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
-  } catch {
-    return null;
-  }
-}
 
 /** CPU µs per unit of work from two readings, or null when either is missing. */
 const cpuPer = (before: number | null, after: number | null, units: number) =>
