@@ -63,10 +63,15 @@ create or replace trigger endpoint_event_types_count_deletes
   after delete on endpoint_event_types referencing old table as changed
   for each statement execute function endpoint_event_types_maintain_counts();
 
--- applications.webhook_jobs_count: jobs ever created for the application.
+-- applications.webhook_jobs_count: jobs ever created for the application. accept_webhook_jobs
+-- (sql/005-accept-job.sql) counts its own jobs, once per application for its whole group, and
+-- says so in hookline.jobs_counted_by_caller for the length of its inserts.
 create or replace function webhook_jobs_count_insert() returns trigger
 language plpgsql as $$
 begin
+  if current_setting('hookline.jobs_counted_by_caller', true) = 'on' then
+    return null;
+  end if;
   update applications a set webhook_jobs_count = a.webhook_jobs_count + c.n
     from (select application_id, count(*) as n from changed group by application_id) c
     where a.id = c.application_id;

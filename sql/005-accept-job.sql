@@ -165,3 +165,58 @@ $$;
 
 comment on function accept_webhook_job(text, text, text, text, text, text, bigint, boolean, text, text, jsonb, text) is
   'Accepts a webhook job in one call: application lock, idempotency claim, event type version check, job, fan-out.';
+
+-- Several jobs in one call (the web process's group commit), in the order given, each as
+-- accept_webhook_job answers it alone, with its 1-based place in `item`. The only difference:
+-- applications.webhook_jobs_count moves once per application for the whole call, not once per
+-- job. Its trigger (sql/002-counters.sql) runs after every insert statement, and the function
+-- inserts one job per statement: a row version of the application per job was most of what
+-- counting cost. The trigger stands down while hookline.jobs_counted_by_caller is 'on', which
+-- only this function sets, around its own calls, within its transaction.
+create or replace function accept_webhook_jobs(
+  p_org_ids text[], p_environments text[], p_application_ids text[], p_job_ids text[], p_event_types text[],
+  p_event_type_ids text[], p_event_type_versions bigint[], p_payload_valids boolean[],
+  p_event_ids text[], p_payloads text[], p_headers jsonb[], p_endpoint_ids text[]
+)
+returns table (
+  item integer, outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
+  expires_at timestamptz, attempt_count integer, max_retries integer,
+  delivery_id bigint, round integer, start_after timestamptz
+)
+language plpgsql as $$
+declare
+  r record;
+  v_apps text[] := '{}';
+  v_jobs text[] := '{}';
+begin
+  perform set_config('hookline.jobs_counted_by_caller', 'on', true);
+  for r in
+    select i.item, a.*
+    from unnest(p_org_ids, p_environments, p_application_ids, p_job_ids, p_event_types, p_event_type_ids,
+                p_event_type_versions, p_payload_valids, p_event_ids, p_payloads, p_headers, p_endpoint_ids)
+      with ordinality as i(org_id, environment, application_id, job_id, event_type, event_type_id, event_type_version,
+                           payload_valid, event_id, payload, headers, endpoint_id, item)
+    cross join lateral accept_webhook_job(i.org_id, i.environment, i.application_id, i.job_id, i.event_type, i.event_type_id,
+      i.event_type_version, i.payload_valid, i.event_id, i.payload, i.headers, i.endpoint_id) a
+    order by i.item
+  loop
+    if r.outcome = 'created' then
+      v_apps := v_apps || r.application_id;
+      v_jobs := v_jobs || r.id;
+    end if;
+    item := r.item; outcome := r.outcome; id := r.id; application_id := r.application_id; event_type := r.event_type;
+    status := r.status; created_at := r.created_at; expires_at := r.expires_at; attempt_count := r.attempt_count;
+    max_retries := r.max_retries; delivery_id := r.delivery_id; round := r.round; start_after := r.start_after;
+    return next;
+  end loop;
+  perform set_config('hookline.jobs_counted_by_caller', 'off', true);
+
+  -- The applications are locked already (accept_webhook_job locks each one first).
+  update applications a set webhook_jobs_count = a.webhook_jobs_count + c.n
+    from (select x.app, count(distinct x.job) as n from unnest(v_apps, v_jobs) as x(app, job) group by x.app) c
+    where a.id = c.app;
+end;
+$$;
+
+comment on function accept_webhook_jobs(text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]) is
+  'accept_webhook_job for several jobs in one call (the group commit), counting webhook_jobs_count once per application.';

@@ -69,7 +69,8 @@ export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: New
 }
 
 /**
- * accept_webhook_job for several jobs in one statement, in the order given (a caller that groups
+ * accept_webhook_job for several jobs in one statement (accept_webhook_jobs, which also counts
+ * them into webhook_jobs_count once per application), in the order given (a caller that groups
  * concurrent requests sorts them by application, so concurrent groups lock applications in one
  * order). Answers each job's rows, in the same order.
  */
@@ -78,18 +79,13 @@ export async function acceptJobs(
 ): Promise<AcceptedRow[][]> {
   const column = <T extends string | number | boolean | null>(pick: (item: { tenant: Tenant; job: NewJob }) => T) => items.map(pick);
   const rows = await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`
-    select i.item::int as item, a.*
-    from unnest(
+    select * from accept_webhook_jobs(
       ${sql.array(column((x) => x.tenant.orgId), 'text')}, ${sql.array(column((x) => x.tenant.environment), 'text')},
       ${sql.array(column((x) => x.job.applicationId), 'text')}, ${sql.array(column((x) => x.job.id), 'text')},
       ${sql.array(column((x) => x.job.eventType), 'text')}, ${sql.array(column((x) => x.job.eventTypeId), 'text')},
       ${sql.array(column((x) => x.job.eventTypeVersion), 'int8')}, ${sql.array(column((x) => x.job.payloadValid), 'bool')},
       ${sql.array(column((x) => x.job.eventId), 'text')}, ${sql.array(column((x) => x.job.payloadText), 'text')},
-      ${sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb')}, ${sql.array(column((x) => x.job.endpointId), 'text')}
-    ) with ordinality as i(org_id, environment, application_id, job_id, event_type, event_type_id, event_type_version,
-                           payload_valid, event_id, payload, headers, endpoint_id, item)
-    cross join lateral accept_webhook_job(i.org_id, i.environment, i.application_id, i.job_id, i.event_type, i.event_type_id,
-      i.event_type_version, i.payload_valid, i.event_id, i.payload, i.headers, i.endpoint_id) a`);
+      ${sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb')}, ${sql.array(column((x) => x.job.endpointId), 'text')})`);
   const answers: AcceptedRow[][] = items.map(() => []);
   for (const { item, ...row } of rows) answers[item - 1]?.push(row);
   return answers;

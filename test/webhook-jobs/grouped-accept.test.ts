@@ -7,6 +7,8 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
+import { acceptJobs } from '../../src/db/webhook-jobs.ts';
+import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
 import { AppError } from '../../src/errors.ts';
@@ -180,4 +182,50 @@ test('a group confirms its provisional keys first: a deleted key and one without
   t.is(await jobRows(appId), 2);
   const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
   t.is(stored, 2, 'only the accepted requests counted');
+});
+
+/** applications.webhook_jobs_count beside the jobs the application really has. */
+const countsOf = async (appIds: string[]) => app.pool.any(sql.type(z.object({ id: z.string(), counted: z.number(), jobs: z.number() }))`
+  select a.id, a.webhook_jobs_count as counted, (select count(*)::int from webhook_jobs j where j.application_id = a.id) as jobs
+  from applications a where a.id = any(${sql.array(appIds, 'text')}) order by a.id`);
+
+test('a group counts its jobs into webhook_jobs_count once per application: a replay or a refused job counts nothing', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  const second = await createApplication(t, key);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held, [
+    job(appId, 'invoice.paid', { n: 1 }, 'evt-1'),
+    job(appId, 'invoice.paid', { n: 2 }, 'evt-1'), // a replay of the first, in the same group
+    job(second, 'invoice.paid', { n: 3 }),
+    job(second, 'invoice.nope', { n: 4 }), // refused: unknown type
+    job(appId, 'invoice.paid', { n: 5 }),
+  ]);
+  const statuses = answers.map((a) => ('status' in a ? a.status : a.replayed ? 200 : 201));
+  // Which of the two with evt-1 the group takes first is its own order (by job id): one is created, one replays it.
+  t.deepEqual([...statuses.slice(1, 3)].sort(), [200, 201]);
+  t.deepEqual([statuses[0], ...statuses.slice(3)], [201, 201, 400, 201]);
+  const counts = await countsOf([appId, second, held]);
+  t.deepEqual(counts.map((c) => c.counted), counts.map((c) => c.jobs), 'the count is the number of jobs');
+  t.deepEqual(Object.fromEntries(counts.map((c) => [c.id, c.counted])), { [appId]: 2, [second]: 1, [held]: 1 });
+});
+
+test('the count trigger stands down only inside accept_webhook_jobs: an insert after it, in the same transaction, is counted', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  const endpointId = await createEndpoint(t, key, appId, []);
+  const tenant = { orgId, environment: 'live' } as const;
+  await app.pool.transaction(async (tx) => {
+    const [rows] = await acceptJobs(tx, [{ tenant, job: {
+      id: newId('job'), applicationId: appId, eventType: 'webhook.test', eventId: null, payloadText: '{}', headers: {},
+      eventTypeId: null, eventTypeVersion: null, payloadValid: true, endpointId,
+    } }]);
+    t.is(rows?.[0]?.outcome, 'created');
+    await tx.query(sql.unsafe`
+      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
+      values (${newId('job')}, ${orgId}, 'live', ${appId}, 'by.hand', '{}', now() + interval '1 day')`);
+  });
+  const [counts] = await countsOf([appId]);
+  t.deepEqual(counts && [counts.counted, counts.jobs], [2, 2]);
 });
