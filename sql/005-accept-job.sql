@@ -166,13 +166,22 @@ $$;
 comment on function accept_webhook_job(text, text, text, text, text, text, bigint, boolean, text, text, jsonb, text) is
   'Accepts a webhook job in one call: application lock, idempotency claim, event type version check, job, fan-out.';
 
--- Several jobs in one call (the web process's group commit), in the order given, each as
--- accept_webhook_job answers it alone, with its 1-based place in `item`. The only difference:
--- applications.webhook_jobs_count moves once per application for the whole call, not once per
--- job. Its trigger (sql/002-counters.sql) runs after every insert statement, and the function
--- inserts one job per statement: a row version of the application per job was most of what
--- counting cost. The trigger stands down while hookline.jobs_counted_by_caller is 'on', which
--- only this function sets, around its own calls, within its transaction.
+-- Several jobs in one call (the web process's group commit), in the order given, each answered
+-- as accept_webhook_job answers it alone, with its 1-based place in `item`.
+--
+-- The common job (no event_id, not a test job, a valid payload, for a live application and the
+-- event type version the caller validated against) is accepted set-based: one insert for all
+-- such jobs of the call and one for all their deliveries. Doing that one job at a time, seven
+-- statements each, cost more than half of accepting a job. A job with no target is inserted
+-- succeeded at once, as accept_webhook_job completes it. Every other job (idempotency keys,
+-- test jobs, and each refusal) goes through accept_webhook_job, after the common ones.
+--
+-- Every application of the call is locked first, in one order (as accept_webhook_job locks
+-- each), so calls that share applications cannot deadlock on them.
+--
+-- applications.webhook_jobs_count moves once per application for the whole call. Its trigger
+-- (sql/002-counters.sql) stands down while hookline.jobs_counted_by_caller is 'on', which only
+-- this function sets, around its own inserts, within its transaction.
 create or replace function accept_webhook_jobs(
   p_org_ids text[], p_environments text[], p_application_ids text[], p_job_ids text[], p_event_types text[],
   p_event_type_ids text[], p_event_type_versions bigint[], p_payload_valids boolean[],
@@ -188,8 +197,70 @@ declare
   r record;
   v_apps text[] := '{}';
   v_jobs text[] := '{}';
+  v_done bigint[] := '{}';
 begin
+  perform 1 from applications a
+    where (a.id, a.org_id, a.environment) in (select * from unnest(p_application_ids, p_org_ids, p_environments))
+      and a.deleted_at is null
+    order by a.id
+    for no key update;
+
   perform set_config('hookline.jobs_counted_by_caller', 'on', true);
+  for r in
+    with items as (
+      select *
+      from unnest(p_org_ids, p_environments, p_application_ids, p_job_ids, p_event_types, p_event_type_ids,
+                  p_event_type_versions, p_payload_valids, p_event_ids, p_payloads, p_headers, p_endpoint_ids)
+        with ordinality as i(org_id, environment, application_id, job_id, event_type, event_type_id, event_type_version,
+                             payload_valid, event_id, payload, headers, endpoint_id, item)
+    ), common as (
+      select i.*
+      from items i
+      join applications a on a.id = i.application_id and a.org_id = i.org_id and a.environment = i.environment
+                          and a.deleted_at is null
+      join event_types t on t.org_id = i.org_id and t.environment = i.environment and t.name = i.event_type
+      where i.event_id is null and i.endpoint_id is null and i.payload_valid
+        and t.id = i.event_type_id and event_type_version(t.updated_at) = i.event_type_version
+    ), targets as (
+      select c.item, c.job_id, c.org_id, c.application_id, e.id as endpoint_id
+      from common c
+      join endpoints e on e.application_id = c.application_id and e.deleted_at is null
+      join endpoint_event_types s on s.endpoint_id = e.id and s.event_type_id = c.event_type_id
+    ), jobs as (
+      insert into webhook_jobs as j (id, org_id, environment, application_id, event_type, payload, headers, expires_at,
+                                    status, completed_at)
+      select c.job_id, c.org_id, c.environment, c.application_id, c.event_type, c.payload::json, c.headers,
+             now() + interval '48 hours',
+             case when exists (select 1 from targets t where t.item = c.item) then 'created' else 'succeeded' end,
+             case when exists (select 1 from targets t where t.item = c.item) then null else now() end
+      from common c
+      order by c.item
+      returning j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at, j.attempt_count, j.max_retries
+    ), inserted as (
+      insert into deliveries as d (job_id, endpoint_id, org_id, application_id, next_attempt_at)
+      select t.job_id, t.endpoint_id, t.org_id, t.application_id, now()
+      from targets t
+      order by t.job_id, t.endpoint_id
+      returning d.id, d.job_id, d.round
+    )
+    select c.item, j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at, j.attempt_count,
+           j.max_retries, d.id as delivery_id, d.round
+    from common c
+    join jobs j on j.id = c.job_id
+    left join inserted d on d.job_id = c.job_id
+    order by c.item, d.id
+  loop
+    if not r.item = any(v_done) then
+      v_done := v_done || r.item;
+      v_apps := v_apps || r.application_id;
+      v_jobs := v_jobs || r.id;
+    end if;
+    item := r.item; outcome := 'created'; id := r.id; application_id := r.application_id; event_type := r.event_type;
+    status := r.status; created_at := r.created_at; expires_at := r.expires_at; attempt_count := r.attempt_count;
+    max_retries := r.max_retries; delivery_id := r.delivery_id; round := r.round; start_after := null;
+    return next;
+  end loop;
+
   for r in
     select i.item, a.*
     from unnest(p_org_ids, p_environments, p_application_ids, p_job_ids, p_event_types, p_event_type_ids,
@@ -198,6 +269,7 @@ begin
                            payload_valid, event_id, payload, headers, endpoint_id, item)
     cross join lateral accept_webhook_job(i.org_id, i.environment, i.application_id, i.job_id, i.event_type, i.event_type_id,
       i.event_type_version, i.payload_valid, i.event_id, i.payload, i.headers, i.endpoint_id) a
+    where not i.item = any(v_done)
     order by i.item
   loop
     if r.outcome = 'created' then
@@ -211,7 +283,7 @@ begin
   end loop;
   perform set_config('hookline.jobs_counted_by_caller', 'off', true);
 
-  -- The applications are locked already (accept_webhook_job locks each one first).
+  -- The applications are locked already (above).
   update applications a set webhook_jobs_count = a.webhook_jobs_count + c.n
     from (select x.app, count(distinct x.job) as n from unnest(v_apps, v_jobs) as x(app, job) group by x.app) c
     where a.id = c.app;
@@ -219,4 +291,4 @@ end;
 $$;
 
 comment on function accept_webhook_jobs(text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]) is
-  'accept_webhook_job for several jobs in one call (the group commit), counting webhook_jobs_count once per application.';
+  'Accepts several webhook jobs in one call (the group commit): the common ones set-based, the others through accept_webhook_job.';

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
-import { acceptJobs } from '../../src/db/webhook-jobs.ts';
+import { acceptJob, acceptJobs } from '../../src/db/webhook-jobs.ts';
 import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
@@ -228,4 +228,36 @@ test('the count trigger stands down only inside accept_webhook_jobs: an insert a
   });
   const [counts] = await countsOf([appId]);
   t.deepEqual(counts && [counts.counted, counts.jobs], [2, 2]);
+});
+
+test('common jobs of a group are accepted set-based as they would be alone: with targets created, without succeeded at once', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEventType(t, key, 'invoice.unheard'); // nobody subscribes to it
+  const endpointId = await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held, [
+    job(appId, 'invoice.paid', { n: 1 }), job(appId, 'invoice.unheard', { n: 2 }), job(appId, 'invoice.paid', { n: 3 }),
+  ]);
+  const ids = answers.slice(1).map((a) => (a as { id: string }).id);
+  // The same job through accept_webhook_job, one job a call, as the endpoint test and a failed group accept.
+  const type = await app.pool.one(sql.type(z.object({ id: z.string(), version: z.number() }))`
+    select id, event_type_version(updated_at)::float8 as version from event_types where org_id = ${orgId} and name = 'invoice.unheard'`);
+  const alone = { id: newId('job') };
+  await app.pool.transaction((tx) => acceptJob(tx, { orgId, environment: 'live' }, {
+    id: alone.id, applicationId: appId, eventType: 'invoice.unheard', eventId: null, payloadText: '{"n":4}', headers: {},
+    eventTypeId: type.id, eventTypeVersion: type.version, payloadValid: true, endpointId: null,
+  }));
+  const rows = await app.pool.any(sql.type(z.object({ id: z.string(), status: z.string(), completed: z.boolean(), attempt_count: z.number() }))`
+    select id, status, completed_at is not null as completed, attempt_count from webhook_jobs
+    where id = any(${sql.array([...ids, alone.id], 'text')})`);
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  t.deepEqual(ids.map((id) => byId.get(id)?.status), ['created', 'succeeded', 'created']);
+  t.deepEqual(ids.map((id) => byId.get(id)?.completed), [false, true, false]);
+  t.deepEqual({ ...byId.get(alone.id), id: '' }, { ...byId.get(ids[1] ?? ''), id: '' }, 'as a job with no target accepted alone');
+  t.deepEqual((await deliveriesOf(ids[0] ?? '')).map((d) => [d.endpoint_id, d.status, d.round]), [[endpointId, 'pending', 1]]);
+  t.deepEqual(await deliveriesOf(ids[1] ?? ''), []);
+  const [counts] = await countsOf([appId]);
+  t.deepEqual(counts && [counts.counted, counts.jobs], [4, 4]);
 });
