@@ -69,10 +69,10 @@ export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: New
 }
 
 /**
- * accept_webhook_job for several jobs in one statement (accept_webhook_jobs, which also counts
- * them into webhook_jobs_count once per application), in the order given (a caller that groups
- * concurrent requests sorts them by application, so concurrent groups lock applications in one
- * order). Answers each job's rows, in the same order.
+ * Several jobs in one statement, each answered as accept_webhook_job answers it alone
+ * (accept_webhook_jobs: the common ones set-based, the others one by one, all counted into
+ * webhook_jobs_count once per application). A caller that groups concurrent requests sorts them
+ * by application. Answers each job's rows, in the order given.
  */
 export async function acceptJobs(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>,
