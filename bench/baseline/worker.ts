@@ -45,4 +45,6 @@ await boss.work<Delivery>('deliveries', {
   await Promise.all(jobs.map(deliver));
 });
 process.send?.({ ready: true });
-process.on('SIGTERM', () => void Promise.all([boss.stop({ graceful: true, timeout: 5000 }), pool.end()]).then(() => process.exit(0)));
+// pg-boss first, waiting for the running handlers, then the pool they use (ending both at once
+// failed the handlers still running, and pg-boss then marked them failed on a closed connection).
+process.on('SIGTERM', () => void boss.stop({ graceful: true, wait: true, timeout: 5000 } as never).then(() => pool.end()).then(() => process.exit(0)));
