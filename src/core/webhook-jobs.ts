@@ -166,6 +166,9 @@ export type ProvisionalKey = { keyId: string };
 /** What a provisional key must hold to create a job. */
 const CREATION_SCOPE = ['webhooks', 'write'] as const;
 
+/** Confirms a provisional key alone (401 or 403), for an answer given outside a group's transaction. */
+export const confirmCreationKey = (pool: DatabasePool, key: ProvisionalKey) => confirmKey(pool, key.keyId, ...CREATION_SCOPE);
+
 type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
 type Settled = { answer: Accepted } | { error: unknown };
 
@@ -225,7 +228,7 @@ export function makeJobAcceptor(
       });
     } catch {
       await Promise.all(group.map(async (w) => {
-        if (w.key) await confirmKey(pool, w.key.keyId, ...CREATION_SCOPE);
+        if (w.key) await confirmCreationKey(pool, w.key);
         if (rule && w.take) await takeLimitAlone(pool, rule, w.take);
         return acceptAlone(pool, queue, w.a);
       }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
@@ -259,7 +262,7 @@ export function makeJobAcceptor(
       a = await prepare(pool, tenant, input);
     } catch (error) {
       // The key's and the limit's answers come first, as for any request.
-      if (key) await confirmKey(pool, key.keyId, ...CREATION_SCOPE);
+      if (key) await confirmCreationKey(pool, key);
       if (rule && take) await takeLimitAlone(pool, rule, take);
       throw error;
     }

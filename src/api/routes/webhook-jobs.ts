@@ -4,8 +4,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { confirmKey } from '../../core/api-keys.ts';
-import { cancelJob, makeJobAcceptor, retryJob, takeLimitAlone, type CreatedJob } from '../../core/webhook-jobs.ts';
+import { cancelJob, confirmCreationKey, makeJobAcceptor, retryJob, takeLimitAlone, type CreatedJob } from '../../core/webhook-jobs.ts';
 import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
 import { pagination } from '../../db/offset.ts';
@@ -76,7 +75,7 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
     } catch (error) {
-      if (key) await confirmKey(pool, key.keyId, 'webhooks', 'write');
+      if (key) await confirmCreationKey(pool, key);
       await takeLimitAlone(pool, jobCreation, take);
       throw error;
     }
