@@ -36,6 +36,9 @@ async function withSecondWeb(run: (second: Second) => Promise<void>): Promise<vo
 
 const count = z.object({ n: z.number() });
 const jobCount = (orgId: string) => app.pool.oneFirst(sql.type(count)`select count(*)::int as n from webhook_jobs where org_id = ${orgId}`);
+/** The organization's job-creation counter (its window and count): a request counted in a later window changes it too. */
+const counter = (orgId: string) => app.pool.maybeOne(sql.type(z.object({ window_start: z.string(), count: z.number() }))`
+  select window_start, count from rate_limit_counters where key = ${`jobs:${orgId}`}`);
 const keyIdOf = (key: string) => app.pool.oneFirst(sql.type(z.object({ id: z.string() }))`
   select id from api_keys where key_hash = sha256(convert_to(${key}, 'UTF8'))`);
 
@@ -68,10 +71,12 @@ test('a key deleted through another process is refused by the next job creation,
   await withSecondWeb(async (second) => {
     ok(t, await second.post(writer, body), 201, 'create a job');
     ok(t, await app.request('DELETE', `/v1/api-keys/${writerId}`, { key }), 200, 'delete the key');
+    const before = await counter(orgId);
     const res = await second.post(writer, body);
     assertError(t, res, 401, 'unauthorized');
     t.is(res.body.error.message, 'Invalid API key.');
     t.is(res.headers.get('x-ratelimit-remaining'), null, 'a refused key takes nothing from the limit');
+    t.deepEqual(await counter(orgId), before, 'nor is it counted');
     t.is(await jobCount(orgId), 1);
   });
 });
@@ -92,6 +97,8 @@ test('a key that lost webhooks:write is refused with 403; an expired one with 40
   await withSecondWeb(async (second) => {
     ok(t, await second.post(writer, body), 201, 'create a job');
     ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:read'] } }), 200, 'narrow the key');
+    const before = await counter(orgId);
+    t.is(before?.count, 1, 'the first job was counted');
     const narrowed = await second.post(writer, body);
     assertError(t, narrowed, 403, 'forbidden');
     t.is(narrowed.body.error.message, 'This API key lacks the webhooks:write scope.');
@@ -102,6 +109,7 @@ test('a key that lost webhooks:write is refused with 403; an expired one with 40
     assertError(t, expired, 401, 'unauthorized');
     t.is(expired.body.error.message, 'This API key has expired.');
     t.is(await jobCount(orgId), 1);
+    t.deepEqual(await counter(orgId), before, 'neither refused request was counted against the limit');
   });
 });
 
