@@ -72,6 +72,7 @@ test('a key deleted through another process is refused by the next job creation,
     ok(t, await second.post(writer, body), 201, 'create a job');
     ok(t, await app.request('DELETE', `/v1/api-keys/${writerId}`, { key }), 200, 'delete the key');
     const before = await counter(orgId);
+    t.is(before?.count, 1, 'the first job was counted');
     const res = await second.post(writer, body);
     assertError(t, res, 401, 'unauthorized');
     t.is(res.body.error.message, 'Invalid API key.');
