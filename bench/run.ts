@@ -217,18 +217,19 @@ async function waitForDeliveries(receiver: ChildProcess, target: number, what: s
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 
+/** The headers and body of one job creation for `org`: every phase that creates jobs sends this. */
+function jobPost(org: Fixture) {
+  return {
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
+    body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
+  };
+}
+
 function jobRequest(orgs: Fixture[], counter: () => number) {
   return {
     method: 'POST' as const,
     path: '/v1/webhook-jobs',
-    setupRequest: (request: autocannon.Request) => {
-      const org = orgs[counter() % orgs.length] as Fixture;
-      return {
-        ...request,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-        body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
-      };
-    },
+    setupRequest: (request: autocannon.Request) => ({ ...request, ...jobPost(orgs[counter() % orgs.length] as Fixture) }),
   };
 }
 
@@ -467,12 +468,7 @@ async function steadyLoad(port: number, orgs: Fixture[], rate: number, seconds: 
     const wait = due - performance.now();
     if (wait >= 1) await sleep(wait);
     lags.push(performance.now() - due);
-    const org = orgs[i % orgs.length] as Fixture;
-    answers.push(pool.request({
-      method: 'POST', path: '/v1/webhook-jobs',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-      body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
-    }).then(async (res) => {
+    answers.push(pool.request({ method: 'POST', path: '/v1/webhook-jobs', ...jobPost(orgs[i % orgs.length] as Fixture) }).then(async (res) => {
       await res.body.dump();
       return res.statusCode;
     }, () => 0));
