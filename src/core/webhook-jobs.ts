@@ -155,7 +155,7 @@ export type LimitTake = { key: string; at: Date | undefined; onTaken: (taken: Ta
 export type LimitRule = { limit: number; periodSeconds: number };
 
 /** Counts one request against its limit on its own (one statement, committed at once); 429 past it. */
-export async function takeLimitAlone(pool: DatabasePool, rule: LimitRule, take: LimitTake): Promise<void> {
+async function takeLimitAlone(pool: DatabasePool, rule: LimitRule, take: LimitTake): Promise<void> {
   const taken = await takeRateLimit(pool, take.key, rule.limit, rule.periodSeconds, take.at);
   take.onTaken(taken);
   if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
@@ -166,8 +166,15 @@ export type ProvisionalKey = { keyId: string };
 /** What a provisional key must hold to create a job. */
 const CREATION_SCOPE = ['webhooks', 'write'] as const;
 
-/** Confirms a provisional key alone (401 or 403), for an answer given outside a group's transaction. */
-export const confirmCreationKey = (pool: DatabasePool, key: ProvisionalKey) => confirmKey(pool, key.keyId, ...CREATION_SCOPE);
+/**
+ * A job creation's checks alone, for an answer given outside a group's transaction: its
+ * provisional key confirmed (401 or 403), then its request counted against `rule` (429 past it),
+ * in the order the auth middleware and the limit would give them.
+ */
+export async function checkAlone(pool: DatabasePool, rule: LimitRule | undefined, take: LimitTake | undefined, key: ProvisionalKey | undefined): Promise<void> {
+  if (key) await confirmKey(pool, key.keyId, ...CREATION_SCOPE);
+  if (rule && take) await takeLimitAlone(pool, rule, take);
+}
 
 type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
 type Settled = { answer: Accepted } | { error: unknown };
@@ -228,8 +235,7 @@ export function makeJobAcceptor(
       });
     } catch {
       await Promise.all(group.map(async (w) => {
-        if (w.key) await confirmCreationKey(pool, w.key);
-        if (rule && w.take) await takeLimitAlone(pool, rule, w.take);
+        await checkAlone(pool, rule, w.take, w.key);
         return acceptAlone(pool, queue, w.a);
       }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
       return;
@@ -261,9 +267,7 @@ export function makeJobAcceptor(
     try {
       a = await prepare(pool, tenant, input);
     } catch (error) {
-      // The key's and the limit's answers come first, as for any request.
-      if (key) await confirmCreationKey(pool, key);
-      if (rule && take) await takeLimitAlone(pool, rule, take);
+      await checkAlone(pool, rule, take, key); // the key's and the limit's answers come first, as for any request
       throw error;
     }
     return new Promise<Accepted>((resolve, reject) => {

@@ -4,7 +4,7 @@
 import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { cancelJob, confirmCreationKey, makeJobAcceptor, retryJob, takeLimitAlone, type CreatedJob } from '../../core/webhook-jobs.ts';
+import { cancelJob, checkAlone, makeJobAcceptor, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
 import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
 import { pagination } from '../../db/offset.ts';
@@ -75,8 +75,7 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
     } catch (error) {
-      if (key) await confirmCreationKey(pool, key);
-      await takeLimitAlone(pool, jobCreation, take);
+      await checkAlone(pool, jobCreation, take, key);
       throw error;
     }
     const { job, replayed } = await acceptJob(tenant, {
