@@ -102,7 +102,8 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     }
     if (!KEY_PATTERN.test(key)) throw unauthorized('Malformed API key.');
     const hash = hashKey(key);
-    const recent = recentKeys && provisional?.when(req) ? recentKeys.get(hash.toString('base64')) : undefined;
+    const recentKey = hash.toString('base64');
+    const recent = recentKeys && provisional?.when(req) ? recentKeys.get(recentKey) : undefined;
     if (recent && provisional && allows(recent.scopes, provisional.family, accessFor(req.method))) {
       res.locals.auth = { ...recent, provisional: true } satisfies Auth;
       return next();
@@ -113,7 +114,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     const auth: ApiKeyAuth = {
       kind: 'api_key', keyId: row.id, orgId: row.org_id, environment: row.environment, scopes: row.scopes, readOnly: false,
     };
-    recentKeys?.set(hash.toString('base64'), auth);
+    recentKeys?.set(recentKey, auth);
     res.locals.auth = auth;
     next();
   };
