@@ -47,10 +47,10 @@ const authRow = z.object({
 });
 export type AuthRow = z.infer<typeof authRow>;
 
-/**
- * The key with this hash, in one round trip that also records its use: last_used_at is
- * written at most once a minute per key, and never for an expired key.
- */
+/** Whether a key `found` should have its use recorded: at most once a minute per key, never for an expired key. */
+const useDue = sql.fragment`not found.expired and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')`;
+
+/** The key with this hash, in one round trip that also records its use (useDue). */
 export async function findApiKeyByHash(db: CommonQueryMethods, keyHash: Buffer): Promise<AuthRow | null> {
   return db.maybeOne(sql.type(authRow)`
     with found as (
@@ -60,8 +60,7 @@ export async function findApiKeyByHash(db: CommonQueryMethods, keyHash: Buffer):
     ), touched as (
       update api_keys set last_used_at = now()
       from found
-      where api_keys.id = found.id and not found.expired
-        and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+      where api_keys.id = found.id and ${useDue}
       returning api_keys.id
     )
     select id, org_id, environment, scopes, expired from found`);
@@ -86,7 +85,7 @@ export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly strin
       update api_keys set last_used_at = now()
       where id in (
         select k.id from api_keys k join found using (id)
-        where not found.expired and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+        where ${useDue}
         for no key update of k skip locked)
       returning api_keys.id
     )
