@@ -231,9 +231,10 @@ begin
                                     status, completed_at)
       select c.job_id, c.org_id, c.environment, c.application_id, c.event_type, c.payload::json, c.headers,
              now() + interval '48 hours',
-             case when exists (select 1 from targets t where t.item = c.item) then 'created' else 'succeeded' end,
-             case when exists (select 1 from targets t where t.item = c.item) then null else now() end
+             case when x.targeted then 'created' else 'succeeded' end,
+             case when x.targeted then null else now() end
       from common c
+      cross join lateral (select exists (select 1 from targets t where t.item = c.item) as targeted) x
       order by c.item
       returning j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at, j.attempt_count, j.max_retries
     ), inserted as (
