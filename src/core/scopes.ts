@@ -12,8 +12,13 @@ export function accessFor(method: string): Access {
   return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
 }
 
+/** The scopes any one of which lets a key do `access` on `family` (the one rule, for SQL filters too). */
+export function grantingScopes(family: Family, access: Access): string[] {
+  return ['*', `${family}:write`, ...(access === 'read' ? [`${family}:read`] : [])];
+}
+
 export function allows(held: readonly string[], family: Family, access: Access): boolean {
-  return held.includes('*') || held.includes(`${family}:write`) || (access === 'read' && held.includes(`${family}:read`));
+  return grantingScopes(family, access).some((scope) => held.includes(scope));
 }
 
 /** Whether a key holding `held` may put `scope` on a key it creates or patches. */

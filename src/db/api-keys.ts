@@ -1,6 +1,6 @@
 // Table api_keys: typed queries, every one scoped to an organization (except the lookup by
 // hash that authenticates a request).
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type FragmentSqlToken } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 
@@ -70,15 +70,15 @@ const confirmedRow = z.object({ id: z.string(), scopes: z.array(z.string()), exp
 export type ConfirmedKey = z.infer<typeof confirmedRow>;
 
 /**
- * These keys as they are now (a key that is gone has no row), recording their use as
- * findApiKeyByHash does. Runs inside the transaction that writes on the keys' behalf (the grouped
- * job accept), so a key deleted or narrowed before this reads it is refused, as a lookup would
- * refuse it. The touch skips rows another transaction has locked: groups never wait for, or
- * deadlock on, each other's keys.
+ * The CTEs `found`, these keys as they are now (a key that is gone has no row: id, scopes,
+ * last_used_at, expired), and `touched`, which records their use as findApiKeyByHash does. For
+ * the statement or transaction that writes on the keys' behalf (the grouped job accept), so a
+ * key deleted or narrowed before this reads it is refused, as a lookup would refuse it. The touch
+ * skips rows another transaction has locked: groups never wait for, or deadlock on, each other's keys.
  */
-export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly ConfirmedKey[]> {
-  return db.any(sql.type(confirmedRow)`
-    with found as (
+export function confirmingKeys(ids: readonly string[]): FragmentSqlToken {
+  return sql.fragment`
+    found as (
       select id, scopes, last_used_at, coalesce(expires_at <= now(), false) as expired
       from api_keys where id = any(${sql.array(ids, 'text')})
     ), touched as (
@@ -88,8 +88,12 @@ export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly strin
         where ${useDue}
         for no key update of k skip locked)
       returning api_keys.id
-    )
-    select id, scopes, expired from found`);
+    )`;
+}
+
+/** These keys as they are now, their use recorded (confirmingKeys). */
+export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly ConfirmedKey[]> {
+  return db.any(sql.type(confirmedRow)`with ${confirmingKeys(ids)} select id, scopes, expired from found`);
 }
 
 export async function findApiKey(db: CommonQueryMethods, orgId: string, id: string): Promise<ApiKeyRow | null> {

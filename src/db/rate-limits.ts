@@ -1,5 +1,5 @@
 // Table rate_limit_counters, through take_rate_limit() (sql/014-rate-limits.sql).
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type FragmentSqlToken } from 'slonik';
 import { z } from 'zod';
 
 const takenRow = z.object({ allowed: z.boolean(), remaining: z.number(), reset_at: z.string(), retry_after: z.number() });
@@ -16,7 +16,7 @@ export async function takeRateLimit(
   return db.one(sql.type(takenRow)`select * from take_rate_limit(${key}, ${limit}, ${periodSeconds}${time})`);
 }
 
-const takenManyRow = z.object({ key: z.string(), count: z.number(), reset_at: z.string(), retry_after: z.number() });
+export const takenManyRow = z.object({ key: z.string(), count: z.number(), reset_at: z.string(), retry_after: z.number() });
 
 /**
  * Several keys counted in one statement (count_rate_limits in sql/014-rate-limits.sql, which
@@ -27,7 +27,11 @@ const takenManyRow = z.object({ key: z.string(), count: z.number(), reset_at: z.
 export async function takeRateLimits(
   db: CommonQueryMethods, keys: readonly string[], counts: readonly number[], periodSeconds: number, at?: Date,
 ) {
+  return db.any(sql.type(takenManyRow)`select * from ${countingRateLimits(keys, counts, periodSeconds, at)}`);
+}
+
+/** The call of count_rate_limits that takeRateLimits makes, for a statement of its own (the grouped job accept). */
+export function countingRateLimits(keys: readonly string[], counts: readonly number[], periodSeconds: number, at?: Date): FragmentSqlToken {
   const time = at ? sql.fragment`, ${at.toISOString()}::timestamptz` : sql.fragment``;
-  return db.any(sql.type(takenManyRow)`
-    select * from count_rate_limits(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}, ${periodSeconds}${time})`);
+  return sql.fragment`count_rate_limits(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}, ${periodSeconds}${time})`;
 }
