@@ -293,3 +293,17 @@ $$;
 
 comment on function accept_webhook_jobs(text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]) is
   'Accepts several webhook jobs in one call (the group commit): the common ones set-based, the others through accept_webhook_job.';
+
+-- The grouped accept's way out (src/db/webhook-jobs.ts, acceptJobGroup): a group accepted in one
+-- statement whose checks do not all pass (a refused key, a count past its limit, an event type
+-- that changed) calls this, which fails the statement, so nothing of it stays; the caller then
+-- takes the group step by step, each request getting its own answer.
+create or replace function refuse_job_group() returns boolean
+language plpgsql as $$
+begin
+  raise exception 'this group of jobs needs its checks one by one' using errcode = 'HL001';
+end;
+$$;
+
+comment on function refuse_job_group() is
+  'Fails the statement that accepts a group of jobs at once (SQLSTATE HL001): the caller then accepts them step by step.';

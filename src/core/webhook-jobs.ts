@@ -6,9 +6,10 @@ import { takeRateLimit, takeRateLimits, type Taken } from '../db/rate-limits.ts'
 import { confirmApiKeys } from '../db/api-keys.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
+import { grantingScopes } from './scopes.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, acceptJobs, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
+  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import type { Queue, QueueItem } from '../queue.ts';
@@ -203,7 +204,7 @@ export function makeJobAcceptor(
     group.sort((x, y) => compare(x.a.input.applicationId, y.a.input.applicationId) || compare(x.a.id, y.a.id));
     let settled: Map<Waiting, Settled>;
     try {
-      settled = await pool.transaction(async (tx) => {
+      settled = await acceptAtOnce(group) ?? await pool.transaction(async (tx) => {
         const answers = new Map<Waiting, Settled>();
         await confirmKeys(tx, group, answers);
         if (rule) await takeLimits(tx, rule, group, answers);
@@ -246,6 +247,36 @@ export function makeJobAcceptor(
       if ('answer' in result) waiter.resolve(result.answer);
       else waiter.reject(result.error);
     }
+  }
+
+  /**
+   * The group in one statement (acceptJobGroup): null when any of its checks does not pass, and
+   * then nothing of it was written. Its answers and takes are the ones the transaction below
+   * would give a group whose checks all pass.
+   */
+  async function acceptAtOnce(group: Waiting[]): Promise<Map<Waiting, Settled> | null> {
+    const counters = rule ? countersOf(group, new Map()) : new Map<string, Waiting[]>();
+    const keys = [...counters.keys()].sort(compare);
+    const result = await acceptJobGroup(pool, group.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })), {
+      keyIds: keyIdsOf(group),
+      granting: grantingScopes(...CREATION_SCOPE),
+      limits: rule && keys.length > 0
+        ? { keys, counts: keys.map((key) => counters.get(key)?.length ?? 0), limit: rule.limit, periodSeconds: rule.periodSeconds, at: group.find((w) => w.take)?.take?.at }
+        : null,
+    });
+    if (result === 'refused') return null;
+    const answers = new Map<Waiting, Settled>();
+    if (rule) placeTakes(rule, counters, result.limits, answers);
+    group.forEach((waiter, i) => {
+      try {
+        const answer = answerOf(waiter.a, result.answers[i] ?? []);
+        if (answer === 'stale') throw keptChanging(waiter.a); // the statement refuses a stale group: never here
+        answers.set(waiter, { answer });
+      } catch (error) {
+        answers.set(waiter, { error });
+      }
+    });
+    return answers;
   }
 
   function pump(): void {
@@ -291,6 +322,15 @@ const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
  * one take each would give it, and a request past the limit is answered 429 and not accepted.
  */
 async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
+  const counters = countersOf(group, answers);
+  if (counters.size === 0) return;
+  const keys = [...counters.keys()].sort(compare);
+  const at = group.find((w) => w.take)?.take?.at;
+  placeTakes(rule, counters, await takeRateLimits(tx, keys, keys.map((key) => counters.get(key)?.length ?? 0), rule.periodSeconds, at), answers);
+}
+
+/** The group's requests that are counted (those with a take and no answer yet), by counter, in group order. */
+function countersOf(group: Waiting[], answers: Map<Waiting, Settled>): Map<string, Waiting[]> {
   const byKey = new Map<string, Waiting[]>();
   for (const waiter of group) {
     if (!waiter.take || answers.has(waiter)) continue;
@@ -298,12 +338,17 @@ async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waitin
     list.push(waiter);
     byKey.set(waiter.take.key, list);
   }
-  if (byKey.size === 0) return;
-  const keys = [...byKey.keys()].sort(compare);
-  const at = group.find((w) => w.take)?.take?.at;
-  const rows = await takeRateLimits(tx, keys, keys.map((key) => byKey.get(key)?.length ?? 0), rule.periodSeconds, at);
+  return byKey;
+}
+
+/**
+ * Each counted request's place in its counter's window, from the counter's count after the
+ * group's take: its requests were places count - n + 1 .. count, in group order. A request past
+ * the limit is answered 429.
+ */
+function placeTakes(rule: LimitRule, counters: Map<string, Waiting[]>, rows: ReadonlyArray<{ key: string; count: number; reset_at: string; retry_after: number }>, answers: Map<Waiting, Settled>): void {
   for (const row of rows) {
-    const list = byKey.get(row.key) ?? [];
+    const list = counters.get(row.key) ?? [];
     list.forEach((waiter, i) => {
       const place = row.count - list.length + i + 1;
       const taken = { allowed: place <= rule.limit, remaining: Math.max(rule.limit - place, 0), reset_at: row.reset_at, retry_after: row.retry_after };
@@ -313,13 +358,15 @@ async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waitin
   }
 }
 
+const keyIdsOf = (group: Waiting[]) => [...new Set(group.flatMap((waiter) => (waiter.key ? [waiter.key.keyId] : [])))].sort(compare);
+
 /**
  * The group's provisional keys, confirmed in one statement in its transaction (first, as the
  * auth middleware's lookup comes first): a request whose key was deleted, expired or lost
  * webhooks:write since this process last looked it up is answered 401 or 403 and not accepted.
  */
 async function confirmKeys(tx: CommonQueryMethods, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
-  const ids = [...new Set(group.flatMap((waiter) => (waiter.key ? [waiter.key.keyId] : [])))].sort(compare);
+  const ids = keyIdsOf(group);
   if (ids.length === 0) return;
   const keys = new Map((await confirmApiKeys(tx, ids)).map((row) => [row.id, row]));
   for (const waiter of group) {

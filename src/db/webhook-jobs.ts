@@ -3,7 +3,9 @@
 // sql/010-retry-cancel.sql). Every query is scoped to a tenant.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { queueItem, type QueueItem } from '../queue.ts';
+import { enqueueFrom, queueItem, type QueueItem } from '../queue.ts';
+import { confirmingKeys } from './api-keys.ts';
+import { countingRateLimits } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
@@ -77,18 +79,87 @@ export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: New
 export async function acceptJobs(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>,
 ): Promise<AcceptedRow[][]> {
+  return answersByItem(items, await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`select * from ${acceptingJobs(items)}`));
+}
+
+/** The call of accept_webhook_jobs that acceptJobs makes, for a statement of its own. */
+function acceptingJobs(items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>) {
   const column = <T extends string | number | boolean | null>(pick: (item: { tenant: Tenant; job: NewJob }) => T) => items.map(pick);
-  const rows = await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`
-    select * from accept_webhook_jobs(
+  return sql.fragment`accept_webhook_jobs(
       ${sql.array(column((x) => x.tenant.orgId), 'text')}, ${sql.array(column((x) => x.tenant.environment), 'text')},
       ${sql.array(column((x) => x.job.applicationId), 'text')}, ${sql.array(column((x) => x.job.id), 'text')},
       ${sql.array(column((x) => x.job.eventType), 'text')}, ${sql.array(column((x) => x.job.eventTypeId), 'text')},
       ${sql.array(column((x) => x.job.eventTypeVersion), 'int8')}, ${sql.array(column((x) => x.job.payloadValid), 'bool')},
       ${sql.array(column((x) => x.job.eventId), 'text')}, ${sql.array(column((x) => x.job.payloadText), 'text')},
-      ${sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb')}, ${sql.array(column((x) => x.job.endpointId), 'text')})`);
-  const answers: AcceptedRow[][] = items.map(() => []);
-  for (const { item, ...row } of rows) answers[item - 1]?.push(row);
+      ${sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb')}, ${sql.array(column((x) => x.job.endpointId), 'text')})`;
+}
+
+function answersByItem<Row>(items: readonly unknown[], rows: ReadonlyArray<Row & { item: number }>): Row[][] {
+  const answers: Row[][] = items.map(() => []);
+  for (const { item, ...row } of rows) answers[item - 1]?.push(row as Row);
   return answers;
+}
+
+/** Whether `error`, or an error it wraps (slonik keeps the driver's as its cause), has this SQLSTATE. */
+function hasSqlState(error: unknown, code: string): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 8; depth += 1) {
+    if ((current as { code?: unknown }).code === code) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** What a group must pass to be accepted in one statement (acceptJobGroup). */
+export type GroupChecks = {
+  /** Provisional keys: each must still exist, be unexpired and hold one of `granting`. */
+  keyIds: readonly string[];
+  granting: readonly string[];
+  /** Requests counted against rate limits: `counts[i]` against `keys[i]`; every count must stay within `limit`. */
+  limits: { keys: readonly string[]; counts: readonly number[]; limit: number; periodSeconds: number; at: Date | undefined } | null;
+};
+
+// reset_at comes through json_agg (ISO 8601 with an offset): the same instant as the column's text form gives.
+const limitCount = z.object({ key: z.string(), count: z.number(), reset_at: z.string().transform((at) => new Date(at).toISOString()), retry_after: z.number() });
+const groupRow = acceptedRow.extend({ item: z.number(), limits: z.array(limitCount).nullable() });
+export type LimitCount = z.infer<typeof limitCount>;
+
+/**
+ * A whole group of job creations in one statement, so one round trip, in its own transaction:
+ * its provisional keys confirmed (confirmingKeys), its requests counted (count_rate_limits), its
+ * jobs accepted (accept_webhook_jobs) and their deliveries enqueued (enqueueFrom). It is for the
+ * group whose checks all pass and whose event types are all current, by far the common case: a
+ * key refused, a count past the limit or a 'stale' answer makes the statement fail as a whole
+ * (refuse_job_group, SQLSTATE HL001), leaving nothing written, and the answer is 'refused'; the
+ * caller then takes the group step by step. Otherwise each job's rows in the order given, and
+ * each counter's count after the take.
+ */
+export async function acceptJobGroup(
+  db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>, checks: GroupChecks,
+): Promise<{ answers: AcceptedRow[][]; limits: readonly LimitCount[] } | 'refused'> {
+  const { limits } = checks;
+  const counted = limits
+    ? sql.fragment`select * from ${countingRateLimits(limits.keys, limits.counts, limits.periodSeconds, limits.at)}`
+    : sql.fragment`select null::text as key, 0 as count, null::timestamptz as reset_at, 0 as retry_after where false`;
+  let rows: readonly z.infer<typeof groupRow>[];
+  try {
+    rows = await db.any(sql.type(groupRow)`
+      with ${confirmingKeys(checks.keyIds)},
+      counted as materialized (${counted}),
+      accepted as materialized (select * from ${acceptingJobs(items)}),
+      created as (select delivery_id, round, start_after from accepted where outcome = 'created' and delivery_id is not null),
+      enqueued as (${enqueueFrom('created')}),
+      verdict as materialized (
+        select case when (select count(*) from found where not expired and scopes && ${sql.array(checks.granting, 'text')}) < ${checks.keyIds.length}
+                      or (select count(*) from counted where count > ${limits?.limit ?? 0}) > 0
+                      or (select count(*) from accepted where outcome = 'stale') > 0
+                    then refuse_job_group() end as refused,
+               (select json_agg(counted) from counted) as limits)
+      select accepted.*, verdict.limits from verdict cross join accepted`);
+  } catch (error) {
+    if (hasSqlState(error, 'HL001')) return 'refused';
+    throw error;
+  }
+  return { answers: answersByItem(items, rows.map(({ limits: _, ...row }) => row) as never), limits: rows[0]?.limits ?? [] };
 }
 
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {

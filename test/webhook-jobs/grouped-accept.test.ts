@@ -8,6 +8,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
 import { acceptJob, acceptJobs } from '../../src/db/webhook-jobs.ts';
+import { enqueueFrom } from '../../src/queue.ts';
 import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
@@ -182,6 +183,96 @@ test('a group confirms its provisional keys first: a deleted key and one without
   t.is(await jobRows(appId), 2);
   const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
   t.is(stored, 2, 'only the accepted requests counted');
+});
+
+/** `pool` with its calls counted by method (transaction, any, query…), to see how a group reached the database. */
+function counted(pool: typeof app.pool) {
+  const calls = new Map<string, number>();
+  const proxy = new Proxy(pool, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.set(String(name), (calls.get(String(name)) ?? 0) + 1);
+        return value.apply(target, args);
+      };
+    },
+  });
+  return { pool: proxy, calls };
+}
+
+test('a group whose checks all pass is one statement, not a transaction: keys confirmed, requests counted, jobs accepted and enqueued together', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const endpointId = await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const writer = (await app.request('POST', '/v1/api-keys', { key, body: { name: 'k', scopes: ['webhooks:write'] } })).body.id as string;
+  await app.pool.query(sql.unsafe`update api_keys set last_used_at = null where id = ${writer}`);
+  const { pool, calls } = counted(app.pool);
+  const accept = makeJobAcceptor(pool, app.queue, { groupsInFlight: 1, rule: { limit: 10, periodSeconds: 3600 } });
+  const counter = `one-statement-test:${orgId}`;
+  const takens: Array<Taken | undefined> = Array(3).fill(undefined);
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held,
+    [0, 1, 2].map((n) => job(appId, 'invoice.paid', { n })),
+    (i) => ({ key: counter, at: undefined, onTaken: (taken) => { takens[i] = taken; } }),
+    () => ({ keyId: writer }));
+  t.deepEqual(answers.map((a) => ('status' in a ? a.status : 201)), [201, 201, 201, 201]);
+  t.is(calls.get('transaction'), undefined, 'no transaction: each group was one statement');
+  t.deepEqual(takens.map((taken) => taken?.remaining).sort(), [7, 8, 9], 'each request its own place in the counter');
+  const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
+  t.is(stored, 3);
+  const used = await app.pool.oneFirst(sql.type(z.object({ used: z.boolean() }))`select last_used_at is not null as used from api_keys where id = ${writer}`);
+  t.true(used, 'the provisional key confirmed, its use recorded');
+  const ids = answers.slice(1).map((a) => ('id' in a ? a.id : ''));
+  t.is(await transactionsOf(ids), 1);
+  for (const id of ids) {
+    const deliveries = await deliveriesOf(id);
+    t.deepEqual(deliveries.map((d) => d.endpoint_id), [endpointId]);
+    t.is(await messagesFor((deliveries[0] as { id: number }).id), 1);
+  }
+});
+
+test('a group with a refused key is taken step by step: the statement that tried it at once leaves nothing behind', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const held = await createApplication(t, key);
+  const gone = (await app.request('POST', '/v1/api-keys', { key, body: { name: 'k', scopes: ['webhooks:write'] } })).body.id as string;
+  await app.request('DELETE', `/v1/api-keys/${gone}`, { key });
+  const { pool, calls } = counted(app.pool);
+  const accept = makeJobAcceptor(pool, app.queue, { groupsInFlight: 1, rule: { limit: 10, periodSeconds: 3600 } });
+  const counter = `step-by-step-test:${orgId}`;
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held,
+    [0, 1].map((n) => job(appId, 'invoice.paid', { n })),
+    () => ({ key: counter, at: undefined, onTaken: () => {} }),
+    (i) => (i === 0 ? { keyId: gone } : undefined));
+  t.deepEqual(answers.map((a) => ('status' in a ? a.status : 201)), [201, 401, 201]);
+  t.is(calls.get('transaction'), 1, 'the second group fell back to its transaction');
+  t.is(await jobRows(appId), 1);
+  const stored = await app.pool.oneFirst(sql.type(z.object({ count: z.number() }))`select count from rate_limit_counters where key = ${counter}`);
+  t.is(stored, 1, 'counted once: the refused statement\'s take is gone');
+});
+
+/** This test's queue messages, without what differs between any two inserts (their ids, when they were written) and with their starts as offsets. */
+const messageRows = async () => (await app.pool.any(sql.unsafe`
+  select j.*, extract(epoch from j.keep_until - j.start_after) as kept_seconds,
+         round(extract(epoch from j.start_after - j.created_on)) as starts_in_seconds
+  from pgboss.job j where (j.data->>'deliveryId')::bigint between 900000001 and 900000002
+  order by j.data->>'deliveryId'`) as ReadonlyArray<Record<string, unknown>>).map(({ id: _id, created_on: _c, start_after: _s, keep_until: _k, ...rest }) => rest);
+const dropMessages = () => app.pool.query(sql.unsafe`delete from pgboss.job where (data->>'deliveryId')::bigint between 900000001 and 900000002`);
+
+test('enqueueFrom writes a queue message as pg-boss\'s own insert writes it, due now or later', async (t) => {
+  const items = [{ delivery_id: 900_000_001, round: 1, start_after: null }, { delivery_id: 900_000_002, round: 2, start_after: new Date(Date.now() + 3_600_000).toISOString() }];
+  await app.pool.transaction((tx) => app.queue.enqueue(tx, items));
+  const byPgBoss = await messageRows();
+  await dropMessages();
+  await app.pool.query(sql.unsafe`
+    with m as (select * from (values (900000001::bigint, 1, null::timestamptz), (900000002::bigint, 2, ${items[1]?.start_after ?? ''}::timestamptz))
+               as v(delivery_id, round, start_after))
+    ${enqueueFrom('m')}`);
+  const ours = await messageRows();
+  await dropMessages();
+  t.is(byPgBoss.length, 2);
+  t.deepEqual(ours, byPgBoss);
 });
 
 /** applications.webhook_jobs_count beside the jobs the application really has. */
