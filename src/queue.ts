@@ -43,7 +43,7 @@ export type Queue = {
  * that makes deliveries can enqueue them itself, with no round trip of its own (the grouped job
  * accept). `source` is a relation of the statement with columns delivery_id, round and
  * start_after (null: now). The queue's settings come from its row, as pg-boss takes them;
- * test/queue-insert.test.ts holds this to what pg-boss writes for the same messages.
+ * test/webhook-jobs/grouped-accept.test.ts holds this to what pg-boss writes for the same messages.
  */
 export function enqueueFrom(source: string): FragmentSqlToken {
   return sql.fragment`

@@ -5,7 +5,7 @@ import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { enqueueFrom, queueItem, type QueueItem } from '../queue.ts';
 import { confirmingKeys } from './api-keys.ts';
-import { countingRateLimits } from './rate-limits.ts';
+import { countingRateLimits, takenManyRow } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
@@ -119,7 +119,7 @@ export type GroupChecks = {
 };
 
 // reset_at comes through json_agg (ISO 8601 with an offset): the same instant as the column's text form gives.
-const limitCount = z.object({ key: z.string(), count: z.number(), reset_at: z.string().transform((at) => new Date(at).toISOString()), retry_after: z.number() });
+const limitCount = takenManyRow.extend({ reset_at: z.string().transform((at) => new Date(at).toISOString()) });
 const groupRow = acceptedRow.extend({ item: z.number(), limits: z.array(limitCount).nullable() });
 export type LimitCount = z.infer<typeof limitCount>;
 
@@ -159,7 +159,7 @@ export async function acceptJobGroup(
     if (hasSqlState(error, 'HL001')) return 'refused';
     throw error;
   }
-  return { answers: answersByItem(items, rows.map(({ limits: _, ...row }) => row) as never), limits: rows[0]?.limits ?? [] };
+  return { answers: answersByItem(items, rows.map(({ limits: _, ...row }) => row)), limits: rows[0]?.limits ?? [] };
 }
 
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
