@@ -255,18 +255,17 @@ export function makeJobAcceptor(
    * would give a group whose checks all pass.
    */
   async function acceptAtOnce(group: Waiting[]): Promise<Map<Waiting, Settled> | null> {
-    const counters = rule ? countersOf(group, new Map()) : new Map<string, Waiting[]>();
-    const keys = [...counters.keys()].sort(compare);
+    const takes = takesOf(group, new Map());
     const result = await acceptJobGroup(pool, group.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })), {
       keyIds: keyIdsOf(group),
       granting: grantingScopes(...CREATION_SCOPE),
-      limits: rule && keys.length > 0
-        ? { keys, counts: keys.map((key) => counters.get(key)?.length ?? 0), limit: rule.limit, periodSeconds: rule.periodSeconds, at: group.find((w) => w.take)?.take?.at }
+      limits: rule && takes.keys.length > 0
+        ? { keys: takes.keys, counts: takes.counts, limit: rule.limit, periodSeconds: rule.periodSeconds, at: takes.at }
         : null,
     });
     if (result === 'refused') return null;
     const answers = new Map<Waiting, Settled>();
-    if (rule) placeTakes(rule, counters, result.limits, answers);
+    if (rule) placeTakes(rule, takes.counters, result.limits, answers);
     group.forEach((waiter, i) => {
       try {
         const answer = answerOf(waiter.a, result.answers[i] ?? []);
@@ -322,23 +321,26 @@ const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
  * one take each would give it, and a request past the limit is answered 429 and not accepted.
  */
 async function takeLimits(tx: CommonQueryMethods, rule: LimitRule, group: Waiting[], answers: Map<Waiting, Settled>): Promise<void> {
-  const counters = countersOf(group, answers);
-  if (counters.size === 0) return;
-  const keys = [...counters.keys()].sort(compare);
-  const at = group.find((w) => w.take)?.take?.at;
-  placeTakes(rule, counters, await takeRateLimits(tx, keys, keys.map((key) => counters.get(key)?.length ?? 0), rule.periodSeconds, at), answers);
+  const takes = takesOf(group, answers);
+  if (takes.keys.length === 0) return;
+  placeTakes(rule, takes.counters, await takeRateLimits(tx, takes.keys, takes.counts, rule.periodSeconds, takes.at), answers);
 }
 
-/** The group's requests that are counted (those with a take and no answer yet), by counter, in group order. */
-function countersOf(group: Waiting[], answers: Map<Waiting, Settled>): Map<string, Waiting[]> {
-  const byKey = new Map<string, Waiting[]>();
+/**
+ * The group's takes: its requests that are counted (those with a take and no answer yet) by
+ * counter, in group order; the counters in lock order with how many each takes; and the time
+ * they are taken at (undefined: the database's clock).
+ */
+function takesOf(group: Waiting[], answers: Map<Waiting, Settled>) {
+  const counters = new Map<string, Waiting[]>();
   for (const waiter of group) {
     if (!waiter.take || answers.has(waiter)) continue;
-    const list = byKey.get(waiter.take.key) ?? [];
+    const list = counters.get(waiter.take.key) ?? [];
     list.push(waiter);
-    byKey.set(waiter.take.key, list);
+    counters.set(waiter.take.key, list);
   }
-  return byKey;
+  const keys = [...counters.keys()].sort(compare);
+  return { counters, keys, counts: keys.map((key) => counters.get(key)?.length ?? 0), at: group.find((w) => w.take)?.take?.at };
 }
 
 /**
