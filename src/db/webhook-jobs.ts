@@ -154,12 +154,17 @@ export async function acceptJobGroup(
                       or (select count(*) from accepted where outcome = 'stale') > 0
                     then refuse_job_group() end as refused,
                (select json_agg(counted) from counted) as limits)
-      select accepted.*, verdict.limits from verdict cross join accepted`);
+      -- The counts once, on one row: a group of n jobs of m keys would otherwise parse n × m.
+      select accepted.*, case when row_number() over () = 1 then verdict.limits end as limits
+      from verdict cross join accepted`);
   } catch (error) {
     if (hasSqlState(error, 'HL001')) return 'refused';
     throw error;
   }
-  return { answers: answersByItem(items, rows.map(({ limits: _, ...row }) => row)), limits: rows[0]?.limits ?? [] };
+  return {
+    answers: answersByItem(items, rows.map(({ limits: _, ...row }) => row)),
+    limits: rows.find((row) => row.limits !== null)?.limits ?? [],
+  };
 }
 
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
