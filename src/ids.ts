@@ -1,10 +1,30 @@
 // Resource identifiers: a type prefix and a 27-character KSUID (decisions section 2).
+import { randomBytes } from 'node:crypto';
 import KSUID from 'ksuid';
 
 export type IdPrefix = 'org' | 'key' | 'app' | 'ep' | 'evt' | 'job' | 'opep' | 'opev';
 
+const PAYLOAD_BYTES = 16;
+const POOL_IDS = 256;
+let pool = Buffer.alloc(0);
+let offset = 0;
+
+/**
+ * A KSUID's 16 random bytes, cut from a pool filled 256 ids at a time (as Node's randomUUID
+ * caches its random data): KSUID.randomSync asks the CSPRNG for 16 bytes per id, and that call
+ * was ~2% of the web process's CPU when accepting jobs. fromParts copies the bytes.
+ */
+function randomPayload(): Buffer {
+  if (offset === pool.length) {
+    pool = randomBytes(PAYLOAD_BYTES * POOL_IDS);
+    offset = 0;
+  }
+  offset += PAYLOAD_BYTES;
+  return pool.subarray(offset - PAYLOAD_BYTES, offset);
+}
+
 export function newId(prefix: IdPrefix): string {
-  return `${prefix}_${KSUID.randomSync().string}`;
+  return `${prefix}_${KSUID.fromParts(Date.now(), randomPayload()).string}`;
 }
 
 const KSUID_BODY = /^[0-9A-Za-z]{27}$/;
