@@ -455,29 +455,36 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
  * connections (one per request waiting for its answer). autocannon's overallRate is not that:
  * each connection sends its share of a second's requests back to back at the start of the
  * second, then waits, so the load comes in bursts. Also returns how late this process sent its
- * requests (p99), which would distort the figures.
+ * requests (p99), which would distort the figures, and how long the answers took (p50, p99).
  */
 async function steadyLoad(port: number, orgs: Fixture[], rate: number, seconds: number) {
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 200 });
   const interval = 1000 / rate;
   const lags: number[] = [];
+  const answerMs: number[] = [];
   const answers: Array<Promise<number>> = [];
   const start = performance.now();
   for (let i = 0; i < Math.round(rate * seconds); i++) {
     const due = start + i * interval;
     const wait = due - performance.now();
     if (wait >= 1) await sleep(wait);
-    lags.push(performance.now() - due);
+    const sent = performance.now();
+    lags.push(sent - due);
     answers.push(pool.request({ method: 'POST', path: '/v1/webhook-jobs', ...jobPost(orgs[i % orgs.length] as Fixture) }).then(async (res) => {
       await res.body.dump();
+      answerMs.push(performance.now() - sent);
       return res.statusCode;
     }, () => 0));
   }
   const codes = await Promise.all(answers);
   await pool.close();
   lags.sort((x, y) => x - y);
+  answerMs.sort((x, y) => x - y);
   const ok = codes.filter((code) => code >= 200 && code < 300).length;
-  return { ok, other: codes.length - ok, sendLagP99Ms: +percentile(lags, 99).toFixed(1) };
+  return {
+    ok, other: codes.length - ok, sendLagP99Ms: +percentile(lags, 99).toFixed(1),
+    answerP50Ms: +percentile(answerMs, 50).toFixed(1), answerP99Ms: +percentile(answerMs, 99).toFixed(1),
+  };
 }
 
 /**
@@ -499,6 +506,9 @@ async function latencyPhase(b: Bench) {
     rate: LATENCY_RATE, jobs: load.ok, non_2xx: load.other, jobs_per_second: Math.round(load.ok / SECONDS), measured: latencies.length,
     p50_ms: Math.round(percentile(latencies, 50)), p99_ms: Math.round(percentile(latencies, 99)),
     max_ms: Math.round(latencies.at(-1) ?? 0), send_lag_p99_ms: load.sendLagP99Ms,
+    // The POST's own time, sent to answered: created_at is stamped inside the accept, so the
+    // figures above start partway through it.
+    answer_p50_ms: load.answerP50Ms, answer_p99_ms: load.answerP99Ms,
   };
 }
 
@@ -698,6 +708,7 @@ function print(report: Report, file: string): void {
     'accept rate (jobs/s) / share of bare Express': `${accept.jobs_per_second} / ${accept.ratio_to_bare_express}`,
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
+    [`POST answer at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.answer_p50_ms} / ${latency.answer_p99_ms}`,
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
     [`recover ${report.recover.deliveries}: request (ms) / re-queue (s) / deliveries/s`]:
       `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,
