@@ -142,9 +142,9 @@ comment on column endpoint_recoveries.completed_at is 'When the last batch ran (
 comment on table delivery_attempts is 'One row per attempt, oldest first: the deliveries records of the job API. Never updated.';
 comment on column delivery_attempts.id is 'Attempt row number (identity): increases in recording order.';
 comment on column delivery_attempts.delivery_id is 'The delivery attempted.';
-comment on column delivery_attempts.job_id is 'The delivery''s job.';
-comment on column delivery_attempts.endpoint_id is 'The endpoint attempted.';
-comment on column delivery_attempts.org_id is 'Owning organization.';
+comment on column delivery_attempts.job_id is 'The delivery''s job (copied from the delivery; removed with it through delivery_id).';
+comment on column delivery_attempts.endpoint_id is 'The endpoint attempted (copied from the delivery).';
+comment on column delivery_attempts.org_id is 'Owning organization (copied from the delivery).';
 comment on column delivery_attempts.attempt is 'Attempt number within its round, from 1 (a job retry numbers from 1 again).';
 comment on column delivery_attempts.status_code is 'HTTP status answered; null when no response came (timeout before headers, connection, DNS, TLS or blocked destination).';
 comment on column delivery_attempts.response_body is 'First 4 KB of the answer body, as UTF-8 text; empty when none.';
