@@ -33,17 +33,23 @@ const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 
 const MESSAGES = [/connection terminated/i, /timeout expired/i, /connection timeout/i, /server closed the connection/i, /client has encountered a connection error/i];
 
+/** `error` and the errors it wraps (slonik keeps the driver's as its `cause`), outermost first, at most 8. */
+export function* causeChain(error: unknown): Generator<object> {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 8; depth += 1) {
+    yield current;
+    current = (current as { cause?: unknown }).cause;
+  }
+}
+
 /** True when `error` (or anything in its `cause` chain) means the database is out of reach. */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  for (let current = error, depth = 0; current && depth < 8; depth += 1) {
+  for (const current of causeChain(error)) {
     if (current instanceof DatabaseUnavailableError || current instanceof ConnectionError
       || current instanceof BackendTerminatedError || current instanceof BackendTerminatedUnexpectedlyError) return true;
-    if (typeof current !== 'object') return false;
-    const { code, message, cause, errors } = current as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    const { code, message, errors } = current as { code?: unknown; message?: unknown; errors?: unknown };
     if (typeof code === 'string' && (NETWORK_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08'))) return true;
     if (typeof message === 'string' && MESSAGES.some((pattern) => pattern.test(message))) return true;
     if (Array.isArray(errors) && errors.some((inner) => isDatabaseUnavailable(inner))) return true; // AggregateError of a multi-address connect
-    current = cause;
   }
   return false;
 }
@@ -80,10 +86,9 @@ export function makeAvailability(logger: Logger | undefined, onChange?: (availab
 /** The innermost message and code: enough to tell "refused" from "shutting down" from "timed out". */
 function describe(error: unknown): string {
   const parts: string[] = [];
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 8; depth += 1) {
-    const { code, message, cause } = current as { code?: unknown; message?: unknown; cause?: unknown };
+  for (const current of causeChain(error)) {
+    const { code, message } = current as { code?: unknown; message?: unknown };
     if (typeof message === 'string' && message) parts.push(typeof code === 'string' ? `${message} (${code})` : message);
-    current = cause;
   }
   return parts.join(': ') || String(error);
 }

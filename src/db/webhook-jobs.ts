@@ -5,6 +5,7 @@ import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { enqueueFrom, queueItem, type QueueItem } from '../queue.ts';
 import { confirmingKeys } from './api-keys.ts';
+import { causeChain } from './availability.ts';
 import { countingRateLimits, takenManyRow } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
@@ -100,12 +101,9 @@ function answersByItem<Row>(items: readonly unknown[], rows: ReadonlyArray<Row &
   return answers;
 }
 
-/** Whether `error`, or an error it wraps (slonik keeps the driver's as its cause), has this SQLSTATE. */
+/** Whether `error`, or an error it wraps, has this SQLSTATE. */
 function hasSqlState(error: unknown, code: string): boolean {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 8; depth += 1) {
-    if ((current as { code?: unknown }).code === code) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
+  for (const current of causeChain(error)) if ((current as { code?: unknown }).code === code) return true;
   return false;
 }
 
