@@ -2,7 +2,7 @@
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
-import { takeRateLimit, takeRateLimits, type Taken } from '../db/rate-limits.ts';
+import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
@@ -348,7 +348,7 @@ function takesOf(group: Waiting[], answers: Map<Waiting, Settled>) {
  * group's take: its requests were places count - n + 1 .. count, in group order. A request past
  * the limit is answered 429.
  */
-function placeTakes(rule: LimitRule, counters: Map<string, Waiting[]>, rows: ReadonlyArray<{ key: string; count: number; reset_at: string; retry_after: number }>, answers: Map<Waiting, Settled>): void {
+function placeTakes(rule: LimitRule, counters: Map<string, Waiting[]>, rows: readonly CounterCount[], answers: Map<Waiting, Settled>): void {
   for (const row of rows) {
     const list = counters.get(row.key) ?? [];
     list.forEach((waiter, i) => {

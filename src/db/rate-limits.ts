@@ -17,6 +17,8 @@ export async function takeRateLimit(
 }
 
 export const takenManyRow = z.object({ key: z.string(), count: z.number(), reset_at: z.string(), retry_after: z.number() });
+/** A counter's count after a take of several requests (count_rate_limits). */
+export type CounterCount = z.infer<typeof takenManyRow>;
 
 /**
  * Several keys counted in one statement (count_rate_limits in sql/014-rate-limits.sql, which
