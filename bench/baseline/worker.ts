@@ -47,4 +47,4 @@ await boss.work<Delivery>('deliveries', {
 process.send?.({ ready: true });
 // pg-boss first, waiting for the running handlers, then the pool they use (ending both at once
 // failed the handlers still running, and pg-boss then marked them failed on a closed connection).
-process.on('SIGTERM', () => void boss.stop({ graceful: true, wait: true, timeout: 5000 } as never).then(() => pool.end()).then(() => process.exit(0)));
+process.on('SIGTERM', () => void boss.stop({ graceful: true, timeout: 5000 }).then(() => pool.end()).then(() => process.exit(0)));
