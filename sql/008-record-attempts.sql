@@ -92,61 +92,65 @@ begin
   --   enabled       disabled by the breaker, and a success (its probe): closes, failure_count 0
   --   probe_failed  disabled by the breaker, its probe failed: stays open, the cooldown doubles (at most 1 h)
   --   (none)        only failure_count moves
-  return query
-  with per_endpoint as (
-    select r.endpoint_id,
-           bool_or(r.success) as any_success,
-           bool_or(r.is_probe) as probed,
-           -- A 410 Gone after the batch's last success to this endpoint: the receiver says it is gone.
-           bool_or(r.status_code = 410 and r.attempted_at > coalesce(
-             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
-             '-infinity')) as gone,
-           count(*) filter (where not r.success) as failures,
-           count(*) filter (where not r.success and r.attempted_at > coalesce(
-             (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
-             '-infinity')) as failures_after_success
-    from pg_temp.recorded_outcomes r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
-  ), counted as (
-    select e.id, e.status, e.disabled_at, e.disabled_reason, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed, p.gone,
-           case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
-    from endpoints e join per_endpoint p on p.endpoint_id = e.id
-  ), decided as (
-    select c.*,
-           case when c.gone and c.disabled_reason is distinct from 'gone' then 'gone'
-                when c.status = 'disabled' and c.disabled_reason = 'gone' then null
-                when c.status = 'disabled' and c.any_success then 'enabled'
-                when c.status = 'active' and c.failure_count >= p_threshold then 'disabled'
-                when c.status = 'disabled' and c.probed then 'probe_failed' end as transition,
-           least(coalesce(c.cooldown_seconds, p_cooldown) * 2, 3600) as doubled_cooldown
-    from counted c
-  ), next as (
-    select d.id, d.transition, s.*
-    from decided d cross join lateral (
-      select 'active' as status, 0::bigint as failure_count, null::timestamptz as disabled_at, null::text as disabled_reason,
-             null::integer as cooldown_seconds, null::timestamptz as next_probe_at
-        where d.transition = 'enabled'
-      union all
-      select 'disabled', d.failure_count, coalesce(d.disabled_at, now()), 'gone', null, null
-        where d.transition = 'gone'
-      union all
-      select 'disabled', d.failure_count, now(), 'circuit_breaker', p_cooldown, now() + p_cooldown * interval '1 second'
-        where d.transition = 'disabled'
-      union all
-      select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.doubled_cooldown, now() + d.doubled_cooldown * interval '1 second'
-        where d.transition = 'probe_failed'
-      union all
-      select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.cooldown_seconds, d.next_probe_at
-        where d.transition is null
-    ) s
-  ), changed as (
-    update endpoints e set
-      status = n.status, failure_count = n.failure_count, disabled_at = n.disabled_at, disabled_reason = n.disabled_reason,
-      cooldown_seconds = n.cooldown_seconds, next_probe_at = n.next_probe_at
-    from next n where e.id = n.id
-    returning n.transition, e.id, e.application_id, e.org_id
-  )
-  select null::bigint, null::integer, null::timestamptz, c.transition, c.id, c.application_id, c.org_id
-  from changed c where c.transition in ('disabled', 'gone', 'enabled') order by c.id;
+  -- Skipped when no endpoint's breaker can change (a batch of successes to healthy endpoints,
+  -- the common case): planning this statement alone took ~1.9 ms a call, for no rows.
+  if v_breaker is not null then
+    return query
+    with per_endpoint as (
+      select r.endpoint_id,
+             bool_or(r.success) as any_success,
+             bool_or(r.is_probe) as probed,
+             -- A 410 Gone after the batch's last success to this endpoint: the receiver says it is gone.
+             bool_or(r.status_code = 410 and r.attempted_at > coalesce(
+               (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+               '-infinity')) as gone,
+             count(*) filter (where not r.success) as failures,
+             count(*) filter (where not r.success and r.attempted_at > coalesce(
+               (select max(r2.attempted_at) from pg_temp.recorded_outcomes r2 where r2.endpoint_id = r.endpoint_id and r2.success),
+               '-infinity')) as failures_after_success
+      from pg_temp.recorded_outcomes r where r.endpoint_id = any(v_breaker) group by r.endpoint_id
+    ), counted as (
+      select e.id, e.status, e.disabled_at, e.disabled_reason, e.cooldown_seconds, e.next_probe_at, p.any_success, p.probed, p.gone,
+             case when p.any_success then p.failures_after_success else e.failure_count + p.failures end as failure_count
+      from endpoints e join per_endpoint p on p.endpoint_id = e.id
+    ), decided as (
+      select c.*,
+             case when c.gone and c.disabled_reason is distinct from 'gone' then 'gone'
+                  when c.status = 'disabled' and c.disabled_reason = 'gone' then null
+                  when c.status = 'disabled' and c.any_success then 'enabled'
+                  when c.status = 'active' and c.failure_count >= p_threshold then 'disabled'
+                  when c.status = 'disabled' and c.probed then 'probe_failed' end as transition,
+             least(coalesce(c.cooldown_seconds, p_cooldown) * 2, 3600) as doubled_cooldown
+      from counted c
+    ), next as (
+      select d.id, d.transition, s.*
+      from decided d cross join lateral (
+        select 'active' as status, 0::bigint as failure_count, null::timestamptz as disabled_at, null::text as disabled_reason,
+               null::integer as cooldown_seconds, null::timestamptz as next_probe_at
+          where d.transition = 'enabled'
+        union all
+        select 'disabled', d.failure_count, coalesce(d.disabled_at, now()), 'gone', null, null
+          where d.transition = 'gone'
+        union all
+        select 'disabled', d.failure_count, now(), 'circuit_breaker', p_cooldown, now() + p_cooldown * interval '1 second'
+          where d.transition = 'disabled'
+        union all
+        select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.doubled_cooldown, now() + d.doubled_cooldown * interval '1 second'
+          where d.transition = 'probe_failed'
+        union all
+        select d.status, d.failure_count, d.disabled_at, d.disabled_reason, d.cooldown_seconds, d.next_probe_at
+          where d.transition is null
+      ) s
+    ), changed as (
+      update endpoints e set
+        status = n.status, failure_count = n.failure_count, disabled_at = n.disabled_at, disabled_reason = n.disabled_reason,
+        cooldown_seconds = n.cooldown_seconds, next_probe_at = n.next_probe_at
+      from next n where e.id = n.id
+      returning n.transition, e.id, e.application_id, e.org_id
+    )
+    select null::bigint, null::integer, null::timestamptz, c.transition, c.id, c.application_id, c.org_id
+    from changed c where c.transition in ('disabled', 'gone', 'enabled') order by c.id;
+  end if;
 
   -- An endpoint that recovered: not active when locked, active now ('enabled' above). Every
   -- other way back to active releases held deliveries itself (un-pause, reset-circuit, under
