@@ -21,12 +21,12 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { PAYLOAD } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const SECONDS = Number(process.env.AB_SECONDS ?? 8);
 const logger = pino({ level: 'warn' }, pino.destination(2));
-const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
 type Fixture = { key: string; applicationId: string };
 
 const freePort = () => new Promise<number>((resolve) => {

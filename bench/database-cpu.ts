@@ -25,6 +25,10 @@ export async function databaseCpuSeconds(postmasterPid: number | null): Promise<
   }
 }
 
+/** CPU µs per unit of work from two readings, or null when either is missing. */
+export const cpuPer = (before: number | null, after: number | null, units: number) =>
+  before === null || after === null ? null : Math.round(((after - before) * 1e6) / Math.max(1, units));
+
 /** The postmaster's pid, from postmaster.pid in the server's data directory, when this machine can read it. */
 export async function postmasterPidOf(db: pg.Client): Promise<number | null> {
   try {

@@ -11,7 +11,6 @@
 // FLOOR_MESSAGES messages (default 30,000), enqueued first (not timed), then drained; the
 // figures are the drain's rate and the CPU of this process and of the database server (read
 // from /proc, as bench/run.ts reads it) per message. About a minute on 2 cores.
-import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -22,29 +21,26 @@ import { migrate } from '../src/db/migrate.ts';
 import { makePool } from '../src/db/pool.ts';
 import { startQueue, type QueueItem } from '../src/queue.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
-import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { PAYLOAD, startReceiver } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MESSAGES = Number(process.env.FLOOR_MESSAGES ?? 30_000);
 const CONFIGS: Array<{ loops: number; batch: number }> = [
   { loops: 1, batch: 100 }, { loops: 2, batch: 100 }, { loops: 4, batch: 100 }, { loops: 2, batch: 500 },
 ];
-const PAYLOAD = JSON.stringify({ type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } });
+const BODY = JSON.stringify(PAYLOAD);
 const SECRET = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
 const logger = pino({ level: 'warn' }, pino.destination(2));
 
 type Row = { mode: string; loops: number; batch: number; per_second: number; process_cpu_us: number; database_cpu_us: number | null; total_cpu_us: number | null };
-
-function receiverPort(receiver: ChildProcess): Promise<number> {
-  return new Promise((resolve) => receiver.once('message', (m) => resolve((m as { port: number }).port)));
-}
 
 async function main(): Promise<void> {
   const embedded = process.env.DATABASE_URL
     ? null
     : await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `floor-${process.pid}`), logger, ephemeral: true, durable: true });
   const url = embedded?.url ?? process.env.DATABASE_URL ?? '';
-  const receiver = fork(path.join(root, 'bench/receiver.ts'), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const { receiver, port: receiverPort } = await startReceiver(['ignore', 'ignore', 'inherit', 'ipc']);
   const rows: Row[] = [];
   try {
     await migrate(url, logger);
@@ -53,12 +49,12 @@ async function main(): Promise<void> {
     const postmaster = await postmasterPidOf(admin);
     const pool = await makePool(url, { maximumPoolSize: 8 });
     const queue = await startQueue({ databaseUrl: url, logger, leaseSeconds: 180, supervise: false, retentionHours: 24, poolSize: 8 });
-    const http = new Pool(`http://127.0.0.1:${await receiverPort(receiver)}`, { connections: 100 });
+    const http = new Pool(`http://127.0.0.1:${receiverPort}`, { connections: 100 });
     const post = async (id: string) => {
       const timestamp = Math.floor(Date.now() / 1000);
       const res = await http.request({
-        method: 'POST', path: '/hook', body: PAYLOAD,
-        headers: { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatureHeader([SECRET], id, timestamp, PAYLOAD) },
+        method: 'POST', path: '/hook', body: BODY,
+        headers: { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatureHeader([SECRET], id, timestamp, BODY) },
       });
       await res.body.dump();
     };
@@ -89,7 +85,7 @@ async function main(): Promise<void> {
         const cpu = process.cpuUsage(cpu0);
         const db1 = await databaseCpuSeconds(postmaster);
         const processUs = Math.round((cpu.user + cpu.system) / done);
-        const databaseUs = db0 === null || db1 === null ? null : Math.round(((db1 - db0) * 1e6) / done);
+        const databaseUs = cpuPer(db0, db1, done);
         const row = {
           mode, loops, batch, per_second: Math.round(done / seconds), process_cpu_us: processUs,
           database_cpu_us: databaseUs, total_cpu_us: databaseUs === null ? null : processUs + databaseUs,

@@ -34,8 +34,9 @@ import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { setUpBaseline } from './baseline/setup.ts';
-import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
+import { PAYLOAD, startReceiver } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -46,7 +47,6 @@ const BACKLOG = full ? 1_000_000 : quick ? 20_000 : 100_000;
 const LATENCY_RATE = 300;
 const ORGS = 50;
 const STALL_SECONDS = Number(process.env.BENCH_STALL_SECONDS ?? 30);
-const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
 const logger = pino({ level: 'warn' }, pino.destination(2));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -69,9 +69,6 @@ async function usage(pid: number) {
 }
 
 
-/** CPU µs per unit of work from two readings, or null when either is missing. */
-const cpuPer = (before: number | null, after: number | null, units: number) =>
-  before === null || after === null ? null : Math.round(((after - before) * 1e6) / Math.max(1, units));
 
 /** Ceiling 1: single-row ~1 KB jsonb inserts, one per transaction, 16 connections. */
 async function commitCeiling(url: string): Promise<number> {
@@ -627,9 +624,8 @@ const progress = (name: string) => process.stderr.write(`[${Math.round((Date.now
 /** Runs the phases in order on a fresh database; returns the report. */
 async function run(dbUrl: string, children: ChildProcess[]) {
   await migrate(dbUrl, logger);
-  const receiver = fork(path.join(root, 'bench/receiver.ts'), { stdio: 'inherit' });
+  const { receiver, port: receiverPort } = await startReceiver('inherit');
   children.push(receiver);
-  const { port: receiverPort } = await new Promise<{ port: number }>((resolve) => receiver.once('message', (m) => resolve(m as { port: number })));
 
   progress(`ceilings (${SECONDS} s each)`);
   const ceilings = await ceilingsPhase(dbUrl, receiverPort);
