@@ -21,18 +21,20 @@ language sql as $$
     discard_reason = case
       when j.discard_reason = 'cancelled' then 'cancelled'
       when s.open = 0 and s.gave_up > 0 then 'failed' end
-  from (
-    select j2.id,
-           coalesce(max(d.attempt_count), 0) as max_attempt,
-           count(d.id) filter (where d.status in ('pending', 'in_flight', 'held')) as open,
-           count(d.id) filter (where d.status = 'in_flight') as in_flight,
-           count(d.id) filter (where d.status in ('pending', 'held') and d.attempt_count > 0) as retrying,
-           count(d.id) filter (where d.status in ('failed', 'dropped')) as gave_up
-    from webhook_jobs j2 left join deliveries d on d.job_id = j2.id
-    where j2.id = any(p_job_ids)
-    group by j2.id
+  -- Per job through the (job_id, endpoint_id) index, whatever the statistics say. As one join
+  -- grouped by job, the planner hashed a sequential scan of every delivery into each call
+  -- while deliveries had not been analyzed yet (a new database, or the burst that filled it
+  -- since autovacuum's last look): 5 ms instead of 1.4 ms for 100 jobs at 15,000 deliveries,
+  -- growing with the table.
+  from unnest(p_job_ids) as x (id) cross join lateral (
+    select coalesce(max(d.attempt_count), 0) as max_attempt,
+           count(*) filter (where d.status in ('pending', 'in_flight', 'held')) as open,
+           count(*) filter (where d.status = 'in_flight') as in_flight,
+           count(*) filter (where d.status in ('pending', 'held') and d.attempt_count > 0) as retrying,
+           count(*) filter (where d.status in ('failed', 'dropped')) as gave_up
+    from deliveries d where d.job_id = x.id
   ) s
-  where j.id = s.id;
+  where j.id = x.id;
 $$;
 
 comment on function refresh_webhook_jobs(text[]) is
