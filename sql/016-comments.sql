@@ -85,7 +85,7 @@ comment on column endpoint_event_types.created_at is 'When the subscription was 
 
 comment on table webhook_jobs is 'One event for one application, fanned out at creation into deliveries (one per target endpoint). status and attempt_count follow from the deliveries (function refresh_webhook_jobs).';
 comment on column webhook_jobs.id is 'job_… id; also the webhook-id header of every attempt.';
-comment on column webhook_jobs.org_id is 'Owning organization.';
+comment on column webhook_jobs.org_id is 'Owning organization: its application''s, copied at creation (no foreign key of its own; deleting the organization deletes its applications and so its jobs).';
 comment on column webhook_jobs.environment is 'live or test, from the key that created it.';
 comment on column webhook_jobs.application_id is 'The application the event is for.';
 comment on column webhook_jobs.event_type is 'Event type name at creation (kept if the event type is deleted later); webhook.test for the endpoint test action.';
@@ -112,8 +112,8 @@ comment on table deliveries is 'One row per (job, target endpoint): its state ac
 comment on column deliveries.id is 'Delivery number (identity); the deliveryId of its queue message.';
 comment on column deliveries.job_id is 'The job.';
 comment on column deliveries.endpoint_id is 'The target endpoint.';
-comment on column deliveries.org_id is 'Owning organization.';
-comment on column deliveries.application_id is 'The job''s application.';
+comment on column deliveries.org_id is 'Owning organization: the job''s, copied at creation (no foreign key of its own; the job''s cascade deletes the delivery).';
+comment on column deliveries.application_id is 'The job''s application, copied at creation (no foreign key of its own; the job''s cascade deletes the delivery).';
 comment on column deliveries.status is 'pending (due at next_attempt_at, queued) | in_flight (a worker attempts; a dead worker''s waits for its lease) | held (endpoint paused or disabled; not queued) | succeeded | failed (gave up or expired) | cancelled | dropped (endpoint or application deleted).';
 comment on column deliveries.round is 'Retry round, from 1: a job retry starts a new round, and queue messages of an older round are skipped.';
 comment on column deliveries.attempt_count is 'Attempts made in the current round.';
