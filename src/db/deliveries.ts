@@ -3,7 +3,7 @@
 // 012-hourly-upkeep.sql); these are their typed doors.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { queueItem, type MessageData, type QueueItem } from '../queue.ts';
+import { DELIVERY_QUEUE, queueItem, type MessageData, type QueueItem } from '../queue.ts';
 
 const claimRow = z.object({
   delivery_id: z.number(),
@@ -83,4 +83,17 @@ export async function recordAttempts(
 
 export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly QueueItem[]> {
   return db.any(sql.type(queueItem)`select * from run_delivery_upkeep()`);
+}
+
+/** The fewest rows changed in the delivery queue's table since its last analyze for another (and more than a fifth of what it held then). */
+export const QUEUE_STATISTICS_MIN_CHANGES = 5000;
+
+/**
+ * Analyzes the delivery queue's table after a burst (refresh_queue_statistics), at most once
+ * per `minIntervalSeconds` across workers. Its own statement and transaction: the analyze's
+ * lock is held no longer than the analyze. Returns whether it analyzed.
+ */
+export async function refreshQueueStatistics(db: CommonQueryMethods, minIntervalSeconds = 10): Promise<boolean> {
+  return db.oneFirst(sql.type(z.object({ analyzed: z.boolean() }))`
+    select refresh_queue_statistics(${DELIVERY_QUEUE}, ${QUEUE_STATISTICS_MIN_CHANGES}, make_interval(secs => ${minIntervalSeconds})) as analyzed`);
 }

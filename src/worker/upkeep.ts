@@ -1,11 +1,12 @@
 // Periodic work of every worker process: every second, held deliveries past their window and
 // recovery probes (run_delivery_upkeep), then a batch of endpoint recoveries
-// (run_endpoint_recoveries); every hour, archiving and success-rate decay, then retention
+// (run_endpoint_recoveries), then the queue table's statistics after a burst
+// (refresh_queue_statistics); every hour, archiving and success-rate decay, then retention
 // (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
-import { runDeliveryUpkeep } from '../db/deliveries.ts';
+import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
 import { runRecoveryBatch } from '../db/recoveries.ts';
 import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
 import type { Logger } from '../logger.ts';
@@ -73,6 +74,11 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
       if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
     })
       .then(async () => { await runRecoveries(deps); })
+      .then(async () => {
+        await refreshQueueStatistics(deps.pool).catch((error: unknown) => {
+          if (!isDatabaseUnavailable(error)) deps.logger.warn({ err: error }, 'analyzing the queue table failed');
+        });
+      })
       .finally(() => { running = undefined; });
   };
   // One hourly run at a time in this process: a long backlog must not start a second one.
