@@ -6,39 +6,24 @@
 // The count of index tuples read is exact and needs no timing: this fails on that plan. Nor
 // does it scan the whole table, which the planner chose while the table was small.
 import test from 'ava';
-import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
-import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
+import { flushedStats, insertPlanJobs, planFixture } from './helpers/plans.ts';
 
 const app = startTestApp();
 const BACKLOG = 5000;
 const BATCH = 20;
 
 test('record_attempts reads a batch by primary key, not the endpoint\'s pending backlog, with statistics from before a release', async (t) => {
-  const { key, orgId } = await app.createOrg();
-  const by = { on: app, key };
-  const application = await createApplication(by);
-  await createEventType(by, 'plan.item');
-  const endpoint = await createEndpoint(by, { application_id: application.id, url: 'https://example.com/hook', event_types: ['plan.item'] });
-
-  const db = new pg.Client({ connectionString: app.databaseUrl });
-  await db.connect();
-  t.teardown(() => db.end());
+  const fixture = await planFixture(t, app);
+  const { endpointId, db } = fixture;
   // An outage's backlog, held and analyzed as such; then released (pending), as un-pausing does.
-  await db.query(`
-    with jobs as (
-      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-      select 'job_plan' || lpad(g::text, 23, '0'), $1, 'live', $2, 'plan.item', '{}'::json, now() + interval '48 hours'
-      from generate_series(1, $4::int) g
-      returning id)
-    insert into deliveries (job_id, endpoint_id, org_id, application_id, status)
-    select id, $3, $1, $2, 'held' from jobs`, [orgId, application.id, endpoint.id, BACKLOG]);
+  await insertPlanJobs(fixture, BACKLOG, 'held');
   await db.query('analyze webhook_jobs; analyze deliveries');
-  await db.query(`update deliveries set status = 'pending', next_attempt_at = now() where endpoint_id = $1`, [endpoint.id]);
+  await db.query(`update deliveries set status = 'pending', next_attempt_at = now() where endpoint_id = $1`, [endpointId]);
 
   const { rows: batch } = await db.query<{ id: string; round: number }>(
     `update deliveries set status = 'in_flight' where id in (select id from deliveries where endpoint_id = $1 order by id limit $2)
-     returning id, round`, [endpoint.id, BATCH]);
+     returning id, round`, [endpointId, BATCH]);
   const results = batch.map((d, i) => {
     const success = i % 2 === 0; // successes and failures that go back to pending, retried in a minute
     return {
@@ -48,15 +33,11 @@ test('record_attempts reads a batch by primary key, not the endpoint\'s pending 
     };
   });
 
-  // This session's counters reach pg_stat_user_indexes/_tables when its transactions end, once forced.
   const tuplesRead = async () => {
-    await db.query('select pg_stat_force_next_flush()');
-    await db.query('select 1');
-    await db.query('select pg_stat_clear_snapshot()');
-    const { rows } = await db.query<{ index: string; seq: string }>(
+    const row = await flushedStats<{ index: string; seq: string }>(db,
       `select (select idx_tup_read from pg_stat_user_indexes where indexrelname = 'deliveries_endpoint_id_status_idx')::text as index,
               (select seq_tup_read from pg_stat_user_tables where relname = 'deliveries')::text as seq`);
-    return { index: Number(rows[0]?.index), seq: Number(rows[0]?.seq) };
+    return { index: Number(row.index), seq: Number(row.seq) };
   };
   const before = await tuplesRead();
   const { rows: returned } = await db.query<{ delivery_id: string | null }>(

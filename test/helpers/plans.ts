@@ -1,0 +1,49 @@
+// What the plan tests (test/record-plans.test.ts, test/job-refresh-plan.test.ts) share: a
+// tenant with one endpoint subscribed to plan.item, a direct client to the app's database, and
+// the statistics views read after this session's own counts reached them.
+import type { ExecutionContext } from 'ava';
+import pg from 'pg';
+import type { TestApp } from './app.ts';
+import { createApplication, createEndpoint, createEventType } from './fixtures.ts';
+
+export type PlanFixture = { orgId: string; applicationId: string; endpointId: string; db: pg.Client };
+
+/** An organization with an application, the event type plan.item and one endpoint subscribed to it; a client closed at teardown. */
+export async function planFixture(t: ExecutionContext, app: TestApp): Promise<PlanFixture> {
+  const { key, orgId } = await app.createOrg();
+  const by = { on: app, key };
+  const application = await createApplication(by);
+  await createEventType(by, 'plan.item');
+  const endpoint = await createEndpoint(by, { application_id: application.id, url: 'https://example.com/hook', event_types: ['plan.item'] });
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  return { orgId, applicationId: application.id, endpointId: endpoint.id, db };
+}
+
+/**
+ * One row of `query` over pg_stat_user_tables / _indexes, with this session's counts in it:
+ * they reach those views when its transactions end, once forced, and a snapshot taken before
+ * would hide them.
+ */
+export async function flushedStats<Row extends Record<string, unknown>>(db: pg.Client, query: string): Promise<Row> {
+  await db.query('select pg_stat_force_next_flush()');
+  await db.query('select 1');
+  await db.query('select pg_stat_clear_snapshot()');
+  const { rows } = await db.query<Row>(query);
+  if (!rows[0]) throw new Error(`no statistics row: ${query}`);
+  return rows[0];
+}
+
+/** `count` jobs of plan.item written in bulk, one delivery each to the fixture's endpoint: pending and due now, or held. */
+export async function insertPlanJobs(fixture: PlanFixture, count: number, status: 'pending' | 'held'): Promise<void> {
+  await fixture.db.query(`
+    with jobs as (
+      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
+      select 'job_plan' || lpad(g::text, 23, '0'), $1, 'live', $2, 'plan.item', '{}'::json, now() + interval '48 hours'
+      from generate_series(1, $4::int) g
+      returning id)
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, status, next_attempt_at)
+    select id, $3, $1, $2, $5, case when $5 = 'pending' then now() end from jobs`,
+  [fixture.orgId, fixture.applicationId, fixture.endpointId, count, status]);
+}
