@@ -19,7 +19,7 @@ import { Pool } from 'undici';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { makePool } from '../src/db/pool.ts';
-import { startQueue, type QueueItem } from '../src/queue.ts';
+import { DELIVERY_QUEUE, startQueue, type QueueItem } from '../src/queue.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { PAYLOAD, startReceiver } from './workload.ts';
@@ -49,6 +49,9 @@ async function main(): Promise<void> {
     const postmaster = await postmasterPidOf(admin);
     const pool = await makePool(url, { maximumPoolSize: 8 });
     const queue = await startQueue({ databaseUrl: url, logger, leaseSeconds: 180, supervise: false, retentionHours: 24, poolSize: 8 });
+    // The queue's own pg-boss table, as the upkeep's analyze finds it (queue_table, sql/011-delivery-upkeep.sql).
+    const queueTable = (await admin.query<{ name: string | null }>('select queue_table($1)::text as name', [DELIVERY_QUEUE])).rows[0]?.name;
+    if (!queueTable) throw new Error(`pg-boss has no queue ${DELIVERY_QUEUE}`);
     const http = new Pool(`http://127.0.0.1:${receiverPort}`, { connections: 100 });
     const post = async (id: string) => {
       const timestamp = Math.floor(Date.now() / 1000);
@@ -67,7 +70,7 @@ async function main(): Promise<void> {
         // Statistics of the backlog, as autovacuum takes them soon after a burst: taken while the
         // queue was empty, they make pg-boss's fetch sort every due message (23 ms against 3 ms a
         // fetch of 100 at 30,000 due), and the floor would measure that instead.
-        await admin.query('analyze pgboss.job_common');
+        await admin.query(`analyze ${queueTable}`);
         const cpu0 = process.cpuUsage();
         const db0 = await databaseCpuSeconds(postmaster);
         const t0 = performance.now();

@@ -30,16 +30,15 @@ async function burst(on: { pool: DatabasePool; queue: Queue }, items: QueueItem[
  * without the upkeep).
  */
 async function withoutAutovacuum(pool: DatabasePool): Promise<void> {
-  const table = await pool.oneFirst(sql.type(z.object({ table_name: z.string() }))`
-    select q.table_name from pgboss.queue q where q.name = ${DELIVERY_QUEUE}`);
-  await pool.query(sql.unsafe`alter table ${sql.identifier(['pgboss', table])} set (autovacuum_enabled = false)`);
+  const table = await pool.one(sql.type(z.object({ schema: z.string(), name: z.string() }))`
+    select c.relnamespace::regnamespace::text as schema, c.relname as name from pg_class c where c.oid = queue_table(${DELIVERY_QUEUE})`);
+  await pool.query(sql.unsafe`alter table ${sql.identifier([table.schema, table.name])} set (autovacuum_enabled = false)`);
 }
 
 /** The row count the planner knows for the queue's table: pg_class.reltuples, set by analyze (-1 before any). */
 async function knownRows(pool: DatabasePool): Promise<number> {
   return pool.oneFirst(sql.type(z.object({ reltuples: z.number() }))`
-    select c.reltuples from pgboss.queue q join pg_class c on c.oid = to_regclass(format('pgboss.%I', q.table_name))
-    where q.name = ${DELIVERY_QUEUE}`);
+    select c.reltuples from pg_class c where c.oid = queue_table(${DELIVERY_QUEUE})`);
 }
 
 test.serial('analyzes after a burst, not again until enough rows changed, and not within its interval', async (t) => {
