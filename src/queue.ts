@@ -3,7 +3,7 @@
 // transactions, so the queue never disagrees with the deliveries table. pg-boss's own retry
 // only redoes messages whose worker died (the lease expired); retry timing is ours.
 import { PgBoss } from 'pg-boss';
-import { sql, type CommonQueryMethods, type FragmentSqlToken } from 'slonik';
+import { type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import type { QueueDb } from './db/multi-host.ts';
@@ -36,27 +36,6 @@ export type Queue = {
   complete(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;
 };
-
-/**
- * pg-boss's insert of our messages (its plans.insertJobs, as `enqueue` runs it, for this queue and
- * the only options we give: data and startAfter), as a fragment of our own statements: a statement
- * that makes deliveries can enqueue them itself, with no round trip of its own (the grouped job
- * accept). `source` is a relation of the statement with columns delivery_id, round and
- * start_after (null: now). The queue's settings come from its row, as pg-boss takes them;
- * test/webhook-jobs/grouped-accept.test.ts holds this to what pg-boss writes for the same messages.
- */
-export function enqueueFrom(source: string): FragmentSqlToken {
-  return sql.fragment`
-    insert into pgboss.job (id, name, data, priority, start_after, created_on, expire_seconds, deletion_seconds, keep_until,
-                            retry_limit, retry_delay, retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds,
-                            blocked, blocking, pending_dependencies)
-    select gen_random_uuid(), q.name, jsonb_build_object('deliveryId', m.delivery_id, 'round', m.round), 0,
-           coalesce(m.start_after, pgboss.job_now()), pgboss.job_now(), q.expire_seconds, q.deletion_seconds,
-           coalesce(m.start_after, pgboss.job_now()) + q.retention_seconds * interval '1 second',
-           q.retry_limit, q.retry_delay, coalesce(q.retry_backoff, false), q.retry_delay_max, q.policy, q.dead_letter,
-           q.heartbeat_seconds, false, false, 0
-    from ${sql.identifier([source])} m join pgboss.queue q on q.name = ${DELIVERY_QUEUE}`;
-}
 
 /** pg-boss runs its SQL through our transaction: its rows commit or roll back with ours. */
 function inside(db: CommonQueryMethods) {

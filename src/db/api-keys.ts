@@ -1,6 +1,6 @@
 // Table api_keys: typed queries, every one scoped to an organization (except the lookup by
 // hash that authenticates a request).
-import { sql, type CommonQueryMethods, type FragmentSqlToken } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 
@@ -47,8 +47,8 @@ const authRow = z.object({
 });
 export type AuthRow = z.infer<typeof authRow>;
 
-/** Whether a key `found` should have its use recorded: at most once a minute per key, never for an expired key. */
-const useDue = sql.fragment`not found.expired and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')`;
+/** Whether a key `found` should have its use recorded: at most once a minute per key, never for an expired key (sql/022-api-keys.sql). */
+const useDue = sql.fragment`api_key_use_due(found.last_used_at, found.expired)`;
 
 /** The key with this hash, in one round trip that also records its use (useDue). */
 export async function findApiKeyByHash(db: CommonQueryMethods, keyHash: Buffer): Promise<AuthRow | null> {
@@ -70,30 +70,14 @@ const confirmedRow = z.object({ id: z.string(), scopes: z.array(z.string()), exp
 export type ConfirmedKey = z.infer<typeof confirmedRow>;
 
 /**
- * The CTEs `found`, these keys as they are now (a key that is gone has no row: id, scopes,
- * last_used_at, expired), and `touched`, which records their use as findApiKeyByHash does. For
- * the statement or transaction that writes on the keys' behalf (the grouped job accept), so a
- * key deleted or narrowed before this reads it is refused, as a lookup would refuse it. The touch
- * skips rows another transaction has locked: groups never wait for, or deadlock on, each other's keys.
+ * These keys as they are now (a key that is gone has no row), their use recorded as
+ * findApiKeyByHash records it (confirm_api_keys, sql/022-api-keys.sql). For the transaction that
+ * writes on the keys' behalf (the grouped job accept), so a key deleted or narrowed before this
+ * reads it is refused, as a lookup would refuse it. The record skips rows another transaction
+ * has locked: groups never wait for, or deadlock on, each other's keys.
  */
-export function confirmingKeys(ids: readonly string[]): FragmentSqlToken {
-  return sql.fragment`
-    found as (
-      select id, scopes, last_used_at, coalesce(expires_at <= now(), false) as expired
-      from api_keys where id = any(${sql.array(ids, 'text')})
-    ), touched as (
-      update api_keys set last_used_at = now()
-      where id in (
-        select k.id from api_keys k join found using (id)
-        where ${useDue}
-        for no key update of k skip locked)
-      returning api_keys.id
-    )`;
-}
-
-/** These keys as they are now, their use recorded (confirmingKeys). */
 export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly ConfirmedKey[]> {
-  return db.any(sql.type(confirmedRow)`with ${confirmingKeys(ids)} select id, scopes, expired from found`);
+  return db.any(sql.type(confirmedRow)`select id, scopes, expired from confirm_api_keys(${sql.array(ids, 'text')})`);
 }
 
 export async function findApiKey(db: CommonQueryMethods, orgId: string, id: string): Promise<ApiKeyRow | null> {

@@ -29,11 +29,7 @@ export type CounterCount = z.infer<typeof takenManyRow>;
 export async function takeRateLimits(
   db: CommonQueryMethods, keys: readonly string[], counts: readonly number[], periodSeconds: number, at?: Date,
 ) {
-  return db.any(sql.type(takenManyRow)`select * from ${countingRateLimits(keys, counts, periodSeconds, at)}`);
-}
-
-/** The call of count_rate_limits that takeRateLimits makes, for a statement of its own (the grouped job accept). */
-export function countingRateLimits(keys: readonly string[], counts: readonly number[], periodSeconds: number, at?: Date): FragmentSqlToken {
   const time = at ? sql.fragment`, ${at.toISOString()}::timestamptz` : sql.fragment``;
-  return sql.fragment`count_rate_limits(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}, ${periodSeconds}${time})`;
+  return db.any(sql.type(takenManyRow)`
+    select * from count_rate_limits(${sql.array(keys, 'text')}, ${sql.array(counts, 'int4')}, ${periodSeconds}${time})`);
 }

@@ -3,10 +3,9 @@
 // sql/010-retry-cancel.sql). Every query is scoped to a tenant.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { enqueueFrom, queueItem, type QueueItem } from '../queue.ts';
-import { confirmingKeys } from './api-keys.ts';
+import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
-import { countingRateLimits, takenManyRow } from './rate-limits.ts';
+import { takenManyRow } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
@@ -80,19 +79,20 @@ export async function acceptJob(db: CommonQueryMethods, tenant: Tenant, job: New
 export async function acceptJobs(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>,
 ): Promise<AcceptedRow[][]> {
-  return answersByItem(items, await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`select * from ${acceptingJobs(items)}`));
+  return answersByItem(items, await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`select * from accept_webhook_jobs(${jobArguments(items)})`));
 }
 
-/** The call of accept_webhook_jobs that acceptJobs makes, for a statement of its own. */
-function acceptingJobs(items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>) {
+/** The jobs as the arguments of accept_webhook_jobs, one array per column (and the last ones of accept_job_group). */
+function jobArguments(items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>) {
   const column = <T extends string | number | boolean | null>(pick: (item: { tenant: Tenant; job: NewJob }) => T) => items.map(pick);
-  return sql.fragment`accept_webhook_jobs(
-      ${sql.array(column((x) => x.tenant.orgId), 'text')}, ${sql.array(column((x) => x.tenant.environment), 'text')},
-      ${sql.array(column((x) => x.job.applicationId), 'text')}, ${sql.array(column((x) => x.job.id), 'text')},
-      ${sql.array(column((x) => x.job.eventType), 'text')}, ${sql.array(column((x) => x.job.eventTypeId), 'text')},
-      ${sql.array(column((x) => x.job.eventTypeVersion), 'int8')}, ${sql.array(column((x) => x.job.payloadValid), 'bool')},
-      ${sql.array(column((x) => x.job.eventId), 'text')}, ${sql.array(column((x) => x.job.payloadText), 'text')},
-      ${sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb')}, ${sql.array(column((x) => x.job.endpointId), 'text')})`;
+  return sql.join([
+    sql.array(column((x) => x.tenant.orgId), 'text'), sql.array(column((x) => x.tenant.environment), 'text'),
+    sql.array(column((x) => x.job.applicationId), 'text'), sql.array(column((x) => x.job.id), 'text'),
+    sql.array(column((x) => x.job.eventType), 'text'), sql.array(column((x) => x.job.eventTypeId), 'text'),
+    sql.array(column((x) => x.job.eventTypeVersion), 'int8'), sql.array(column((x) => x.job.payloadValid), 'bool'),
+    sql.array(column((x) => x.job.eventId), 'text'), sql.array(column((x) => x.job.payloadText), 'text'),
+    sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb'), sql.array(column((x) => x.job.endpointId), 'text'),
+  ], sql.fragment`, `);
 }
 
 function answersByItem<Row>(items: readonly unknown[], rows: ReadonlyArray<Row & { item: number }>): Row[][] {
@@ -122,11 +122,11 @@ const groupRow = acceptedRow.extend({ item: z.number(), limits: z.array(limitCou
 export type LimitCount = z.infer<typeof limitCount>;
 
 /**
- * A whole group of job creations in one statement, so one round trip, in its own transaction:
- * its provisional keys confirmed (confirmingKeys), its requests counted (count_rate_limits), its
- * jobs accepted (accept_webhook_jobs) and their deliveries enqueued (enqueueFrom). It is for the
- * group whose checks all pass and whose event types are all current, by far the common case: a
- * key refused, a count past the limit or a 'stale' answer makes the statement fail as a whole
+ * A whole group of job creations in one call of accept_job_group (sql/005-accept-job.sql), so
+ * one round trip, in its own transaction: its provisional keys confirmed, its requests counted
+ * against their limits, its jobs accepted and their deliveries enqueued. It is for the group
+ * whose checks all pass and whose event types are all current, by far the common case: a key
+ * refused, a count past the limit or a 'stale' answer makes the call fail as a whole
  * (refuse_job_group, SQLSTATE HL001), leaving nothing written, and the answer is 'refused'; the
  * caller then takes the group step by step. Otherwise each job's rows in the order given, and
  * each counter's count after the take.
@@ -135,26 +135,14 @@ export async function acceptJobGroup(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>, checks: GroupChecks,
 ): Promise<{ answers: AcceptedRow[][]; limits: readonly LimitCount[] } | 'refused'> {
   const { limits } = checks;
-  const counted = limits
-    ? sql.fragment`select * from ${countingRateLimits(limits.keys, limits.counts, limits.periodSeconds, limits.at)}`
-    : sql.fragment`select null::text as key, 0 as count, null::timestamptz as reset_at, 0 as retry_after where false`;
   let rows: readonly z.infer<typeof groupRow>[];
   try {
     rows = await db.any(sql.type(groupRow)`
-      with ${confirmingKeys(checks.keyIds)},
-      counted as materialized (${counted}),
-      accepted as materialized (select * from ${acceptingJobs(items)}),
-      created as (select delivery_id, round, start_after from accepted where outcome = 'created' and delivery_id is not null),
-      enqueued as (${enqueueFrom('created')}),
-      verdict as materialized (
-        select case when (select count(*) from found where not expired and scopes && ${sql.array(checks.granting, 'text')}) < ${checks.keyIds.length}
-                      or (select count(*) from counted where count > ${limits?.limit ?? 0}) > 0
-                      or (select count(*) from accepted where outcome = 'stale') > 0
-                    then refuse_job_group() end as refused,
-               (select json_agg(counted) from counted) as limits)
-      -- The counts once, on one row: a group of n jobs of m keys would otherwise parse n × m.
-      select accepted.*, case when row_number() over () = 1 then verdict.limits end as limits
-      from verdict cross join accepted`);
+      select * from accept_job_group(
+        ${sql.array(checks.keyIds, 'text')}, ${sql.array(checks.granting, 'text')},
+        ${sql.array(limits?.keys ?? [], 'text')}, ${sql.array(limits?.counts ?? [], 'int4')}, ${limits?.limit ?? 0},
+        ${limits?.periodSeconds ?? 1}, ${limits?.at?.toISOString() ?? null}::timestamptz,
+        ${DELIVERY_QUEUE}, ${jobArguments(items)})`);
   } catch (error) {
     if (hasSqlState(error, 'HL001')) return 'refused';
     throw error;

@@ -8,7 +8,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
 import { acceptJob, acceptJobs } from '../../src/db/webhook-jobs.ts';
-import { enqueueFrom } from '../../src/queue.ts';
+import { DELIVERY_QUEUE } from '../../src/queue.ts';
 import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
@@ -260,15 +260,14 @@ const messageRows = async () => (await app.pool.any(sql.unsafe`
   order by j.data->>'deliveryId'`) as ReadonlyArray<Record<string, unknown>>).map(({ id: _id, created_on: _c, start_after: _s, keep_until: _k, ...rest }) => rest);
 const dropMessages = () => app.pool.query(sql.unsafe`delete from pgboss.job where (data->>'deliveryId')::bigint between 900000001 and 900000002`);
 
-test('enqueueFrom writes a queue message as pg-boss\'s own insert writes it, due now or later', async (t) => {
+test('enqueue_delivery_messages writes a queue message as pg-boss\'s own insert writes it, due now or later', async (t) => {
   const items = [{ delivery_id: 900_000_001, round: 1, start_after: null }, { delivery_id: 900_000_002, round: 2, start_after: new Date(Date.now() + 3_600_000).toISOString() }];
   await app.pool.transaction((tx) => app.queue.enqueue(tx, items));
   const byPgBoss = await messageRows();
   await dropMessages();
   await app.pool.query(sql.unsafe`
-    with m as (select * from (values (900000001::bigint, 1, null::timestamptz), (900000002::bigint, 2, ${items[1]?.start_after ?? ''}::timestamptz))
-               as v(delivery_id, round, start_after))
-    ${enqueueFrom('m')}`);
+    select enqueue_delivery_messages(${DELIVERY_QUEUE}, array[900000001, 900000002]::bigint[], array[1, 2],
+                                     array[null, ${items[1]?.start_after ?? ''}]::timestamptz[])`);
   const ours = await messageRows();
   await dropMessages();
   t.is(byPgBoss.length, 2);
