@@ -263,27 +263,29 @@ begin
   end loop;
 
   -- Every job went in set-based (the common group): nothing is left for accept_webhook_job,
-  -- and the statement below need not be planned (planned on every call: 0.3 ms a group).
-  for r in
-    select i.item, a.*
-    from unnest(p_org_ids, p_environments, p_application_ids, p_job_ids, p_event_types, p_event_type_ids,
-                p_event_type_versions, p_payload_valids, p_event_ids, p_payloads, p_headers, p_endpoint_ids)
-      with ordinality as i(org_id, environment, application_id, job_id, event_type, event_type_id, event_type_version,
-                           payload_valid, event_id, payload, headers, endpoint_id, item)
-    cross join lateral accept_webhook_job(i.org_id, i.environment, i.application_id, i.job_id, i.event_type, i.event_type_id,
-      i.event_type_version, i.payload_valid, i.event_id, i.payload, i.headers, i.endpoint_id) a
-    where cardinality(v_done) < cardinality(p_job_ids) and not i.item = any(v_done)
-    order by i.item
-  loop
-    if r.outcome = 'created' then
-      v_apps := v_apps || r.application_id;
-      v_jobs := v_jobs || r.id;
-    end if;
-    item := r.item; outcome := r.outcome; id := r.id; application_id := r.application_id; event_type := r.event_type;
-    status := r.status; created_at := r.created_at; expires_at := r.expires_at; attempt_count := r.attempt_count;
-    max_retries := r.max_retries; delivery_id := r.delivery_id; round := r.round; start_after := r.start_after;
-    return next;
-  end loop;
+  -- and the statement below need not run (it was planned on every call: 0.1-0.3 ms a group).
+  if cardinality(v_done) < cardinality(p_job_ids) then
+    for r in
+      select i.item, a.*
+      from unnest(p_org_ids, p_environments, p_application_ids, p_job_ids, p_event_types, p_event_type_ids,
+                  p_event_type_versions, p_payload_valids, p_event_ids, p_payloads, p_headers, p_endpoint_ids)
+        with ordinality as i(org_id, environment, application_id, job_id, event_type, event_type_id, event_type_version,
+                             payload_valid, event_id, payload, headers, endpoint_id, item)
+      cross join lateral accept_webhook_job(i.org_id, i.environment, i.application_id, i.job_id, i.event_type, i.event_type_id,
+        i.event_type_version, i.payload_valid, i.event_id, i.payload, i.headers, i.endpoint_id) a
+      where not i.item = any(v_done)
+      order by i.item
+    loop
+      if r.outcome = 'created' then
+        v_apps := v_apps || r.application_id;
+        v_jobs := v_jobs || r.id;
+      end if;
+      item := r.item; outcome := r.outcome; id := r.id; application_id := r.application_id; event_type := r.event_type;
+      status := r.status; created_at := r.created_at; expires_at := r.expires_at; attempt_count := r.attempt_count;
+      max_retries := r.max_retries; delivery_id := r.delivery_id; round := r.round; start_after := r.start_after;
+      return next;
+    end loop;
+  end if;
   perform set_config('hookline.jobs_counted_by_caller', 'off', true);
 
   -- The applications are locked already (above).
