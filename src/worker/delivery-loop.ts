@@ -90,28 +90,39 @@ export function startDeliveryLoop(deps: {
       throw error;
     }));
 
+  // The claim is one call, committed on its own: BEGIN and COMMIT were two more round trips on
+  // the way to every first attempt. The messages it settles (skip, hold, drop, expire, cancel)
+  // and its deferrals then leave the queue in a transaction of their own, when there are any. A
+  // crash between the two is harmless: those messages come back when their lease ends, and a
+  // second claim skips what the first one settled (no longer pending, or another round) and
+  // defers or sends again what it deferred.
   async function claim(messages: readonly Message[]) {
-    return pool.transaction(async (tx) => {
-      const sentAt = Date.now();
-      const claims = await claimDeliveries(tx, messages.map((m) => m.data), SLOT_HORIZON_MS, LATE_LIMIT_MS);
-      const claimedAt = Date.now();
-      const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
-      const sends: Send[] = [];
-      const settled: Message[] = [];
-      const deferred: QueueItem[] = [];
-      for (const message of messages) {
-        const claimed = byDelivery.get(message.data.deliveryId);
-        if (claimed?.action === 'send' && claimed.round === message.data.round) {
-          sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt) });
-          continue;
-        }
-        settled.push(message); // skip, hold, drop, expire, cancel: this message is done
-        if (claimed?.action === 'defer') deferred.push({ delivery_id: claimed.delivery_id, round: claimed.round, start_after: claimed.start_at });
+    const sentAt = Date.now();
+    const claims = await claimDeliveries(pool, messages.map((m) => m.data), SLOT_HORIZON_MS, LATE_LIMIT_MS);
+    const claimedAt = Date.now();
+    const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
+    const sends: Send[] = [];
+    const settled: Message[] = [];
+    const deferred: QueueItem[] = [];
+    for (const message of messages) {
+      const claimed = byDelivery.get(message.data.deliveryId);
+      if (claimed?.action === 'send' && claimed.round === message.data.round) {
+        sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt) });
+        continue;
       }
-      await queue.complete(tx, settled);
-      await queue.enqueue(tx, deferred);
-      return sends;
-    });
+      settled.push(message); // skip, hold, drop, expire, cancel: this message is done
+      if (claimed?.action === 'defer') deferred.push({ delivery_id: claimed.delivery_id, round: claimed.round, start_after: claimed.start_at });
+    }
+    if (settled.length > 0) {
+      // A failure here loses nothing (above), and must not keep the claimed sends from starting.
+      await pool.transaction(async (tx) => {
+        await queue.complete(tx, settled);
+        await queue.enqueue(tx, deferred);
+      }).catch((error: unknown) => {
+        if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'settling claimed messages failed: they come back when their lease ends');
+      });
+    }
+    return sends;
   }
 
   /**
