@@ -3,7 +3,7 @@
 // 012-hourly-upkeep.sql); these are their typed doors.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { DELIVERY_QUEUE, queueItem, type MessageData, type QueueItem } from '../queue.ts';
+import { DELIVERY_QUEUE, queueItem, type Message, type MessageData, type QueueItem } from '../queue.ts';
 
 const claimRow = z.object({
   delivery_id: z.number(),
@@ -36,6 +36,34 @@ export async function claimDeliveries(
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`
     select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs})`);
+}
+
+const messageColumns = { message_id: z.string(), retry_count: z.number(), message_delivery_id: z.number(), message_round: z.number() };
+// The claim's columns, null on the row of a message the claim skipped.
+const nextRow = z.object({
+  ...messageColumns,
+  ...Object.fromEntries(Object.entries(claimRow.shape).map(([name, type]) => [name, type.nullable()])) as {
+    [Name in keyof typeof claimRow.shape]: z.ZodNullable<(typeof claimRow.shape)[Name]>
+  },
+});
+
+/** A fetched queue message and its claim: null when the claim skipped it (another round, or no longer pending). */
+export type NextClaim = { message: Message; claim: Claim | null };
+
+/**
+ * Up to `limit` due messages of the delivery queue, fetched as pg-boss fetches them and claimed
+ * (claim_next_deliveries, sql/006-claim.sql), in one call that commits on its own. Empty when
+ * none is due.
+ */
+export async function claimNextDeliveries(
+  db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number,
+): Promise<NextClaim[]> {
+  const rows = await db.any(sql.type(nextRow)`
+    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs})`);
+  return rows.map(({ message_id, retry_count, message_delivery_id, message_round, ...claim }) => ({
+    message: { id: message_id, retryCount: retry_count, data: { deliveryId: message_delivery_id, round: message_round } },
+    claim: claim.action === null ? null : claim as Claim,
+  }));
 }
 
 export type AttemptResult = {

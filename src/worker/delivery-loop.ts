@@ -1,14 +1,14 @@
-// The delivery loop of one worker process: fetch queue messages in batches (at once when woken
-// by a notification, wakeup.ts; else every WORKER_POLL_INTERVAL_MS while idle), claim them
-// (claim_deliveries decides send, defer, hold, drop or expire), run up to WORKER_CONCURRENCY
-// attempts at once, each at its rate-limit slot, count every outcome (metrics) and hand it to
-// the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
+// The delivery loop of one worker process: fetch queue messages in batches and claim them in
+// the same call (at once when woken by a notification, wakeup.ts; else every
+// WORKER_POLL_INTERVAL_MS while idle; claim_deliveries decides send, defer, hold, drop or
+// expire), run up to WORKER_CONCURRENCY attempts at once, each at its rate-limit slot, count
+// every outcome (metrics) and hand it to the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
 // ends: when recording falls behind, the loop waits instead of piling up finished outcomes
 // that a crash would redo.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { claimDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
+import { claimNextDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -90,23 +90,23 @@ export function startDeliveryLoop(deps: {
       throw error;
     }));
 
-  // The claim is one call, committed on its own: BEGIN and COMMIT were two more round trips on
-  // the way to every first attempt. The messages it settles (skip, hold, drop, expire, cancel)
-  // and its deferrals then leave the queue in a transaction of their own, when there are any. A
-  // crash between the two is harmless: those messages come back when their lease ends, and a
-  // second claim skips what the first one settled (no longer pending, or another round) and
-  // defers or sends again what it deferred.
-  async function claim(messages: readonly Message[]) {
+  // Fetch and claim are one call, committed on its own (claim_next_deliveries): a fetch, BEGIN,
+  // the claim and COMMIT were four round trips on the way to every first attempt. The messages
+  // it settles (skip, hold, drop, expire, cancel) and its deferrals then leave the queue in a
+  // transaction of their own, when there are any. A crash between the two is harmless: those
+  // messages come back when their lease ends, and the next claim skips what the first one
+  // settled (no longer pending, or another round) and defers or sends again what it deferred.
+  // Null when no message was due.
+  async function claimNext(limit: number): Promise<Send[] | null> {
     const sentAt = Date.now();
-    const claims = await claimDeliveries(pool, messages.map((m) => m.data), SLOT_HORIZON_MS, LATE_LIMIT_MS);
+    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS);
     const claimedAt = Date.now();
-    const byDelivery = new Map(claims.map((c) => [c.delivery_id, c]));
+    if (fetched.length === 0) return null;
     const sends: Send[] = [];
     const settled: Message[] = [];
     const deferred: QueueItem[] = [];
-    for (const message of messages) {
-      const claimed = byDelivery.get(message.data.deliveryId);
-      if (claimed?.action === 'send' && claimed.round === message.data.round) {
+    for (const { message, claim: claimed } of fetched) {
+      if (claimed?.action === 'send') {
         sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt) });
         continue;
       }
@@ -218,12 +218,12 @@ export function startDeliveryLoop(deps: {
           continue;
         }
         wakeup.arm(); // a notification from now on means this fetch may have missed something
-        const messages = await queue.fetch(Math.min(nextClaimSize(), room));
-        if (messages.length === 0) {
+        const sends = await claimNext(Math.min(nextClaimSize(), room));
+        if (sends === null) {
           await wakeup.wait(config.workerPollIntervalMs);
           continue;
         }
-        for (const send of await claim(messages)) start(send);
+        for (const send of sends) start(send);
       } catch (error) {
         if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'delivery loop error'); // a lost database: logged once by the pool
         await sleep(1000);
