@@ -410,7 +410,9 @@ begin
     return next;
   end loop;
 
-  perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts);
+  if cardinality(v_ids) > 0 then
+    perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts);
+  end if;
 end;
 $$;
 

@@ -1,9 +1,13 @@
 // The delivery queue, held by pg-boss in its own schema. One message per pending delivery:
-// { deliveryId, round }, made from a QueueItem by toMessage alone. Messages are enqueued and completed inside our own slonik
-// transactions, so the queue never disagrees with the deliveries table. pg-boss's own retry
-// only redoes messages whose worker died (the lease expired); retry timing is ours.
+// { deliveryId, round }, made from a QueueItem by toMessage alone. Messages are enqueued and
+// completed inside our own slonik transactions, so the queue never disagrees with the
+// deliveries table. pg-boss's own retry only redoes messages whose worker died (the lease
+// expired); retry timing is ours. Two of pg-boss's statements are also written in sql/, so that
+// they run inside our own calls: its insert (enqueue_delivery_messages, for the grouped accept)
+// and its fetch (claim_next_deliveries, the worker's fetch and claim); tests hold each to
+// pg-boss's own.
 import { PgBoss } from 'pg-boss';
-import { type CommonQueryMethods } from 'slonik';
+import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import type { QueueDb } from './db/multi-host.ts';
@@ -32,6 +36,7 @@ export function toMessage(item: QueueItem): { data: MessageData; startAfter?: st
 
 export type Queue = {
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[]): Promise<void>;
+  /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
   fetch(batchSize: number): Promise<Message[]>;
   complete(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;

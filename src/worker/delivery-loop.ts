@@ -2,9 +2,9 @@
 // the same call (at once when woken by a notification, wakeup.ts; else every
 // WORKER_POLL_INTERVAL_MS while idle; claim_deliveries decides send, defer, hold, drop or
 // expire), run up to WORKER_CONCURRENCY attempts at once, each at its rate-limit slot, count
-// every outcome (metrics) and hand it to the recorder. A slot stays taken until the outcome is recorded, not just until the attempt
-// ends: when recording falls behind, the loop waits instead of piling up finished outcomes
-// that a crash would redo.
+// every outcome (metrics) and hand it to the recorder. A slot stays taken until the outcome is
+// recorded, not just until the attempt ends: when recording falls behind, the loop waits
+// instead of piling up finished outcomes that a crash would redo.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
