@@ -6,7 +6,7 @@
 import test from 'ava';
 import pg from 'pg';
 import { sql } from 'slonik';
-import { claimDeliveries, type AttemptResult } from '../src/db/deliveries.ts';
+import { claimNextDeliveries, type AttemptResult } from '../src/db/deliveries.ts';
 import { makeLogger } from '../src/logger.ts';
 import { makeRecorder } from '../src/worker/recorder.ts';
 import { startTestApp } from './helpers/app.ts';
@@ -25,13 +25,11 @@ test('outcomes that finish while a write is blocked are written together in one 
   await createEndpoint(by, { application_id: application.id, url: 'http://127.0.0.1:9/hook', event_types: ['batch.item'] });
   for (let i = 0; i < OUTCOMES; i += 1) await createJob(by, { application_id: application.id, event_type: 'batch.item', payload: { i } });
 
-  // Claimed as the delivery loop would: the messages and their deliveries, now in flight.
-  const messages = await until('the queued deliveries', async () => {
-    const fetched = await app.queue.fetch(OUTCOMES);
-    return fetched.length === OUTCOMES ? fetched : undefined;
-  });
-  const claims = await claimDeliveries(app.pool, messages.map((m) => m.data), 1000, 100);
-  t.deepEqual(claims.map((c) => c.action), Array(OUTCOMES).fill('send'));
+  // Fetched and claimed as the delivery loop does (claim_next_deliveries): the messages and their deliveries, now in flight.
+  const claimed = await claimNextDeliveries(app.pool, OUTCOMES, 1000, 100);
+  t.deepEqual(claimed.map((c) => c.claim?.action), Array(OUTCOMES).fill('send'));
+  const messages = claimed.map((c) => c.message);
+  const claims = claimed.flatMap((c) => (c.claim ? [c.claim] : []));
   const results: AttemptResult[] = claims.map((c) => ({
     delivery_id: c.delivery_id, round: c.round, attempt: c.attempt, status_code: 200, response_body: 'ok', latency_ms: 1,
     attempted_at: new Date().toISOString(), success: true, error: null, retry_at: null,

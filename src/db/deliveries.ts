@@ -28,6 +28,11 @@ const claimRow = z.object({
 });
 export type Claim = z.infer<typeof claimRow>;
 
+/**
+ * Claims these deliveries (claim_deliveries) without fetching their messages: for a caller that
+ * names the deliveries itself (tests of one job's attempts). The worker fetches and claims in
+ * one call, claimNextDeliveries.
+ */
 export async function claimDeliveries(
   db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
   /** The latest a start may follow its rate-limit slot (worker/pacing.ts): the slots' spacing counts it in. */
