@@ -1,7 +1,15 @@
 -- Job state: a job's status, attempt_count and completion are derived from its deliveries,
 -- never written by hand, so the state a DBA reads is the state the API returns.
+--
+-- One status is derived when read instead of stored: `executing` (an attempt in flight). The
+-- stored status counts a delivery in flight as still waiting for that attempt (`created` before
+-- its first, `awaiting_retry` before a retry), so a claim, which only moves deliveries from
+-- pending to in_flight, never rewrites its jobs; webhook_job_status() shows `executing` over it.
+-- Storing it cost a rewrite of the job row (five index entries) before every attempt, about a
+-- tenth of the database's work per delivery.
 
--- A job's status, attempt_count and completion follow from its deliveries (decisions section 7).
+-- A job's stored status, attempt_count and completion follow from its deliveries (decisions
+-- section 7).
 create or replace function refresh_webhook_jobs(p_job_ids text[]) returns void
 language sql as $$
   update webhook_jobs j set
@@ -11,7 +19,6 @@ language sql as $$
       when j.discard_reason = 'cancelled' then 'discarded'
       when s.open = 0 and s.gave_up > 0 then 'discarded'
       when s.open = 0 then 'succeeded'
-      when s.in_flight > 0 then 'executing'
       when s.retrying > 0 then 'awaiting_retry'
       else 'created' end,
     completed_at = case when s.open = 0 or j.discard_reason = 'cancelled' then coalesce(j.completed_at, now()) end,
@@ -29,8 +36,7 @@ language sql as $$
   from unnest(p_job_ids) as x (id) cross join lateral (
     select coalesce(max(d.attempt_count), 0) as max_attempt,
            count(*) filter (where d.status in ('pending', 'in_flight', 'held')) as open,
-           count(*) filter (where d.status = 'in_flight') as in_flight,
-           count(*) filter (where d.status in ('pending', 'held') and d.attempt_count > 0) as retrying,
+           count(*) filter (where d.status in ('pending', 'in_flight', 'held') and d.attempt_count > 0) as retrying,
            count(*) filter (where d.status in ('failed', 'dropped')) as gave_up
     from deliveries d where d.job_id = x.id
   ) s
@@ -38,7 +44,23 @@ language sql as $$
 $$;
 
 comment on function refresh_webhook_jobs(text[]) is
-  'Recomputes status, attempt_count, completed_at and discarded_at of jobs from their deliveries.';
+  'Recomputes the stored status, attempt_count, completed_at and discarded_at of jobs from their deliveries.';
+
+-- The status the API returns: the stored one, or `executing` while one of the job's deliveries
+-- is in flight and the job is not finished (a cancelled job stays `discarded` while an attempt
+-- that started before the cancel finishes). Call it as a column: `select j.id, j.current_status
+-- from webhook_jobs j`. A job stored as `executing` by an older version keeps it until its next
+-- change.
+create or replace function current_status(j webhook_jobs) returns text
+language sql stable as $$
+  select case
+    when j.status in ('created', 'awaiting_retry')
+         and exists (select 1 from deliveries d where d.job_id = j.id and d.status = 'in_flight') then 'executing'
+    else j.status end;
+$$;
+
+comment on function current_status(webhook_jobs) is
+  'A job''s status as the API returns it: executing while an attempt is in flight, else the stored status.';
 
 -- A job whose recomputed state equals the stored one is not rewritten (PostgreSQL's own
 -- suppress_redundant_updates_trigger): no new row version, no index entries and, for a job
@@ -47,19 +69,29 @@ create or replace trigger webhook_jobs_skip_unchanged
   before update on webhook_jobs
   for each row execute function suppress_redundant_updates_trigger();
 
+-- A delivery that went from pending (or in_flight, after a lost worker) to in_flight at the
+-- same attempt_count changes nothing stored: that is what a claim does, so a claim that sends
+-- its whole batch refreshes no job at all. Any other change, by hand included, refreshes.
 create or replace function deliveries_refresh_jobs() returns trigger
 language plpgsql as $$
+declare
+  v_jobs text[] := array(
+    select distinct c.job_id from changed c join before b on b.id = c.id
+    where not (c.status = 'in_flight' and b.status in ('pending', 'in_flight') and c.attempt_count = b.attempt_count)
+    order by c.job_id);
 begin
-  perform refresh_webhook_jobs(array(select distinct job_id from changed order by job_id));
+  if cardinality(v_jobs) > 0 then
+    perform refresh_webhook_jobs(v_jobs);
+  end if;
   return null;
 end;
 $$;
 
-comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of changed deliveries.';
+comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of changed deliveries (none for deliveries now in flight).';
 
 -- No trigger on insert: deliveries are inserted only with their job, pending at attempt 0,
 -- which is the job's status from its own insert ('created'); a job with no targets is
 -- completed by accept_webhook_job itself. Refreshing there cost more than the rest of accepting a job.
 create or replace trigger deliveries_refresh_jobs_on_update
-  after update on deliveries referencing new table as changed
+  after update on deliveries referencing old table as before new table as changed
   for each statement execute function deliveries_refresh_jobs();

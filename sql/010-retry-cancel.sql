@@ -43,13 +43,14 @@ $$;
 comment on function start_delivery_round(bigint[]) is
   'A new round (attempt 0, pending now) for these deliveries and a new 48 h window for their jobs; returns the deliveries to enqueue. Shared by retry_webhook_job and run_endpoint_recoveries.';
 
--- The job a retry or cancel acts on, locked: its status, or null when the caller may not see it
--- (another organization, environment or, for a portal token, application; or deleted). The one
--- place both find their job, so the tenant rule cannot differ between them.
+-- The job a retry or cancel acts on, locked: its status as the API shows it (current_status:
+-- executing while an attempt is in flight), or null when the caller may not see it (another
+-- organization, environment or, for a portal token, application; or deleted). The one place
+-- both find their job, so the tenant rule cannot differ between them.
 create or replace function lock_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text)
 returns text
 language sql as $$
-  select j.status from webhook_jobs j
+  select j.current_status from webhook_jobs j
     where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
       and (p_application_id is null or j.application_id = p_application_id)
     for update;

@@ -138,5 +138,5 @@ from deliveries d
 join webhook_jobs j on j.id = d.job_id
 join endpoints e on e.id = d.endpoint_id
 where d.status = 'in_flight'
-  and j.status = 'executing'
+  and j.current_status = 'executing'
   and greatest(d.updated_at, d.last_attempt_at) < now() - (e.timeout_ms + 60000) * interval '1 millisecond';

@@ -92,7 +92,7 @@ comment on column webhook_jobs.event_type is 'Event type name at creation (kept 
 comment on column webhook_jobs.event_id is 'Caller''s idempotency key, 1–255 characters, unique per application for 24 h (webhook_job_keys); null: none.';
 comment on column webhook_jobs.payload is 'The body sent, as json (not jsonb): byte for byte the same on every attempt.';
 comment on column webhook_jobs.headers is 'Custom headers of this job: object of name to value, sent after (and over) the endpoint''s.';
-comment on column webhook_jobs.status is 'created | executing (an attempt in flight) | awaiting_retry | succeeded (every target 2xx) | discarded (cancelled or gave up) | archived (finished more than 30 days ago). Set by trigger from deliveries.';
+comment on column webhook_jobs.status is 'Stored status, set by trigger from deliveries: created | awaiting_retry | succeeded (every target 2xx) | discarded (cancelled or gave up) | archived (finished more than 30 days ago). The API''s executing (an attempt in flight) is derived when read: select j.current_status from webhook_jobs j.';
 comment on column webhook_jobs.attempt_count is 'Highest attempt number any target reached in the current round (0 before the first).';
 comment on column webhook_jobs.max_retries is 'Retries after the first attempt, as reported by the API (1 + max_retries attempts per target). The worker bounds attempts by RETRY_SCHEDULE, which has six entries.';
 comment on column webhook_jobs.created_at is 'When the job was accepted.';

@@ -224,8 +224,8 @@ test('stuck_jobs lists an attempt in flight past its timeout and margin, not a f
     // (its last_attempt_at, the attempt before, is older still).
     await client.query(`update deliveries set status = 'in_flight', updated_at = now() - interval '10 minutes' where job_id = $1 and endpoint_id = $2`, [s.blockedLater, s.paused]);
     await client.query(`update deliveries set status = 'in_flight', updated_at = now() - interval '10 seconds' where job_id = $1 and endpoint_id = $2`, [s.shipped, s.flaky]);
-    const jobs = await rows(`select status from webhook_jobs where id = any($1)`, [[s.blockedLater, s.shipped]], client);
-    t.deepEqual(jobs.map((j) => j.status), ['executing', 'executing']);
+    const jobs = await rows(`select j.status, j.current_status from webhook_jobs j where j.id = any($1) order by j.id`, [[s.blockedLater, s.shipped].sort()], client);
+    t.deepEqual(jobs.map((j) => j.current_status), ['executing', 'executing']);
     const stuck = await rows(`select * from stuck_jobs where org_id = $1`, [s.orgId], client);
     t.is(stuck.length, 1);
     t.like(stuck[0], { job_id: s.blockedLater, application_id: s.appId, endpoint_id: s.paused, attempt: 1 });

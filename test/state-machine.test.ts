@@ -1,7 +1,9 @@
 // The delivery state machine as a DBA calls it: the SQL functions of sql/ that decide a state
 // change (accept, retry, cancel, record) and the CHECK that a job is finished exactly when it
 // has completed_at. Jobs are made over HTTP (no worker runs: rows stay where they are put).
+import { readFile } from 'node:fs/promises';
 import test, { type ExecutionContext } from 'ava';
+import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../src/ids.ts';
@@ -157,4 +159,52 @@ test('record_attempts returns one row per endpoint whose circuit changed: disabl
   t.deepEqual((await record(jobId, true, 4)).filter((r) => r.circuit !== null),
     [{ delivery_id: null, round: null, circuit: 'enabled', endpoint_id: endpointId, application_id: appId, org_id: orgId }]);
   t.deepEqual(await endpointState(), { status: 'active', failure_count: 0, cooldown_seconds: null });
+});
+
+const shownRow = z.object({ status: z.string(), current_status: z.string() });
+const shownOf = (jobId: string) => app.pool.one(sql.type(shownRow)`
+  select j.status, j.current_status from webhook_jobs j where j.id = ${jobId}`);
+
+test('executing is derived when read: a claim leaves the stored status, retry and cancel refuse the job while an attempt is in flight', async (t) => {
+  const { orgId, job } = await setup(t, 2);
+  const jobId = await job();
+  const [first, second] = await deliveriesOf(jobId) as [z.infer<typeof deliveryRow>, z.infer<typeof deliveryRow>];
+  const claim = (id: number) => app.pool.query(sql.unsafe`update deliveries set status = 'in_flight' where id = ${id}`);
+
+  await claim(first.id);
+  t.deepEqual(await shownOf(jobId), { status: 'created', current_status: 'executing' }, 'first attempt in flight');
+  t.like((await retryCall(orgId, jobId))[0], { outcome: 'invalid_state', status: 'executing' });
+  t.like(await cancelCall(orgId, jobId), { outcome: 'invalid_state', status: 'executing' });
+  t.deepEqual((await deliveriesOf(jobId)).map((d) => d.status), ['in_flight', 'pending'], 'the refusals changed nothing');
+
+  // The first attempt failed with a retry scheduled; the other target is claimed meanwhile.
+  await app.pool.query(sql.unsafe`update deliveries set status = 'pending', attempt_count = 1 where id = ${first.id}`);
+  t.deepEqual(await shownOf(jobId), { status: 'awaiting_retry', current_status: 'awaiting_retry' });
+  await claim(second.id);
+  t.deepEqual(await shownOf(jobId), { status: 'awaiting_retry', current_status: 'executing' });
+  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 1 where id = ${second.id}`);
+  // The retry in flight.
+  await claim(first.id);
+  t.deepEqual(await shownOf(jobId), { status: 'awaiting_retry', current_status: 'executing' });
+  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 2 where id = ${first.id}`);
+  t.deepEqual(await shownOf(jobId), { status: 'succeeded', current_status: 'succeeded' });
+});
+
+test('the migration rewrites jobs stored as executing by an older version to the status the new rule stores', async (t) => {
+  const { job } = await setup(t, 2);
+  const [fresh, retrying] = [await job(), await job()];
+  await app.pool.query(sql.unsafe`update deliveries set status = 'in_flight' where job_id = any(${sql.array([fresh, retrying], 'text')})`);
+  await app.pool.query(sql.unsafe`update deliveries set attempt_count = 1
+    where id = (select min(id) from deliveries where job_id = ${retrying})`);
+  // What the version before stored while an attempt was in flight.
+  await app.pool.query(sql.unsafe`update webhook_jobs set status = 'executing' where id = any(${sql.array([fresh, retrying], 'text')})`);
+  t.deepEqual(await shownOf(fresh), { status: 'executing', current_status: 'executing' }, 'an old row still reads as executing');
+
+  const file = await readFile(new URL('../migrations/1765200000000_executing-derived-when-read.sql', import.meta.url), 'utf8');
+  const up = file.slice(file.indexOf('-- Up Migration'), file.indexOf('-- Down Migration'));
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  try { await db.query(up); } finally { await db.end(); }
+  t.deepEqual(await shownOf(fresh), { status: 'created', current_status: 'executing' });
+  t.deepEqual(await shownOf(retrying), { status: 'awaiting_retry', current_status: 'executing' });
 });

@@ -29,8 +29,18 @@ const jobRow = z.object({
 });
 export type JobRow = z.infer<typeof jobRow>;
 
-const columns = sql.fragment`id, application_id, event_type, event_id, status, attempt_count, max_retries, payload,
-  headers, created_at, expires_at, completed_at, discarded_at`;
+// `executing` is not stored: current_status() (sql/004-job-state.sql) derives it from the
+// job's deliveries when read.
+const columns = sql.fragment`id, application_id, event_type, event_id, webhook_jobs.current_status as status, attempt_count,
+  max_retries, payload, headers, created_at, expires_at, completed_at, discarded_at`;
+
+/** The stored statuses a job shown in `shown` can have: executing is a created or awaiting_retry job with an attempt in flight. */
+function statusFilter(shown: z.infer<typeof status>) {
+  const stored = shown === 'executing' ? ['created', 'awaiting_retry', 'executing'] : [shown];
+  return shown === 'executing' || shown === 'created' || shown === 'awaiting_retry'
+    ? sql.fragment`status = any(${sql.array(stored, 'text')}) and webhook_jobs.current_status = ${shown}`
+    : sql.fragment`status = ${shown}`;
+}
 
 const acceptedRow = z.object({
   outcome: z.enum(['created', 'replayed', 'no_application', 'unknown_event_type', 'stale', 'invalid']),
@@ -183,7 +193,7 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
     filters.applicationId !== undefined ? sql.fragment`application_id = ${filters.applicationId}` : null,
     sql.fragment`deleted_at is null`,
     filters.status === 'failed' ? sql.fragment`status = 'discarded' and discard_reason = 'failed'` : null,
-    filters.status && filters.status !== 'failed' ? sql.fragment`status = ${filters.status}` : null,
+    filters.status && filters.status !== 'failed' ? statusFilter(filters.status) : null,
     filters.eventType ? sql.fragment`event_type = ${filters.eventType}` : null,
     filters.endpointId
       ? sql.fragment`exists (select 1 from deliveries d where d.job_id = webhook_jobs.id and d.endpoint_id = ${filters.endpointId})`
@@ -194,7 +204,7 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from webhook_jobs where ${where}`);
   const rows = await db.any(sql.type(summaryRow)`
-    select id, event_type, status, created_at from webhook_jobs where ${where}
+    select id, event_type, webhook_jobs.current_status as status, created_at from webhook_jobs where ${where}
     order by created_at desc, id desc ${limitOffset(page)}`);
   return { rows, total };
 }
