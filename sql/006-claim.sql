@@ -83,15 +83,19 @@ begin
     where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
     order by s.endpoint_id
     for update
+  ), frontiers as materialized (
+    -- The frontiers as one object, read by key per row. Joined to `decided` instead, `slots` was
+    -- rescanned for every row (a nested loop over the CTE: 1.5 ms of a 100-message claim).
+    select coalesce(jsonb_object_agg(slots.endpoint_id, slots.frontier), '{}') as by_endpoint from slots
   ), sends as (
     -- One pass: the n-th send of an endpoint in this batch takes the n-th slot from its frontier.
     -- (A self-join back to `decided` here was planned as a nested loop re-running this window
     -- per row: quadratic in the batch, 6 ms of a 100-message claim.)
     select d.*,
-           case when d.verdict = 'send' then slots.frontier
+           case when d.verdict = 'send' then (f.by_endpoint->>d.endpoint_id)::timestamptz
              + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
                * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at
-    from decided d left join slots on slots.endpoint_id = d.endpoint_id
+    from decided d cross join frontiers f
   ), final as materialized (
     select s.*,
            case when s.verdict = 'send' and s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
