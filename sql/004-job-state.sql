@@ -4,7 +4,7 @@
 -- One status is derived when read instead of stored: `executing` (an attempt in flight). The
 -- stored status counts a delivery in flight as still waiting for that attempt (`created` before
 -- its first, `awaiting_retry` before a retry), so a claim, which only moves deliveries from
--- pending to in_flight, never rewrites its jobs; webhook_job_status() shows `executing` over it.
+-- pending to in_flight, never rewrites its jobs; current_status() shows `executing` over it.
 -- Storing it cost a rewrite of the job row (five index entries) before every attempt, about a
 -- tenth of the database's work per delivery.
 
