@@ -182,22 +182,34 @@ type Settled = { answer: Accepted } | { error: unknown };
 
 /**
  * Group commit for job creation. Each request is prepared (checks, event type, payload
- * validation) on its own, then waits for a group: up to `groupsInFlight` transactions run at
- * once, and requests that arrive while they are busy go together into the next, at most
- * `maxGroup` a transaction: one accept_webhook_job statement for all of them, one pg-boss insert,
- * one commit. Every request still answers only after the commit that made its job durable, with
- * exactly the answer it would get alone (accept_webhook_job writes nothing for a job it refuses).
- * A group's transaction that fails (a deadlock, a lost connection, anything one body triggers) is
- * not anyone's answer: each of its jobs is then accepted alone.
+ * validation) on its own, then waits for a group: requests that arrive while a group's
+ * transaction runs go together into the next, at most `maxGroup` a transaction: one
+ * accept_webhook_job statement for all of them, one pg-boss insert, one commit. Every request
+ * still answers only after the commit that made its job durable, with exactly the answer it would
+ * get alone (accept_webhook_job writes nothing for a job it refuses). A group's transaction that
+ * fails (a deadlock, a lost connection, anything one body triggers) is not anyone's answer: each
+ * of its jobs is then accepted alone.
+ *
+ * One group runs at a time while groups finish quickly: overlapping groups are smaller, so they
+ * pay the statement's fixed costs more often and wait on each other's locks, which cost more
+ * database CPU per job and lower the rate (measured: docs/architecture.md). A group still
+ * running after `overlapAfterMs` (a lock held by another transaction, a slow commit) lets the
+ * next one start beside it, up to `groupsInFlight` at once, so one stalled application does not
+ * hold every other tenant's jobs.
  */
 export function makeJobAcceptor(
-  pool: DatabasePool, queue: Queue, options: { maxGroup?: number; groupsInFlight?: number; rule?: LimitRule } = {},
+  pool: DatabasePool, queue: Queue,
+  options: { maxGroup?: number; groupsInFlight?: number; overlapAfterMs?: number; rule?: LimitRule } = {},
 ) {
   const { rule } = options;
   const maxGroup = options.maxGroup ?? 100;
   const groupsInFlight = options.groupsInFlight ?? 3;
+  const overlapAfterMs = options.overlapAfterMs ?? OVERLAP_AFTER_MS;
   const waiting: Waiting[] = [];
   let inFlight = 0;
+  /** When the most recent group started (performance.now()), and the timer that pumps once it is overdue. */
+  let lastStart = 0;
+  let overdue: NodeJS.Timeout | undefined;
 
   async function acceptGroup(group: Waiting[]): Promise<void> {
     // One lock order for every group: by application, then job id.
@@ -280,7 +292,17 @@ export function makeJobAcceptor(
 
   function pump(): void {
     while (inFlight < groupsInFlight && waiting.length > 0) {
+      const now = performance.now();
+      if (inFlight > 0 && now - lastStart < overlapAfterMs) {
+        // Wait for a group to finish, or for the running one to be overdue.
+        overdue ??= setTimeout(() => {
+          overdue = undefined;
+          pump();
+        }, lastStart + overlapAfterMs - now);
+        return;
+      }
       inFlight += 1;
+      lastStart = now;
       void acceptGroup(waiting.splice(0, maxGroup)).finally(() => {
         inFlight -= 1;
         pump();
@@ -314,6 +336,9 @@ export function makeJobAcceptor(
 }
 
 const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+
+/** How long a group runs alone before the next may start beside it (makeJobAcceptor). */
+export const OVERLAP_AFTER_MS = 100;
 
 /**
  * The group's rate-limit takes, one statement for all its counters, in its transaction (so the

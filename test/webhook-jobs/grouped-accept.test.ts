@@ -98,6 +98,75 @@ test('a group of every kind of request: created, replayed within the group, inva
   for (const answer of again) t.false((answer as { replayed: boolean }).replayed, JSON.stringify(answer));
 });
 
+/** Holds the rows of these applications locked (for update) on a connection of its own until the returned release() commits. */
+async function holdApplications(appIds: string[]): Promise<() => Promise<void>> {
+  const locker = new pg.Client({ connectionString: app.databaseUrl });
+  await locker.connect();
+  await locker.query('begin');
+  await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
+  return async () => {
+    await locker.query('commit');
+    await locker.end();
+  };
+}
+
+test('one group at a time while the running group is young: requests that come meanwhile wait and go together', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const tenant = { orgId, environment: 'live' } as const;
+  // Three groups allowed, but none overlaps a group younger than a minute.
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 3, overlapAfterMs: 60_000 });
+  const release = await holdApplications([held]);
+  let answers: Answer[];
+  try {
+    const first = settle(accept(tenant, job(held, 'invoice.paid', { n: 0 })));
+    await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
+    const rest = Promise.all([1, 2, 3].map((n) => settle(accept(tenant, job(appId, 'invoice.paid', { n })))));
+    await until('the others to wait', () => accept.waiting === 3);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.deepEqual([accept.busy, accept.waiting], [1, 3], 'no second group beside a young one');
+    await release();
+    answers = [await first, ...await rest];
+  } finally {
+    await release().catch(() => undefined);
+  }
+  t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
+  t.is(await transactionsOf(answers.slice(1).map((a) => (a as { id: string }).id)), 1, 'the three waited for one group of their own');
+});
+
+test('a group still running past overlapAfterMs lets the next start beside it, up to groupsInFlight at once', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const stalled = [await createApplication(t, key), await createApplication(t, key)];
+  const tenant = { orgId, environment: 'live' } as const;
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 2, overlapAfterMs: 50 });
+  const release = await holdApplications(stalled);
+  let answers: Answer[];
+  try {
+    const first = settle(accept(tenant, job(stalled[0] as string, 'invoice.paid', { n: 0 })));
+    await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
+    // Another tenant's application behind a stalled one: its group starts beside it and answers.
+    const other = await settle(accept(tenant, job(appId, 'invoice.paid', { n: 1 })));
+    t.true('id' in other && !other.replayed, JSON.stringify(other));
+    t.is(accept.busy, 1, 'the stalled group still runs');
+    const second = settle(accept(tenant, job(stalled[1] as string, 'invoice.paid', { n: 2 })));
+    await until('a second stalled group beside the first', () => accept.busy === 2 && accept.waiting === 0);
+    const third = settle(accept(tenant, job(appId, 'invoice.paid', { n: 3 })));
+    await until('the next to wait', () => accept.waiting === 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.deepEqual([accept.busy, accept.waiting], [2, 1], 'never more than groupsInFlight at once');
+    await release();
+    answers = [await first, await second, await third];
+  } finally {
+    await release().catch(() => undefined);
+  }
+  t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
+  t.is(accept.busy, 0);
+});
+
 test('a group whose transaction fails: each of its jobs is accepted alone, so only the job that fails gets an error', async (t) => {
   const { key, orgId, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
