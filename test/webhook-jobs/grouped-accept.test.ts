@@ -104,7 +104,10 @@ async function holdApplications(appIds: string[]): Promise<() => Promise<void>> 
   await locker.connect();
   await locker.query('begin');
   await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
+  let released = false;
   return async () => {
+    if (released) return;
+    released = true;
     await locker.query('commit');
     await locker.end();
   };
@@ -130,7 +133,7 @@ test('one group at a time while the running group is young: requests that come m
     await release();
     answers = [await first, ...await rest];
   } finally {
-    await release().catch(() => undefined);
+    await release();
   }
   t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
   t.is(await transactionsOf(answers.slice(1).map((a) => (a as { id: string }).id)), 1, 'the three waited for one group of their own');
@@ -146,12 +149,14 @@ test('a group still running past overlapAfterMs lets the next start beside it, u
   const release = await holdApplications(stalled);
   let answers: Answer[];
   try {
-    const first = settle(accept(tenant, job(stalled[0] as string, 'invoice.paid', { n: 0 })));
+    let firstSettled = false;
+    const first = settle(accept(tenant, job(stalled[0] as string, 'invoice.paid', { n: 0 }))).finally(() => { firstSettled = true; });
     await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
     // Another tenant's application behind a stalled one: its group starts beside it and answers.
     const other = await settle(accept(tenant, job(appId, 'invoice.paid', { n: 1 })));
     t.true('id' in other && !other.replayed, JSON.stringify(other));
-    t.is(accept.busy, 1, 'the stalled group still runs');
+    await until('the other group to end', () => accept.busy === 1);
+    t.false(firstSettled, 'the stalled group still runs');
     const second = settle(accept(tenant, job(stalled[1] as string, 'invoice.paid', { n: 2 })));
     await until('a second stalled group beside the first', () => accept.busy === 2 && accept.waiting === 0);
     const third = settle(accept(tenant, job(appId, 'invoice.paid', { n: 3 })));
@@ -161,10 +166,10 @@ test('a group still running past overlapAfterMs lets the next start beside it, u
     await release();
     answers = [await first, await second, await third];
   } finally {
-    await release().catch(() => undefined);
+    await release();
   }
   t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
-  t.is(accept.busy, 0);
+  await until('every group to end', () => accept.busy === 0);
 });
 
 test('a group whose transaction fails: each of its jobs is accepted alone, so only the job that fails gets an error', async (t) => {
