@@ -27,6 +27,33 @@ const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): P
 );
 
 /**
+ * Holds the rows of these applications locked (for update) until the returned release() commits;
+ * release() may be called again. A connection of its own (node-postgres): the acceptor's queries
+ * must not run in a slonik transaction's context.
+ */
+async function holdApplications(appIds: string[]): Promise<() => Promise<void>> {
+  const locker = new pg.Client({ connectionString: app.databaseUrl });
+  await locker.connect();
+  try {
+    await locker.query('begin');
+    await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
+  } catch (error) {
+    await locker.end();
+    throw error;
+  }
+  let released = false;
+  return async () => {
+    if (released) return;
+    released = true;
+    try {
+      await locker.query('commit');
+    } finally {
+      await locker.end();
+    }
+  };
+}
+
+/**
  * `inputs` in one group, deterministically: a first job for `heldAppId`, whose application row
  * this test holds locked, occupies the acceptor's one group until all of `inputs` wait; then the
  * lock is let go and they go together. Answers the first job's answer, then one for each input.
@@ -35,21 +62,16 @@ async function oneGroup(
   accept: Acceptor, tenant: Tenant, heldAppId: string, inputs: NewJobInput[], take: (i: number) => LimitTake | undefined = () => undefined,
   key: (i: number) => ProvisionalKey | undefined = () => undefined,
 ): Promise<Answer[]> {
-  // A connection of its own (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
-  const locker = new pg.Client({ connectionString: app.databaseUrl });
-  await locker.connect();
+  const release = await holdApplications([heldAppId]);
   let first: Promise<Answer>;
   let rest: Promise<Answer[]>;
   try {
-    await locker.query('begin');
-    await locker.query('select 1 from applications where id = $1 for update', [heldAppId]);
     first = settle(accept(tenant, job(heldAppId, 'invoice.paid', { invoice_id: 'held' })));
     await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
     rest = Promise.all(inputs.map((input, i) => settle(accept(tenant, input, take(i), key(i)))));
     await until('every request to wait for the next group', () => accept.waiting === inputs.length);
-    await locker.query('commit');
   } finally {
-    await locker.end();
+    await release();
   }
   return [await first, ...await rest];
 }
@@ -97,21 +119,6 @@ test('a group of every kind of request: created, replayed within the group, inva
   ].map((input) => settle(accept({ orgId, environment: 'live' }, input))));
   for (const answer of again) t.false((answer as { replayed: boolean }).replayed, JSON.stringify(answer));
 });
-
-/** Holds the rows of these applications locked (for update) on a connection of its own until the returned release() commits. */
-async function holdApplications(appIds: string[]): Promise<() => Promise<void>> {
-  const locker = new pg.Client({ connectionString: app.databaseUrl });
-  await locker.connect();
-  await locker.query('begin');
-  await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
-  let released = false;
-  return async () => {
-    if (released) return;
-    released = true;
-    await locker.query('commit');
-    await locker.end();
-  };
-}
 
 test('one group at a time while the running group is young: requests that come meanwhile wait and go together', async (t) => {
   const { key, orgId, appId } = await setup(t);
