@@ -1,7 +1,8 @@
 // Identifiers: a prefix and a KSUID whose random part is cut from a pool of random bytes.
 import test from 'ava';
 import KSUID from 'ksuid';
-import { isId, newId } from '../src/ids.ts';
+import { randomBytes } from 'node:crypto';
+import { isId, ksuidString, newId } from '../src/ids.ts';
 
 test('ids across several refills of the random pool are all well-formed, distinct in their random part, and stamped now', (t) => {
   const before = Math.floor(Date.now() / 1000) * 1000;
@@ -13,4 +14,15 @@ test('ids across several refills of the random pool are all well-formed, distinc
   t.true(parsed.every((k) => k.date.getTime() >= before && k.date.getTime() <= after), 'each is stamped with the time it was made');
   // Not a run of zeros or repeats: the bytes of all payloads together take many values.
   t.true(new Set(parsed.flatMap((k) => [...k.payload])).size > 200);
+});
+
+test('ids are written as KSUID itself writes the same 20 bytes, at the ends of the range and with leading zero bytes', (t) => {
+  const raws = [
+    Buffer.alloc(20), Buffer.alloc(20, 0xff), Buffer.concat([Buffer.alloc(1), Buffer.alloc(19, 0xff)]),
+    Buffer.concat([Buffer.alloc(5), randomBytes(15)]), Buffer.concat([Buffer.alloc(19), Buffer.from([1])]),
+    ...Array.from({ length: 2000 }, () => randomBytes(20)),
+  ];
+  for (const raw of raws) t.is(ksuidString(raw), KSUID.fromParts(raw.readUInt32BE(0) * 1000 + 14e11, raw.subarray(4)).string, raw.toString('hex'));
+  const id = newId('job');
+  t.is(KSUID.parse(id.slice('job_'.length)).string, id.slice('job_'.length), 'a new id reads back as the same KSUID');
 });
