@@ -1,7 +1,7 @@
-// /v1/webhook-jobs: create (idempotent by event_id), list (one application's or the whole
-// organization's in the key's environment; filters, offset), retrieve (with
-// its delivery records), retry, cancel.
-import { Router } from 'express';
+// /v1/webhook-jobs: create (idempotent by event_id; its handler mounted on its own by the app),
+// list (one application's or the whole organization's in the key's environment; filters,
+// offset), retrieve (with its delivery records), retry, cancel.
+import { Router, type RequestHandler } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { cancelJob, checkAlone, makeJobAcceptor, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
@@ -55,13 +55,15 @@ const toAttempt = shaper(deliveryAttempt);
 const toRetried = shaper(webhookJobRetried);
 const toCancelled = shaper(webhookJobCancelled);
 
-export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
-  const router = Router();
+/**
+ * POST /v1/webhook-jobs, the hot path: mounted by the app on its own, ahead of every other route
+ * (src/api/app.ts). Concurrent creations share a transaction and a commit (src/core/webhook-jobs.ts).
+ */
+export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: Config): RequestHandler {
   const { jobCreation } = rateLimitRules(config);
-  // Concurrent creations share a transaction and a commit (src/core/webhook-jobs.ts).
   const acceptJob = makeJobAcceptor(pool, queue, { rule: jobCreation });
 
-  router.post('/', async (req, res) => {
+  return async (req, res) => {
     const tenant = authOf(res);
     // A recently seen key was not looked up (src/api/app.ts): confirmed before any answer.
     const key = tenant.kind === 'api_key' && tenant.provisional ? { keyId: tenant.keyId } : undefined;
@@ -83,7 +85,12 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
     }, take, key);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(createdView(job));
-  });
+  };
+}
+
+/** The rest of /v1/webhook-jobs: list, retrieve, retry, cancel. */
+export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router {
+  const router = Router();
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
