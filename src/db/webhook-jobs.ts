@@ -100,9 +100,21 @@ function jobArguments(items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>) {
     sql.array(column((x) => x.job.applicationId), 'text'), sql.array(column((x) => x.job.id), 'text'),
     sql.array(column((x) => x.job.eventType), 'text'), sql.array(column((x) => x.job.eventTypeId), 'text'),
     sql.array(column((x) => x.job.eventTypeVersion), 'int8'), sql.array(column((x) => x.job.payloadValid), 'bool'),
-    sql.array(column((x) => x.job.eventId), 'text'), sql.array(column((x) => x.job.payloadText), 'text'),
+    sql.array(column((x) => x.job.eventId), 'text'), payloadTexts(items),
     sql.array(column((x) => JSON.stringify(x.job.headers)), 'jsonb'), sql.array(column((x) => x.job.endpointId), 'text'),
   ], sql.fragment`, `);
+}
+
+/**
+ * The payloads as a text[] built by the database from one JSON array of them, not as an array
+ * literal: pg writes a text[] by escaping every `"` and `\` of each element (two replaces of each
+ * payload, a tenth of the web's allocation per job), while the payloads, each JSON already, join
+ * into a JSON array as they are. json_array_elements gives back each element's own text,
+ * unchanged (the json type keeps it as written), in order.
+ */
+function payloadTexts(items: ReadonlyArray<{ job: NewJob }>) {
+  const joined = `[${items.map((x) => x.job.payloadText).join(',')}]`;
+  return sql.fragment`array(select e::text from json_array_elements(${joined}::json) with ordinality as x(e, n) order by n)`;
 }
 
 function answersByItem<Row>(items: readonly unknown[], rows: ReadonlyArray<Row & { item: number }>): Row[][] {

@@ -313,6 +313,28 @@ test('a group whose checks all pass is one statement, not a transaction: keys co
   }
 });
 
+test('a group stores each payload as its own text, whatever it holds: quotes, backslashes, escapes, NUL, lone surrogates, emoji', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const payloads: Array<Record<string, unknown>> = [
+    { quote: 'say "hi"', backslash: 'C:\\dir\\"x"', escaped: '\\u0041 is not A' },
+    { nul: 'a\u0000b', control: '\n\t\r\b\f', lone: '\ud800 and \udfff', emoji: '🦄', cjk: '漢字' },
+    { nested: { list: [1, 2.5, -0, 1e21, true, null, '"'], empty: {} }, '"key"': 'v', '': 0 },
+    { n: 3 },
+  ];
+  const answers = await oneGroup(accept, { orgId, environment: 'live' }, held, payloads.map((payload) => job(appId, 'invoice.paid', payload)));
+  t.deepEqual(answers.map((a) => ('status' in a ? a.status : 201)), [201, 201, 201, 201, 201]);
+  const ids = answers.slice(1).map((a) => ('id' in a ? a.id : ''));
+  t.is(await transactionsOf(ids), 1, 'the payloads went in one group');
+  for (const [i, id] of ids.entries()) {
+    const stored = await app.pool.oneFirst(sql.type(z.object({ text: z.string() }))`select payload::text as text from webhook_jobs where id = ${id}`);
+    t.is(stored, JSON.stringify(payloads[i]), `job ${i}: its own payload, as sent`);
+  }
+});
+
 test('a group with a refused key is taken step by step: the statement that tried it at once leaves nothing behind', async (t) => {
   const { key, orgId, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
