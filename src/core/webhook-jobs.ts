@@ -4,6 +4,8 @@ import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
+import { RequestAbandonedError } from '../db/availability.ts';
+import { currentRequestSignal, requestScope } from '../db/request-scope.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
@@ -177,7 +179,11 @@ export async function checkAlone(pool: DatabasePool, rule: LimitRule | undefined
   if (rule && take) await takeLimitAlone(pool, rule, take);
 }
 
-type Waiting = { a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void };
+type Waiting = {
+  a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void;
+  /** The request's abort signal (its client went away): checked when its group starts. */
+  signal: AbortSignal | undefined;
+};
 type Settled = { answer: Accepted } | { error: unknown };
 
 /**
@@ -301,13 +307,26 @@ export function makeJobAcceptor(
         }, lastStart + overlapAfterMs - now);
         return;
       }
+      const group = startable(waiting.splice(0, maxGroup));
+      if (group.length === 0) continue;
       inFlight += 1;
       lastStart = now;
-      void acceptGroup(waiting.splice(0, maxGroup)).finally(() => {
+      // Outside any request's scope: pump runs in the scope of whichever request or group called
+      // it, and a group's queries must not be refused because that one client went away.
+      void requestScope.exit(() => acceptGroup(group)).finally(() => {
         inFlight -= 1;
         pump();
       });
     }
+  }
+
+  /** The group without its requests whose client went away while they waited (refused, as the pool refuses them). */
+  function startable(group: Waiting[]): Waiting[] {
+    return group.filter((waiter) => {
+      if (!waiter.signal?.aborted) return true;
+      waiter.reject(new RequestAbandonedError());
+      return false;
+    });
   }
 
   /**
@@ -323,7 +342,7 @@ export function makeJobAcceptor(
       throw error;
     }
     return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject });
+      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, signal: currentRequestSignal() });
       pump();
     });
   };

@@ -12,7 +12,8 @@ import { DELIVERY_QUEUE } from '../../src/queue.ts';
 import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
-import { AppError } from '../../src/errors.ts';
+import { AppError, translateDatabaseError } from '../../src/errors.ts';
+import { requestScope } from '../../src/db/request-scope.ts';
 import { until } from '../helpers/until.ts';
 import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, INVOICE_SCHEMA } from './helpers.ts';
 
@@ -23,7 +24,7 @@ type Acceptor = ReturnType<typeof makeJobAcceptor>;
 type Answer = { id: string; replayed: boolean } | { status: number };
 const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): Promise<Answer> => promise.then(
   ({ job: created, replayed }) => ({ id: created.id, replayed }),
-  (error: unknown) => ({ status: error instanceof AppError ? error.status : 500 }),
+  (error: unknown) => ({ status: error instanceof AppError ? error.status : translateDatabaseError(error)?.status ?? 500 }),
 );
 
 /**
@@ -79,6 +80,43 @@ async function oneGroup(
 /** The transactions that wrote these jobs (xmin), as how many distinct ones. */
 const transactionsOf = async (ids: string[]) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
   select count(distinct xmin::text)::int as n from webhook_jobs where id = any(${sql.array(ids, 'text')})`);
+
+test('a client that goes away does not take other requests down with it: the next group runs in no request\'s scope', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const tenant = { orgId, environment: 'live' as const };
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const release = await holdApplications([held]);
+  const gone = new AbortController();
+  let first: Promise<Answer>;
+  let others: Promise<Answer[]>;
+  let abandoned: Promise<Answer>;
+  try {
+    // The first request starts the one group; its client leaves while that group runs.
+    first = requestScope.run({ signal: gone.signal }, () => settle(accept(tenant, job(held, 'invoice.paid', { n: 0 }))));
+    // Its statement is waiting for the held application: it has its connection.
+    await until('the first group to wait for the lock', async () => await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`) > 0);
+    others = Promise.all([1, 2, 3].map((n) => requestScope.run({ signal: new AbortController().signal }, () => settle(accept(tenant, job(appId, 'invoice.paid', { n }))))));
+    // A request whose own client left before its group started is not accepted.
+    const left = new AbortController();
+    abandoned = requestScope.run({ signal: left.signal }, () => settle(accept(tenant, job(appId, 'invoice.paid', { n: 4 }))));
+    await until('the others to wait for the next group', () => accept.waiting === 4);
+    left.abort();
+    gone.abort();
+  } finally {
+    await release();
+  }
+  t.false('status' in await first, 'the first group had started: its job is accepted');
+  const answers = await others;
+  t.deepEqual(answers.map((a) => ('status' in a ? a.status : 201)), [201, 201, 201], 'the next group is not refused for the first client\'s leaving');
+  t.deepEqual(await abandoned, { status: 503 }, 'a request abandoned before its group started is not accepted');
+  const stored = await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from webhook_jobs where application_id = ${appId} and payload->>'n' = '4'`);
+  t.is(stored, 0);
+});
 
 test('a group of every kind of request: created, replayed within the group, invalid, unknown type, foreign application; each answered as alone', async (t) => {
   const { key, orgId, appId } = await setup(t);
