@@ -31,7 +31,7 @@ const KSUID_LENGTH = 27;
 /**
  * A KSUID's 20 bytes as its 27 characters, written in base 62 by base-x: the string KSUID's own
  * `.string` gives (test/ids.test.ts compares them). That getter converts through
- * base-convert-int-array, which cost ~10 us and ~11 KB of garbage an id, a fifth of all the web's
+ * base-convert-int-array, which cost ~10 us and ~20 KB of garbage an id, a fifth of all the web's
  * allocation on the job creation path; base-x costs ~4 us and one small array.
  */
 export function ksuidString(raw: Uint8Array): string {
