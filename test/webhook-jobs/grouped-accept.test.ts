@@ -29,21 +29,23 @@ const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): P
 
 /**
  * Holds the rows of these applications locked (for update) until the returned release() commits;
- * release() may be called again. A connection of its own (node-postgres): the acceptor's queries
- * must not run in a slonik transaction's context.
+ * release() may be called again, and its `pid` is the holding backend's. A connection of its own
+ * (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
  */
-async function holdApplications(appIds: string[]): Promise<() => Promise<void>> {
+async function holdApplications(appIds: string[]): Promise<(() => Promise<void>) & { pid: number }> {
   const locker = new pg.Client({ connectionString: app.databaseUrl });
   await locker.connect();
+  let pid: number;
   try {
     await locker.query('begin');
     await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
+    pid = (await locker.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   } catch (error) {
     await locker.end();
     throw error;
   }
   let released = false;
-  return async () => {
+  return Object.assign(async () => {
     if (released) return;
     released = true;
     try {
@@ -51,7 +53,7 @@ async function holdApplications(appIds: string[]): Promise<() => Promise<void>> 
     } finally {
       await locker.end();
     }
-  };
+  }, { pid });
 }
 
 /**
@@ -96,9 +98,9 @@ test('a client that goes away does not take other requests down with it: the nex
   try {
     // The first request starts the one group; its client leaves while that group runs.
     first = requestScope.run({ signal: gone.signal }, () => settle(accept(tenant, job(held, 'invoice.paid', { n: 0 }))));
-    // Its statement is waiting for the held application: it has its connection.
+    // Its statement is waiting for this test's lock: it has its connection.
     await until('the first group to wait for the lock', async () => await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
-      select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`) > 0);
+      select count(*)::int as n from pg_stat_activity where ${release.pid}::int = any(pg_blocking_pids(pid))`) > 0);
     others = Promise.all([1, 2, 3].map((n) => requestScope.run({ signal: new AbortController().signal }, () => settle(accept(tenant, job(appId, 'invoice.paid', { n }))))));
     // A request whose own client left before its group started is not accepted.
     const left = new AbortController();
