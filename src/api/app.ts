@@ -59,7 +59,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   // its way (a tenth of the web's allocation per job when it was mounted among the /v1
   // resources). It confirms a recently seen key in the transaction that accepts the job instead
   // of looking it up first (src/core/webhook-jobs.ts).
-  const jobCreation = authenticate(pool, { recentKeys, provisional: { family: 'webhooks', when: () => true } });
+  const jobCreation = authenticate(pool, { recentKeys, provisional: { family: 'webhooks' } });
   app.post('/v1/webhook-jobs', ...guarded(jobCreation, 'webhooks', [makeCreateJobHandler(pool, queue, config)]));
 
   app.use(makeHealthRouter(pool, healthTimeoutMs));

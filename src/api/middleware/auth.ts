@@ -82,10 +82,11 @@ export function makeRecentKeys(now: () => number = Date.now) {
 export type AuthenticateOptions = {
   recentKeys?: RecentKeys;
   /**
-   * Requests that may go on with a recent key, unconfirmed (`provisional`), when it held the
-   * family's scope for them: their route confirms it (confirmKey, or in its own transaction).
+   * Every request this middleware serves may go on with a recent key, unconfirmed
+   * (`provisional`), when it held the family's scope for it: the route confirms it (confirmKey,
+   * or in its own transaction). Mount such a middleware only on the routes that do.
    */
-  provisional?: { family: Family; when: (req: Request) => boolean };
+  provisional?: { family: Family };
 };
 
 export function authenticate(pool: DatabasePool, options: AuthenticateOptions = {}) {
@@ -103,7 +104,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     if (!KEY_PATTERN.test(key)) throw unauthorized('Malformed API key.');
     const hash = hashKey(key);
     const recentKey = hash.toString('base64');
-    const recent = recentKeys && provisional?.when(req) ? recentKeys.get(recentKey) : undefined;
+    const recent = recentKeys && provisional ? recentKeys.get(recentKey) : undefined;
     if (recent && provisional && allows(recent.scopes, provisional.family, accessFor(req.method))) {
       res.locals.auth = { ...recent, provisional: true } satisfies Auth;
       return next();
