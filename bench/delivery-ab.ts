@@ -1,0 +1,181 @@
+// `node bench/delivery-ab.ts <other worktree>...`: the delivery phase alone, this tree against
+// others (e.g. checkouts of the commits before a change), interleaved in one run on one database
+// server so the machine's load falls on all alike. Each tree gets a database migrated by its own
+// code and 50 tenants with one endpoint each at one receiver. Each round, for each tree in a
+// rotating order: its web process accepts AB_JOBS jobs (posted by 50 connections, no worker
+// running), then one worker of that tree, just started, delivers them all; the rate counts from
+// the first arrival to the last, and CPU (the worker's, the database server's) from the first
+// arrival on, as the bench's delivery phase does. AB_NODE_ARGS (e.g. `--cpu-prof`) is given to
+// each worker. With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each
+// round prints the ten statements that took the most time during the drain, per delivery.
+// Prints deliveries/s, worker and database CPU per delivery, each round and the medians.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { pino } from 'pino';
+import { createApiKey } from '../src/core/api-keys.ts';
+import { createEndpoint } from '../src/core/endpoints.ts';
+import { insertApplication } from '../src/db/applications.ts';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { insertEventType } from '../src/db/event-types.ts';
+import { insertOrganization } from '../src/db/organizations.ts';
+import { makePool } from '../src/db/pool.ts';
+import { newId } from '../src/ids.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { PAYLOAD, startReceiver } from './workload.ts';
+
+const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
+const JOBS = Number(process.env.AB_JOBS ?? 15_000);
+const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const logger = pino({ level: 'warn' }, pino.destination(2));
+type Fixture = { key: string; applicationId: string };
+type Stats = { count: number; first: number; last: number };
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const freePort = () => new Promise<number>((resolve) => {
+  const server = net.createServer().listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as net.AddressInfo;
+    server.close(() => resolve(port));
+  });
+});
+const cpu = async (pid: number) => {
+  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
+  return (Number(stat[11]) + Number(stat[12])) / 100;
+};
+const stop = (child: ChildProcess) => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); });
+
+async function prepare(tree: string, url: string, receiverPort: number): Promise<Fixture[]> {
+  const { migrate } = await import(path.join(tree, 'src/db/migrate.ts')) as { migrate: (u: string, l: unknown) => Promise<void> };
+  await migrate(url, logger);
+  const pool = await makePool(url, { maximumPoolSize: 4 });
+  const out: Fixture[] = [];
+  for (let i = 0; i < 50; i += 1) {
+    const org = await insertOrganization(pool, { id: newId('org'), name: `ab ${i}` });
+    const tenant = { orgId: org.id, environment: 'live' as const };
+    const { key } = await createApiKey(pool, { orgId: org.id, environment: 'live', name: 'ab', scopes: ['*'], expiresAt: null });
+    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'ab', uid: null, metadata: {} });
+    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
+    await createEndpoint(pool, tenant, {
+      applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
+    });
+    out.push({ key, applicationId: app.id });
+  }
+  await pool.end();
+  return out;
+}
+
+function start(dir: string, role: 'web' | 'worker', env: Record<string, string>, nodeArgs: string[]): ChildProcess {
+  return spawn(process.execPath, [...nodeArgs, path.join(dir, 'src/main.ts'), role], {
+    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200', ...env },
+  });
+}
+
+/** Posts exactly `count` jobs through the tree's web process (50 connections). */
+async function accept(dir: string, url: string, orgs: Fixture[], count: number): Promise<void> {
+  const port = await freePort();
+  const web = start(dir, 'web', { DATABASE_URL: url, PORT: String(port) }, ['--max-semi-space-size=4', '--max-old-space-size=128']);
+  try {
+    for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
+    let next = 0;
+    const run = await autocannon({
+      url: `http://127.0.0.1:${port}`, connections: 50, amount: count,
+      requests: [{
+        method: 'POST', path: '/v1/webhook-jobs',
+        setupRequest: (request) => {
+          const org = orgs[next++ % orgs.length] as Fixture;
+          return { ...request, headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
+            body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }) };
+        },
+      }],
+    });
+    if (run['2xx'] !== count) throw new Error(`${dir}: ${run['2xx']} of ${count} jobs accepted (${run.non2xx} refused)`);
+  } finally {
+    await stop(web);
+  }
+}
+
+const embedded = await startEmbeddedPostgres({
+  dataDir: path.join(here, '.data', `delivery-ab-${process.pid}`), logger, ephemeral: true, durable: true,
+  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } } : {}),
+});
+const admin = new pg.Client({ connectionString: embedded.url });
+await admin.connect();
+const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
+const ask = (message: string) => new Promise<Stats>((resolve) => { receiver.once('message', (m) => resolve(m as Stats)); receiver.send(message); });
+const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+const setups = [];
+for (const [i, tree] of trees.entries()) {
+  await admin.query(`create database dab_${i}`);
+  const url = new URL(embedded.url);
+  url.pathname = `/dab_${i}`;
+  const db = new pg.Client({ connectionString: url.toString() });
+  await db.connect();
+  if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
+  setups.push({ ...tree, url: url.toString(), db, orgs: await prepare(tree.dir, url.toString(), receiverPort) });
+}
+const postmasterPid = await postmasterPidOf(admin);
+const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+try {
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
+      await accept(s.dir, s.url, s.orgs, JOBS);
+      await s.db.query('analyze');
+      receiver.send('reset');
+      if (STATEMENTS) await s.db.query('select pg_stat_statements_reset()');
+      const nodeArgs = ['--max-semi-space-size=8', '--max-old-space-size=128', ...(process.env.AB_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+      const worker = start(s.dir, 'worker', { DATABASE_URL: s.url }, nodeArgs);
+      let stats = await ask('stats');
+      for (let waited = 0; stats.count === 0; waited += 1) {
+        if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
+        await sleep(100);
+        stats = await ask('stats');
+      }
+      const firstCount = stats.count;
+      const before = await cpu(worker.pid ?? 0);
+      const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
+      for (let idle = 0; stats.count < JOBS; ) {
+        await sleep(100);
+        const next = await ask('stats');
+        idle = next.count > stats.count ? 0 : idle + 1;
+        if (idle > 300) throw new Error(`${s.name}: stalled at ${next.count} of ${JOBS}`);
+        stats = next;
+      }
+      const used = await cpu(worker.pid ?? 0) - before;
+      const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
+      await stop(worker);
+      const counted = Math.max(1, stats.count - firstCount);
+      const row = {
+        deliveries_per_second: Math.round(stats.count / Math.max(0.001, (stats.last - stats.first) / 1000)),
+        worker_us: Math.round(used * 1e6 / counted), db_us: Math.round(dbUsed * 1e6 / counted),
+      };
+      rows[s.name]!.push(row);
+      process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(row)}\n`);
+      if (STATEMENTS) {
+        const top = await s.db.query(`
+          select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+          order by total_exec_time desc limit 10`, [stats.count]);
+        console.table(top.rows);
+      }
+    }
+  }
+} finally {
+  for (const s of setups) await s.db.end();
+  receiver.kill();
+  await admin.end();
+  await embedded.stop();
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+for (const [name, list] of Object.entries(rows)) {
+  console.log(name, {
+    deliveries_per_second: median(list.map((r) => r.deliveries_per_second)), worker_us: median(list.map((r) => r.worker_us)),
+    db_us: median(list.map((r) => r.db_us)),
+  });
+}
+process.exit(0);
