@@ -1,7 +1,9 @@
 // The delivery queue, held by pg-boss in its own schema. One message per pending delivery:
 // { deliveryId, round }, made from a QueueItem by toMessage alone. Messages are enqueued and
-// completed inside our own slonik transactions, so the queue never disagrees with the
-// deliveries table. pg-boss's own retry only redoes messages whose worker died (the lease
+// settled inside our own slonik transactions, so the queue never disagrees with the
+// deliveries table. A settled message is deleted at once (pg-boss's fenced deleteJob), not kept
+// as `completed`: the delivery and its attempts are the record, and the queue table stays the
+// size of the work still to do. pg-boss's own retry only redoes messages whose worker died (the lease
 // expired); retry timing is ours. Two of pg-boss's statements are also written in sql/, so that
 // they run inside our own calls: its insert (enqueue_delivery_messages, for the grouped accept)
 // and its fetch (claim_next_deliveries, the worker's fetch and claim); tests hold each to
@@ -38,7 +40,11 @@ export type Queue = {
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[]): Promise<void>;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
   fetch(batchSize: number): Promise<Message[]>;
-  complete(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
+  /**
+   * Takes messages this worker fetched off the queue, in `db`'s transaction: each is deleted if it
+   * is still the attempt fetched (active, same retry count; pg-boss's fence), else left alone.
+   */
+  settle(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;
 };
 
@@ -60,9 +66,10 @@ export type QueueOptions = {
   /** Workers supervise (expire leases, clean up); web processes only enqueue. */
   supervise: boolean;
   /**
-   * Hours a finished message (completed, failed or cancelled) stays in pg-boss's table before
-   * its maintenance deletes it (QUEUE_RETENTION_HOURS). Each message keeps the value it was
-   * enqueued with: a change applies to messages enqueued after the next start.
+   * Hours a message that pg-boss finished itself (failed past its retry limit, or cancelled)
+   * stays in its table before its maintenance deletes it (QUEUE_RETENTION_HOURS); messages the
+   * worker settles are deleted at once. Each message keeps the value it was enqueued with: a
+   * change applies to messages enqueued after the next start.
    */
   retentionHours: number;
   poolSize?: number;
@@ -124,9 +131,12 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     async fetch(batchSize) {
       return (await boss.fetch(DELIVERY_QUEUE, { batchSize })) as unknown as Message[];
     },
-    async complete(db, messages) {
+    async settle(db, messages) {
       if (messages.length === 0) return;
-      await boss.complete(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), null, { db: inside(db) });
+      // Deleted rather than completed: an update to `completed` wrote a new row version (and its
+      // index entries) per delivery, and pg-boss's maintenance deleted it QUEUE_RETENTION_HOURS
+      // later, so the table held a day of finished messages that nothing reads.
+      await boss.deleteJob(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { db: inside(db) });
     },
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);

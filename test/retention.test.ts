@@ -1,8 +1,8 @@
 // Retention: run_retention() (sql/013-retention.sql) deletes exactly what is past retention
 // (old attempts of finished jobs, old archived jobs with everything below them, expired
 // idempotency keys, stale rate-limit counters) in bounded batches; the workers' hourly upkeep
-// runs it with the configured settings; pg-boss deletes finished queue messages after
-// QUEUE_RETENTION_HOURS, at least hourly. Jobs, endpoints and keys are made through the API and
+// runs it with the configured settings; a settled queue message is deleted at once, and pg-boss
+// deletes the messages it finished itself after QUEUE_RETENTION_HOURS, at least hourly. Jobs, endpoints and keys are made through the API and
 // attempts recorded through the worker's own claim/record functions; only timestamps are moved
 // into the past in SQL.
 import test, { type ExecutionContext } from 'ava';
@@ -21,7 +21,7 @@ import { until } from './helpers/until.ts';
 // No worker: nothing moves unless a test moves it. Attempts older than 10 days and archived
 // jobs completed more than 45 days ago are past retention.
 const app = startTestApp({ ATTEMPT_RETENTION_DAYS: '10', ARCHIVED_JOB_RETENTION_DAYS: '45' });
-// The real worker (it supervises the queue: pg-boss maintenance), finished messages kept 1 h,
+// The real worker (it supervises the queue: pg-boss maintenance), messages pg-boss finished kept 1 h,
 // a supervise pass every second (DELIVERY_LEASE_SECONDS / 2).
 const workerApp = startTestApp(
   { ALLOW_PRIVATE_DESTINATIONS: 'true', QUEUE_RETENTION_HOURS: '1', DELIVERY_LEASE_SECONDS: '2' }, { worker: true },
@@ -341,7 +341,7 @@ test.serial('the hourly upkeep of a worker archives, then deletes what is past r
 
 const messageRow = z.object({ id: z.string(), state: z.string(), deletion_seconds: z.number() });
 
-test.serial('pg-boss deletes finished messages QUEUE_RETENTION_HOURS after they finished, at least hourly, in worker processes', async (t) => {
+test.serial('a settled message leaves the queue at once; pg-boss deletes the messages it finished itself QUEUE_RETENTION_HOURS later, at least hourly, in worker processes', async (t) => {
   const receiver = await startReceiver();
   t.teardown(() => receiver.close());
   const who = await tenant(t, workerApp, 1, receiver.at('/hooks'));
@@ -356,15 +356,27 @@ test.serial('pg-boss deletes finished messages QUEUE_RETENTION_HOURS after they 
   const table = await workerApp.pool.oneFirst(sql.type(z.object({ table_name: z.string() }))`
     select table_name from pgboss.queue where name = 'deliveries'`);
   const job = sql.identifier(['pgboss', table]);
-  const messageOf = (jobId: string) => workerApp.pool.maybeOne(sql.type(messageRow)`
+  const messagesOf = (deliveryIds: readonly number[]) => workerApp.pool.any(sql.type(messageRow)`
     select m.id::text as id, m.state::text as state, m.deletion_seconds
-    from ${job} m join deliveries d on d.id = (m.data->>'deliveryId')::bigint
-    where m.name = 'deliveries' and d.job_id = ${jobId}`);
-  const [expired, young] = await Promise.all(jobs.map(async (id) => until(`the message of ${id} completed`, async () => {
-    const message = await messageOf(id);
-    return message?.state === 'completed' ? message : undefined;
-  })));
-  if (!expired || !young) throw new Error('unreachable');
+    from ${job} m where m.name = 'deliveries' and (m.data->>'deliveryId')::bigint = any(${sql.array([...deliveryIds], 'int8')})
+    order by (m.data->>'deliveryId')::bigint`);
+  // The worker settled both deliveries' messages in the transaction that recorded their
+  // attempts (the job reads succeeded): deleted, not kept as completed.
+  const delivered = await workerApp.pool.anyFirst(sql.type(z.object({ id: z.number() }))`
+    select id from deliveries where job_id = any(${sql.array(jobs, 'text')})`);
+  t.is(delivered.length, 2);
+  t.deepEqual(await messagesOf(delivered), []);
+
+  // Messages pg-boss finishes itself (one past its retry limit is failed) stay until their
+  // retention. Two such messages, for deliveries that do not exist, due tomorrow so that no
+  // claim takes them, then marked failed by hand as pg-boss would.
+  const [expiredId, youngId] = [910_000_001, 910_000_002];
+  const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+  await workerApp.pool.transaction((tx) => workerApp.queue.enqueue(tx, [
+    { delivery_id: expiredId, round: 1, start_after: tomorrow }, { delivery_id: youngId, round: 1, start_after: tomorrow },
+  ]));
+  const [expired, young] = await messagesOf([expiredId, youngId]);
+  if (!expired || !young) throw new Error('the two messages were not enqueued');
   // Each message carries the queue's retention: QUEUE_RETENTION_HOURS, not pg-boss's 7 days or our old 24 h.
   t.is(expired.deletion_seconds, 3600);
   t.is(young.deletion_seconds, 3600);
@@ -373,19 +385,17 @@ test.serial('pg-boss deletes finished messages QUEUE_RETENTION_HOURS after they 
   await until('the first maintenance', async () => (await workerApp.pool.oneFirst(sql.type(z.object({ done: z.boolean() }))`
     select maintain_on is not null as done from pgboss.queue where name = 'deliveries'`)) || undefined);
   await workerApp.pool.query(sql.unsafe`
-    update ${job} set completed_on = now() - interval '61 minutes' where id = ${expired.id}::uuid`);
+    update ${job} set state = 'failed', completed_on = now() - interval '61 minutes' where id = ${expired.id}::uuid`);
   await workerApp.pool.query(sql.unsafe`
-    update ${job} set completed_on = now() - interval '59 minutes' where id = ${young.id}::uuid`);
+    update ${job} set state = 'failed', completed_on = now() - interval '59 minutes' where id = ${young.id}::uuid`);
   // The last maintenance an hour ago: the next supervise pass (within a second here) must run it.
   await workerApp.pool.query(sql.unsafe`update pgboss.queue set maintain_on = now() - interval '1 hour' where name = 'deliveries'`);
 
-  await until('the expired message deleted', async () => ((await messageOf(jobs[0]!)) === null ? true : undefined));
-  const kept = await messageOf(jobs[1]!);
-  t.is(kept?.id, young.id);
-  t.is(kept?.state, 'completed');
-  // Deleting the message touches nothing of ours.
+  await until('the expired message deleted', async () => ((await messagesOf([expiredId])).length === 0 ? true : undefined));
+  t.like(await messagesOf([youngId]), [{ id: young.id, state: 'failed' }]);
+  // Neither deletion touched anything of ours.
   t.is(await workerApp.pool.oneFirst(sql.type(count)`
-    select count(*)::int as n from deliveries where job_id = ${jobs[0]!} and status = 'succeeded'`), 1);
+    select count(*)::int as n from deliveries where job_id = any(${sql.array(jobs, 'text')}) and status = 'succeeded'`), 2);
 
   // pg-boss's other tables do not grow: no queue-stats history and no persisted warnings
   // (both off by default), and bam holds only its schema-migration commands, all done.

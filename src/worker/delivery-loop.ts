@@ -116,7 +116,7 @@ export function startDeliveryLoop(deps: {
     if (settled.length > 0) {
       // A failure here loses nothing (above), and must not keep the claimed sends from starting.
       await pool.transaction(async (tx) => {
-        await queue.complete(tx, settled);
+        await queue.settle(tx, settled);
         await queue.enqueue(tx, deferred);
       }).catch((error: unknown) => {
         if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'settling claimed messages failed: they come back when their lease ends');

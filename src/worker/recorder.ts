@@ -39,7 +39,7 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
       try {
         const transitions = await deps.pool.transaction(async (tx) => {
           const recorded = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
-          await deps.queue.complete(tx, batch.map((b) => b.message));
+          await deps.queue.settle(tx, batch.map((b) => b.message));
           await deps.queue.enqueue(tx, recorded.enqueue);
           return recorded.transitions;
         });
