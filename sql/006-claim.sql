@@ -1,6 +1,7 @@
 -- Claims a batch of queue messages ({delivery_id, round}) for attempts. Per delivery, one of:
 --   send    now in_flight; start at start_at (a rate-limit slot within p_horizon_ms)
---   defer   rate limit: stays pending; try again at start_at (costs no attempt)
+--   defer   stays pending; try again at start_at (costs no attempt): its rate-limit slot is
+--           past p_horizon_ms, or the claim's payloads already reach p_max_bytes (then at once)
 --   hold    endpoint paused or disabled (and not a probe): held, out of the queue
 --   drop    endpoint, application or job deleted
 --   expire  the job's 48 h window is over: failed without an attempt
@@ -27,7 +28,11 @@ $$;
 comment on function send_slot_spacing(integer, integer) is
   'The distance between two rate-limit slots of an endpoint: (1000 + p_late_ms) / p_rps milliseconds, rounded up to the microsecond.';
 
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_late_ms integer)
+-- p_max_bytes bounds the payload bytes a claim hands out (the worker's memory for the attempts
+-- it holds: WORKER_CONCURRENCY payloads of up to 256 KB would not fit in its heap): sends past
+-- it, in delivery order, are deferred to now, and the first send is always made, so a claim
+-- never stalls on one large payload. Payloads are returned for sends only.
+create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
@@ -90,16 +95,22 @@ begin
   ), sends as (
     -- One pass: the n-th send of an endpoint in this batch takes the n-th slot from its frontier.
     -- (A self-join back to `decided` here was planned as a nested loop re-running this window
-    -- per row: quadratic in the batch, 6 ms of a 100-message claim.)
+    -- per row: quadratic in the batch, 6 ms of a 100-message claim.) And the payload bytes of
+    -- this send and every send before it, in delivery order.
     select d.*,
            case when d.verdict = 'send' then (f.by_endpoint->>d.endpoint_id)::timestamptz
              + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
-               * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at
+               * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at,
+           case when d.verdict = 'send' then sum(octet_length(d.payload)) over (partition by d.verdict = 'send' order by d.id) end as bytes_through
     from decided d cross join frontiers f
   ), final as materialized (
     select s.*,
-           case when s.verdict = 'send' and s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
-                else s.verdict end as act
+           case when s.verdict <> 'send' then s.verdict
+                when s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
+                when s.bytes_through > p_max_bytes and s.bytes_through > octet_length(s.payload) then 'defer'
+                else 'send' end as act,
+           -- When a deferral is due: the slot past the horizon, or now (past the byte budget).
+           case when s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then s.slot_at else v_now end as defer_at
     from sends s
   ), slot_update as (
     update endpoint_send_slots es set next_slot_at = x.next_slot_at
@@ -112,20 +123,20 @@ begin
     update deliveries dl set
       status = case f.act when 'drop' then 'dropped' when 'expire' then 'failed' when 'hold' then 'held'
                           when 'cancel' then 'cancelled' when 'send' then 'in_flight' else dl.status end,
-      next_attempt_at = case when f.act = 'defer' then f.slot_at else dl.next_attempt_at end,
+      next_attempt_at = case when f.act = 'defer' then f.defer_at else dl.next_attempt_at end,
       updated_at = now()
     from final f where dl.id = f.id
   )
-  select f.id, f.round, f.act, f.slot_at,
+  select f.id, f.round, f.act, case when f.act = 'defer' then f.defer_at else f.slot_at end,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         f.payload, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type
+         case when f.act = 'send' then f.payload else '' end, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type
   from final f order by f.id;
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer, integer) is
-  'Claims queued deliveries for attempts: send (with a rate-limit slot), defer, hold, drop or expire each one.';
+comment on function claim_deliveries(jsonb, integer, integer, bigint) is
+  'Claims queued deliveries for attempts: send (with a rate-limit slot, within a budget of payload bytes), defer, hold, drop or expire each one.';
 
 -- The worker's fetch and claim in one call (src/worker/delivery-loop.ts): up to p_limit due
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of
@@ -138,7 +149,7 @@ comment on function claim_deliveries(jsonb, integer, integer) is
 -- claim that fails leaves the messages as they were instead of leased to nobody.
 -- test/claim-next.test.ts holds the fetch to what pg-boss's own writes. plpgsql: sql/ is applied
 -- before pg-boss creates its schema.
-create or replace function claim_next_deliveries(p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer)
+create or replace function claim_next_deliveries(p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
 returns table (
   message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer,
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
@@ -177,12 +188,12 @@ begin
   return query
     select (m->>'id')::uuid, (m->>'retry_count')::integer, (m->>'delivery_id')::bigint, (m->>'round')::integer, c.*
     from jsonb_array_elements(v_messages) m
-    left join claim_deliveries(v_messages, p_horizon_ms, p_late_ms) c
+    left join claim_deliveries(v_messages, p_horizon_ms, p_late_ms, p_max_bytes) c
       on c.delivery_id = (m->>'delivery_id')::bigint and c.round = (m->>'round')::integer;
 end;
 $$;
 
-comment on function claim_next_deliveries(text, integer, integer, integer) is
+comment on function claim_next_deliveries(text, integer, integer, integer, bigint) is
   'Fetches up to p_limit due messages of a pg-boss queue as pg-boss fetches them, and claims their deliveries (claim_deliveries), in one call.';
 
 -- New slots for attempts their worker could not start within p_late_ms of their own: the

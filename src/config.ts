@@ -54,7 +54,7 @@ const schema = z.object({
   CIRCUIT_BREAKER_THRESHOLD: integer(1, 1000).default(10),
   CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
   DELIVERY_LEASE_SECONDS: integer(2, 3600).default(180),
-  WORKER_CONCURRENCY: integer(1, 10_000).default(200),
+  WORKER_CONCURRENCY: integer(1, 10_000).default(800),
   WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),

@@ -9,6 +9,7 @@ const claimRow = z.object({
   delivery_id: z.number(),
   round: z.number(),
   action: z.enum(['send', 'defer', 'hold', 'drop', 'expire', 'cancel']),
+  /** A send's rate-limit slot; a deferral's new due time. */
   start_at: z.string().nullable(),
   /** Milliseconds from the end of the claim to this attempt's slot (by the database's clock). */
   start_in_ms: z.number().nullable(),
@@ -17,6 +18,7 @@ const claimRow = z.object({
   endpoint_id: z.string(),
   url: z.string(),
   timeout_ms: z.number(),
+  /** The body to send: empty unless the action is send. */
   payload: z.string(),
   endpoint_headers: z.record(z.string(), z.string()),
   job_headers: z.record(z.string(), z.string()),
@@ -37,11 +39,16 @@ export async function claimDeliveries(
   db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
   /** The latest a start may follow its rate-limit slot (worker/pacing.ts): the slots' spacing counts it in. */
   lateMs: number,
+  /** Payload bytes the sends may add up to (the first send is made whatever its size); the rest are deferred to now. */
+  maxBytes = CLAIM_MAX_BYTES,
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`
-    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs})`);
+    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
 }
+
+/** A claim's payload budget when the caller names none. */
+export const CLAIM_MAX_BYTES = 32 * 1024 * 1024;
 
 const messageColumns = { message_id: z.string(), retry_count: z.number(), message_delivery_id: z.number(), message_round: z.number() };
 // The claim's columns, null on the row of a message the claim skipped.
@@ -61,10 +68,10 @@ export type NextClaim = { message: Message; claim: Claim | null };
  * none is due.
  */
 export async function claimNextDeliveries(
-  db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number,
+  db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = CLAIM_MAX_BYTES,
 ): Promise<NextClaim[]> {
   const rows = await db.any(sql.type(nextRow)`
-    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs})`);
+    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
   return rows.map(({ message_id, retry_count, message_delivery_id, message_round, ...claim }) => ({
     message: { id: message_id, retryCount: retry_count, data: { deliveryId: message_delivery_id, round: message_round } },
     claim: claim.action === null ? null : claim as Claim,

@@ -1,0 +1,112 @@
+// A claim hands out at most a budget of payload bytes (claim_deliveries' p_max_bytes,
+// sql/006-claim.sql): the worker holds every payload of its claimed attempts, and
+// WORKER_CONCURRENCY payloads of up to 256 KB would not fit in its heap. Sends past the budget
+// are deferred to now (a new message, no attempt spent); the first send is made whatever its
+// size. Then a real worker delivers more payload bytes than its in-flight budget
+// (IN_FLIGHT_BYTES), each job exactly once.
+import test, { type ExecutionContext } from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { claimDeliveries } from '../src/db/deliveries.ts';
+import { IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+// No worker: nothing is claimed unless a test claims it.
+const app = startTestApp();
+const workerApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+const pendingRow = z.object({ id: z.number(), round: z.number(), job_id: z.string(), status: z.string(), next_attempt_at: z.string().nullable() });
+
+/**
+ * A tenant with an endpoint for invoice.paid at each of `urls` and `count` jobs whose payloads
+ * are about `bytes` long; with `paused`, the endpoints are paused before the jobs, so that their
+ * deliveries wait for them together.
+ */
+async function tenantJobs(t: ExecutionContext, on: TestApp, count: number, bytes: number, options: { urls?: string[]; paused?: boolean } = {}) {
+  const { key } = await on.createOrg();
+  const by = { t, on, key };
+  const application = await fixtures.createApplication(by, { name: 'Budget' });
+  await fixtures.createEventType(by, 'invoice.paid');
+  const endpointIds: string[] = [];
+  for (const url of options.urls ?? ['https://hooks.example.com/in']) {
+    const endpoint = await fixtures.createEndpoint(by, { application_id: application.id, url, event_types: ['invoice.paid'], rate_limit_rps: 10_000 });
+    endpointIds.push(endpoint.id);
+    if (options.paused) t.is((await on.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'paused' } })).status, 200);
+  }
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const payload = { n: i, filler: 'x'.repeat(bytes) };
+    ids.push((await fixtures.createJob(by, { application_id: application.id, event_type: 'invoice.paid', payload })).id);
+  }
+  return { key, endpointIds, jobIds: ids };
+}
+
+const deliveriesOf = (on: TestApp, jobIds: string[]) => on.pool.any(sql.type(pendingRow)`
+  select d.id, d.round, d.job_id, d.status, d.next_attempt_at::text from deliveries d
+  where d.job_id = any(${sql.array(jobIds, 'text')}) order by d.id`);
+
+test.serial('sends stop at the byte budget, in delivery order; the rest are deferred to now, without their payload', async (t) => {
+  const { jobIds } = await tenantJobs(t, app, 3, 40_000);
+  const pending = await deliveriesOf(app, jobIds);
+  const before = Date.now();
+  const claims = await app.pool.transaction((tx) =>
+    claimDeliveries(tx, pending.map((d) => ({ deliveryId: d.id, round: d.round })), 60_000, 100, 100_000));
+
+  t.deepEqual(claims.map((c) => c.action), ['send', 'send', 'defer'], 'two payloads of ~40 KB fit in 100,000 bytes, the third does not');
+  t.true(claims.slice(0, 2).every((c) => c.payload.length > 40_000 && JSON.parse(c.payload).filler.length === 40_000));
+  const deferred = claims[2];
+  t.is(deferred?.payload, '', 'a deferral carries no payload');
+  const dueAt = Date.parse(deferred?.start_at ?? '');
+  t.true(dueAt >= before - 1000 && dueAt <= Date.now() + 1000, `deferred to now, not to a rate-limit slot: ${deferred?.start_at}`);
+  const after = await deliveriesOf(app, jobIds);
+  t.deepEqual(after.map((d) => d.status), ['in_flight', 'in_flight', 'pending']);
+  t.is(Date.parse(after[2]?.next_attempt_at ?? ''), dueAt, 'the delivery is due when its new message is');
+});
+
+test.serial('the first send is made whatever its size: a claim never stalls on one large payload', async (t) => {
+  const { jobIds } = await tenantJobs(t, app, 2, 200_000);
+  const pending = await deliveriesOf(app, jobIds);
+  const claims = await app.pool.transaction((tx) =>
+    claimDeliveries(tx, pending.map((d) => ({ deliveryId: d.id, round: d.round })), 60_000, 100, 1));
+  t.deepEqual(claims.map((c) => c.action), ['send', 'defer']);
+  t.true((claims[0]?.payload.length ?? 0) > 200_000);
+});
+
+test.serial('a worker holds at most its in-flight budget of payloads, and delivers them all, each once', async (t) => {
+  // Each answer takes 400 ms, so the attempts the worker holds at once are the requests open at
+  // once. Three receivers, so three origins: the worker keeps at most 64 connections per origin.
+  let open = 0;
+  let mostOpen = 0;
+  const slow = () => {
+    open += 1;
+    mostOpen = Math.max(mostOpen, open);
+    return new Promise<{ status: number }>((resolve) => setTimeout(() => {
+      open -= 1;
+      resolve({ status: 200 });
+    }, 400));
+  };
+  const receivers = await Promise.all([1, 2, 3].map(() => startReceiver(slow)));
+  t.teardown(() => Promise.all(receivers.map((r) => r.close())));
+  // 270 deliveries of ~240 KB: about 65 MB, four times IN_FLIGHT_BYTES (16 MB), all due at once
+  // when their endpoints are un-paused. WORKER_CONCURRENCY (800) and 64 connections to each of
+  // three origins alone would start 192 at once.
+  const count = 90;
+  const bytes = 240_000;
+  const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, { urls: receivers.map((r) => r.at('/hooks')), paused: true });
+  for (const id of endpointIds) t.is((await workerApp.request('PATCH', `/v1/endpoints/${id}`, { key, body: { status: 'active' } })).status, 200);
+  await until('every delivery made', async () => {
+    const rows = await deliveriesOf(workerApp, jobIds);
+    return rows.length === 3 * count && rows.every((d) => d.status === 'succeeded') ? true : undefined;
+  }, 60_000);
+  for (const receiver of receivers) {
+    t.deepEqual(receiver.arrivals.map((a) => a.headers['webhook-id']).sort(), [...jobIds].sort(), 'each job arrived once at each receiver');
+    t.true(receiver.arrivals.every((a) => a.body.length > bytes), 'with its whole payload');
+  }
+  const budget = Math.floor(IN_FLIGHT_BYTES / bytes) + 1;
+  t.log(`${mostOpen} attempts held at once, budget ${budget}`);
+  t.true(mostOpen <= budget, `at most ${budget} attempts held at once: ${mostOpen}`);
+  t.true(mostOpen >= budget / 2, `the budget, not something else, bounded them: ${mostOpen} at once`);
+});
