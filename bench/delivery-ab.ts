@@ -5,10 +5,14 @@
 // rotating order: its web process accepts AB_JOBS jobs (posted by 50 connections, no worker
 // running), then one worker of that tree, just started, delivers them all; the rate counts from
 // the first arrival to the last, and CPU (the worker's, the database server's) from the first
-// arrival on, as the bench's delivery phase does. AB_NODE_ARGS (e.g. `--cpu-prof`) is given to
-// each worker. With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each
-// round prints the ten statements that took the most time during the drain, per delivery.
-// Prints deliveries/s, worker and database CPU per delivery, each round and the medians.
+// arrival on, as the bench's delivery phase does; each database is vacuumed before and after its
+// drain, so the figures leave out vacuuming (autovacuum's, at any other time). Each role runs
+// with the Node flags of its tree's `npm run web` / `npm run worker`; AB_NODE_ARGS (e.g.
+// `--cpu-prof`) is added to each worker's.
+// With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
+// the ten statements that took the most time during the drain, per delivery.
+// Prints deliveries/s, worker and database CPU per delivery and the worker's peak RSS, each round
+// and the medians (the peak: the highest).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -47,6 +51,8 @@ const cpu = async (pid: number) => {
   const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
   return (Number(stat[11]) + Number(stat[12])) / 100;
 };
+/** Peak resident memory (VmHWM) of a process, in MB. */
+const peakMb = async (pid: number) => Math.round(Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
 const stop = (child: ChildProcess) => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); });
 
 async function prepare(tree: string, url: string, receiverPort: number): Promise<Fixture[]> {
@@ -69,17 +75,24 @@ async function prepare(tree: string, url: string, receiverPort: number): Promise
   return out;
 }
 
-function start(dir: string, role: 'web' | 'worker', env: Record<string, string>, nodeArgs: string[]): ChildProcess {
-  return spawn(process.execPath, [...nodeArgs, path.join(dir, 'src/main.ts'), role], {
+/** The Node flags `npm run <role>` of the tree starts the role with (its package.json), then AB_NODE_ARGS for a worker. */
+async function nodeArgsOf(dir: string, role: 'web' | 'worker'): Promise<string[]> {
+  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const own = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ');
+  return [...own, ...(role === 'worker' ? (process.env.AB_NODE_ARGS ?? '').split(' ') : [])].filter(Boolean);
+}
+
+async function start(dir: string, role: 'web' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
+  return spawn(process.execPath, [...await nodeArgsOf(dir, role), path.join(dir, 'src/main.ts'), role], {
     cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200', ...env },
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
   });
 }
 
 /** Posts exactly `count` jobs through the tree's web process (50 connections). */
 async function accept(dir: string, url: string, orgs: Fixture[], count: number): Promise<void> {
   const port = await freePort();
-  const web = start(dir, 'web', { DATABASE_URL: url, PORT: String(port) }, ['--max-semi-space-size=4', '--max-old-space-size=128']);
+  const web = await start(dir, 'web', { DATABASE_URL: url, PORT: String(port) });
   try {
     for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
     let next = 0;
@@ -120,16 +133,17 @@ for (const [i, tree] of trees.entries()) {
   setups.push({ ...tree, url: url.toString(), db, orgs: await prepare(tree.dir, url.toString(), receiverPort) });
 }
 const postmasterPid = await postmasterPidOf(admin);
-const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
 try {
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
       await accept(s.dir, s.url, s.orgs, JOBS);
-      await s.db.query('analyze');
+      // Vacuumed before and after its drain, so no drain pays for another's cleanup in the
+      // database server's CPU (autovacuum of the tree before would run during the next).
+      await s.db.query('vacuum analyze');
       receiver.send('reset');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset()');
-      const nodeArgs = ['--max-semi-space-size=8', '--max-old-space-size=128', ...(process.env.AB_NODE_ARGS ?? '').split(' ').filter(Boolean)];
-      const worker = start(s.dir, 'worker', { DATABASE_URL: s.url }, nodeArgs);
+      const worker = await start(s.dir, 'worker', { DATABASE_URL: s.url });
       let stats = await ask('stats');
       for (let waited = 0; stats.count === 0; waited += 1) {
         if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
@@ -147,12 +161,14 @@ try {
         stats = next;
       }
       const used = await cpu(worker.pid ?? 0) - before;
+      const peak = await peakMb(worker.pid ?? 0);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(worker);
+      await s.db.query('vacuum');
       const counted = Math.max(1, stats.count - firstCount);
       const row = {
         deliveries_per_second: Math.round(stats.count / Math.max(0.001, (stats.last - stats.first) / 1000)),
-        worker_us: Math.round(used * 1e6 / counted), db_us: Math.round(dbUsed * 1e6 / counted),
+        worker_us: Math.round(used * 1e6 / counted), db_us: Math.round(dbUsed * 1e6 / counted), worker_peak_mb: peak,
       };
       rows[s.name]!.push(row);
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(row)}\n`);
@@ -175,7 +191,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 for (const [name, list] of Object.entries(rows)) {
   console.log(name, {
     deliveries_per_second: median(list.map((r) => r.deliveries_per_second)), worker_us: median(list.map((r) => r.worker_us)),
-    db_us: median(list.map((r) => r.db_us)),
+    db_us: median(list.map((r) => r.db_us)), worker_peak_mb: Math.max(...list.map((r) => r.worker_peak_mb)),
   });
 }
 process.exit(0);

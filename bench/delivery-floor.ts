@@ -7,6 +7,14 @@
 // the service can only be slower than these figures: a goal above them is beyond what pg-boss
 // allows here, whatever the rest of the worker does.
 //
+// A third mode adds what the API's contract needs written for each delivery and nothing else
+// of ours: in the transaction that settles the batch's messages, one `delivery_attempts` row per
+// delivery (the job's `deliveries` records) and its delivery moved to `succeeded`, whose
+// trigger moves the job to `succeeded` (the job's status and `completed_at`): two statements a
+// batch, through the tables, indexes and triggers the service has. No claim (no slot, no
+// `in_flight` mark), no stats, success rate or circuit breaker. Its jobs and deliveries are
+// written beforehand by SQL, as a claim would leave them (not timed).
+//
 // Each configuration (loops fetching at once × messages per fetch) gets a fresh backlog of
 // FLOOR_MESSAGES messages (default 30,000), enqueued first (not timed), then drained; the
 // figures are the drain's rate and the CPU of this process and of the database server (read
@@ -14,11 +22,17 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { sql } from 'slonik';
 import { pino } from 'pino';
 import { Pool } from 'undici';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { makePool } from '../src/db/pool.ts';
+import { createEndpoint } from '../src/core/endpoints.ts';
+import { insertApplication } from '../src/db/applications.ts';
+import { insertEventType } from '../src/db/event-types.ts';
+import { insertOrganization } from '../src/db/organizations.ts';
+import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue, type QueueItem } from '../src/queue.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
@@ -62,10 +76,47 @@ async function main(): Promise<void> {
       await res.body.dump();
     };
     let nextId = 1;
+    // The one tenant whose jobs the third mode records.
+    const org = await insertOrganization(pool, { id: newId('org'), name: 'floor' });
+    const tenant = { orgId: org.id, environment: 'live' as const };
+    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'floor', uid: null, metadata: {} });
+    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
+    const endpoint = await createEndpoint(pool, tenant, {
+      applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
+    });
+    let nextJob = 1;
+    /** MESSAGES jobs with one delivery each, in flight as a claim leaves them; returns their delivery ids. */
+    const claimedDeliveries = async (): Promise<number[]> => {
+      const first = nextJob;
+      nextJob += MESSAGES;
+      const { rows } = await admin.query<{ id: string }>(`
+        with jobs as (
+          insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
+          select 'job_floor' || lpad(g::text, 22, '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() + interval '48 hours'
+          from generate_series($4::int, $5::int) g
+          returning id)
+        insert into deliveries (job_id, endpoint_id, org_id, application_id, status)
+        select id, $6, $1, $2, 'in_flight' from jobs order by id
+        returning id`, [org.id, app.id, BODY, first, first + MESSAGES - 1, endpoint.id]);
+      await admin.query('analyze webhook_jobs; analyze deliveries');
+      return rows.map((r) => Number(r.id));
+    };
+    /** The rows the contract needs for a batch of successful attempts (see the head of this file). */
+    const record = async (tx: Parameters<Parameters<typeof pool.transaction>[0]>[0], deliveryIds: number[]) => {
+      const ids = sql.array(deliveryIds, 'int8');
+      await tx.query(sql.unsafe`
+        insert into delivery_attempts (delivery_id, job_id, endpoint_id, org_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error, event_type)
+        select d.id, d.job_id, d.endpoint_id, d.org_id, 1, 200, 'ok', 1, now(), true, null, 'invoice.paid'
+        from deliveries d where d.id = any(${ids})`);
+      await tx.query(sql.unsafe`
+        update deliveries set status = 'succeeded', attempt_count = 1, last_attempt_at = now(), updated_at = now()
+        where id = any(${ids})`);
+    };
 
-    for (const mode of ['queue', 'queue + POST'] as const) {
+    for (const mode of ['queue', 'queue + POST', 'queue + POST + record'] as const) {
       for (const { loops, batch } of CONFIGS) {
-        const items: QueueItem[] = Array.from({ length: MESSAGES }, () => ({ delivery_id: nextId++, round: 1, start_after: null }));
+        const ids = mode === 'queue + POST + record' ? await claimedDeliveries() : null;
+        const items: QueueItem[] = Array.from({ length: MESSAGES }, (_, i) => ({ delivery_id: ids?.[i] ?? nextId++, round: 1, start_after: null }));
         for (let i = 0; i < items.length; i += 1000) await pool.transaction((tx) => queue.enqueue(tx, items.slice(i, i + 1000)));
         // Statistics of the backlog, as autovacuum takes them soon after a burst: taken while the
         // queue was empty, they make pg-boss's fetch sort every due message (23 ms against 3 ms a
@@ -79,8 +130,11 @@ async function main(): Promise<void> {
           for (;;) {
             const messages = await queue.fetch(batch);
             if (messages.length === 0) return;
-            if (mode === 'queue + POST') await Promise.all(messages.map((m) => post(m.id)));
-            await pool.transaction((tx) => queue.complete(tx, messages));
+            if (mode !== 'queue') await Promise.all(messages.map((m) => post(m.id)));
+            await pool.transaction(async (tx) => {
+              if (mode === 'queue + POST + record') await record(tx, messages.map((m) => m.data.deliveryId));
+              await queue.settle(tx, messages);
+            });
             done += messages.length;
           }
         }));

@@ -23,6 +23,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { PgBoss } from 'pg-boss';
 import { Pool } from 'undici';
+import { loadConfig } from '../src/config.ts';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { createEndpoint, RELEASE_BATCH, releaseHeldDeliveries } from '../src/core/endpoints.ts';
 import { insertApplication } from '../src/db/applications.ts';
@@ -400,7 +401,7 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
 async function baselineDeliveryPhase(b: Bench, baseline: { url: string }, accepted: number) {
   b.receiver.send('reset');
   const { child: worker } = await startBaseline('worker', {
-    DATABASE_URL: baseline.url, DATABASE_POOL_SIZE: b.env.DATABASE_POOL_SIZE ?? '10', WORKER_CONCURRENCY: b.env.WORKER_CONCURRENCY ?? '200',
+    DATABASE_URL: baseline.url, DATABASE_POOL_SIZE: b.env.DATABASE_POOL_SIZE ?? '10', WORKER_CONCURRENCY: b.env.WORKER_CONCURRENCY ?? String(loadConfig({}).workerConcurrency),
   });
   b.children.push(worker);
   try {
@@ -632,7 +633,8 @@ async function run(dbUrl: string, children: ChildProcess[]) {
   receiver.send('reset');
   const orgs = await fixtures(dbUrl, receiverPort);
   const env = {
-    DATABASE_URL: dbUrl, ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: '200',
+    // The product's default WORKER_CONCURRENCY, named so that the baseline's worker gets the same.
+    DATABASE_URL: dbUrl, ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', WORKER_CONCURRENCY: String(loadConfig({}).workerConcurrency),
     ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
   };
   const webPort = await freePort();

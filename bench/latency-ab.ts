@@ -1,0 +1,170 @@
+// `node bench/latency-ab.ts <other worktree>...`: the bench's latency phase alone, this tree
+// against others, interleaved in one run on one database server. Each tree gets a database
+// migrated by its own code, 50 tenants with one endpoint each at one receiver, and its web and
+// worker processes (the Node flags of its `npm run web` / `npm run worker`), started once. Each
+// round, for each tree in a rotating order: LAT_WARM_SECONDS (default 3) at the rate, then
+// LAT_SECONDS (default 8) measured: jobs sent open loop and evenly spaced at LAT_RATE per second
+// (default 300), as bench/run.ts sends them. Per round it prints the POST's answer time and the
+// first attempt's time from the job's created_at (p50 / p99), how late this process sent
+// (p99), and the CPU cores each process and the database server used over the measured phase.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { pino } from 'pino';
+import { Pool } from 'undici';
+import { createApiKey } from '../src/core/api-keys.ts';
+import { createEndpoint } from '../src/core/endpoints.ts';
+import { insertApplication } from '../src/db/applications.ts';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { insertEventType } from '../src/db/event-types.ts';
+import { insertOrganization } from '../src/db/organizations.ts';
+import { makePool } from '../src/db/pool.ts';
+import { newId } from '../src/ids.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { PAYLOAD, startReceiver } from './workload.ts';
+
+const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
+const RATE = Number(process.env.LAT_RATE ?? 300);
+const SECONDS = Number(process.env.LAT_SECONDS ?? 8);
+const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
+const logger = pino({ level: 'warn' }, pino.destination(2));
+type Fixture = { key: string; applicationId: string };
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const freePort = () => new Promise<number>((resolve) => {
+  const server = net.createServer().listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as net.AddressInfo;
+    server.close(() => resolve(port));
+  });
+});
+const cpu = async (pid: number) => {
+  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
+  return (Number(stat[11]) + Number(stat[12])) / 100;
+};
+const stop = (child: ChildProcess) => new Promise((resolve) => {
+  if (child.exitCode !== null) return resolve(null);
+  child.once('exit', resolve);
+  child.kill('SIGTERM');
+});
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+
+async function prepare(tree: string, url: string, receiverPort: number): Promise<Fixture[]> {
+  const { migrate } = await import(path.join(tree, 'src/db/migrate.ts')) as { migrate: (u: string, l: unknown) => Promise<void> };
+  await migrate(url, logger);
+  const pool = await makePool(url, { maximumPoolSize: 4 });
+  const out: Fixture[] = [];
+  for (let i = 0; i < 50; i += 1) {
+    const org = await insertOrganization(pool, { id: newId('org'), name: `lat ${i}` });
+    const tenant = { orgId: org.id, environment: 'live' as const };
+    const { key } = await createApiKey(pool, { orgId: org.id, environment: 'live', name: 'lat', scopes: ['*'], expiresAt: null });
+    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'lat', uid: null, metadata: {} });
+    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
+    await createEndpoint(pool, tenant, {
+      applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
+    });
+    out.push({ key, applicationId: app.id });
+  }
+  await pool.end();
+  return out;
+}
+
+async function start(dir: string, role: 'web' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
+  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const nodeArgs = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ').filter(Boolean);
+  return spawn(process.execPath, [...nodeArgs, path.join(dir, 'src/main.ts'), role], {
+    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
+  });
+}
+
+/** Open loop, evenly spaced (bench/run.ts steadyLoad): the jobs' ids, answer times and send lags. */
+async function steadyLoad(port: number, orgs: Fixture[], seconds: number) {
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 200 });
+  const interval = 1000 / RATE;
+  const lags: number[] = [];
+  const answerMs: number[] = [];
+  const answers: Array<Promise<string | null>> = [];
+  const begin = performance.now();
+  for (let i = 0; i < Math.round(RATE * seconds); i++) {
+    const due = begin + i * interval;
+    const wait = due - performance.now();
+    if (wait >= 1) await sleep(wait);
+    const sent = performance.now();
+    lags.push(sent - due);
+    const org = orgs[i % orgs.length] as Fixture;
+    answers.push(pool.request({
+      method: 'POST', path: '/v1/webhook-jobs',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
+      body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
+    }).then(async (res) => {
+      const body = await res.body.json() as { id?: string };
+      answerMs.push(performance.now() - sent);
+      return res.statusCode === 201 ? body.id ?? null : null;
+    }, () => null));
+  }
+  const ids = (await Promise.all(answers)).filter((id): id is string => id !== null);
+  await pool.close();
+  return { ids, lags: lags.sort((x, y) => x - y), answerMs: answerMs.sort((x, y) => x - y) };
+}
+
+const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `latency-ab-${process.pid}`), logger, ephemeral: true, durable: true });
+const admin = new pg.Client({ connectionString: embedded.url });
+await admin.connect();
+const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
+const ask = <T>(message: string) => new Promise<T>((resolve) => { receiver.once('message', (m) => resolve(m as T)); receiver.send(message); });
+const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+const setups = [];
+const children: ChildProcess[] = [];
+try {
+  for (const [i, tree] of trees.entries()) {
+    await admin.query(`create database lab_${i}`);
+    const url = new URL(embedded.url);
+    url.pathname = `/lab_${i}`;
+    const db = new pg.Client({ connectionString: url.toString() });
+    await db.connect();
+    const orgs = await prepare(tree.dir, url.toString(), receiverPort);
+    const port = await freePort();
+    const web = await start(tree.dir, 'web', { DATABASE_URL: url.toString(), PORT: String(port) });
+    const worker = await start(tree.dir, 'worker', { DATABASE_URL: url.toString() });
+    children.push(web, worker);
+    for (let k = 0; k < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); k += 1) await sleep(100);
+    setups.push({ ...tree, db, orgs, port, web, worker });
+  }
+  const postmasterPid = await postmasterPidOf(admin);
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
+      await steadyLoad(s.port, s.orgs, WARM_SECONDS);
+      await sleep(500);
+      receiver.send('reset');
+      receiver.send('track');
+      const before = { web: await cpu(s.web.pid ?? 0), worker: await cpu(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
+      const load = await steadyLoad(s.port, s.orgs, SECONDS);
+      const seconds = (performance.now() - before.at) / 1000;
+      const used = { web: await cpu(s.web.pid ?? 0) - before.web, worker: await cpu(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
+      for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
+      const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
+      const created = await s.db.query<{ id: string; ms: number }>(
+        'select id, extract(epoch from created_at) * 1000 as ms from webhook_jobs where id = any($1)', [arrivals.map(([id]) => id)]);
+      const createdAt = new Map(created.rows.map((r) => [r.id, Number(r.ms)]));
+      const first = arrivals.map(([id, at]) => at - (createdAt.get(id) ?? at)).sort((x, y) => x - y);
+      const round1 = (x: number) => +x.toFixed(1);
+      process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify({
+        jobs: load.ids.length, arrived: first.length,
+        answer_p50: round1(percentile(load.answerMs, 50)), answer_p99: round1(percentile(load.answerMs, 99)),
+        first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
+        cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
+      })}\n`);
+    }
+  }
+} finally {
+  for (const child of children) await stop(child);
+  for (const s of setups) await s.db.end();
+  receiver.kill();
+  await admin.end();
+  await embedded.stop();
+}
+process.exit(0);
