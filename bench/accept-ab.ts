@@ -2,8 +2,10 @@
 // others (e.g. checkouts of the commits before a change), interleaved in one run on one database
 // server so the machine's load falls on all alike: AB_ROUNDS rounds of the bare Express ceiling,
 // then each tree's web process (in a rotating order) loaded for AB_SECONDS, each tree on a
-// database migrated by its own code. AB_NODE_ARGS (e.g. `--cpu-prof`) is given to each web process.
-// Prints jobs/s, the share of the bare Express POST, web and database CPU per job, each round and the medians.
+// database migrated by its own code. Each web process runs with the Node flags of its tree's
+// `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
+// Prints jobs/s, the share of the bare Express POST, web and database CPU per job and the web's
+// peak RSS, each round and the medians (the peak: the highest).
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -86,7 +88,7 @@ for (const [i, tree] of trees.entries()) {
   setups.push({ ...tree, url: url.toString(), orgs: await prepare(tree.dir, url.toString()) });
 }
 const postmasterPid = await postmasterPidOf(admin);
-const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
 try {
   for (let round = 0; round < ROUNDS; round += 1) {
     const bare = fork(path.join(here, 'bench/bare-express.ts'), { stdio: 'inherit' });
@@ -95,7 +97,9 @@ try {
     await stop(bare);
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
       const port = await freePort();
-      const nodeArgs = ['--max-semi-space-size=4', '--max-old-space-size=128', ...(process.env.AB_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+      const { scripts } = JSON.parse(await readFile(path.join(s.dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+      const own = (/\bnode (.*)src\/main\.ts/.exec(scripts.web ?? '')?.[1] ?? '').split(' ');
+      const nodeArgs = [...own, ...(process.env.AB_NODE_ARGS ?? '').split(' ')].filter(Boolean);
       const web = spawn(process.execPath, [...nodeArgs, path.join(s.dir, 'src/main.ts'), 'web'], {
         cwd: s.dir, stdio: ['ignore', 'ignore', 'inherit'],
         env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: s.url, PORT: String(port), RATE_LIMIT_JOBS_PER_SECOND: '1000000' },
@@ -105,10 +109,11 @@ try {
       const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
       const run = await load(port, s.orgs);
       const used = await cpu(web.pid ?? 0) - before;
+      const peakMb = Math.round(Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${web.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(web);
       const jobs = run['2xx'] / SECONDS;
-      rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])) });
+      rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])), peak_mb: peakMb });
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(rows[s.name]!.at(-1))} non-2xx ${run.non2xx}\n`);
     }
   }
@@ -120,7 +125,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 for (const [name, list] of Object.entries(rows)) {
   console.log(name, {
     jobs: median(list.map((r) => r.jobs)), share: median(list.map((r) => r.share)), cpu_us: median(list.map((r) => r.cpu_us)),
-    db_cpu_us: median(list.map((r) => r.db_cpu_us)),
+    db_cpu_us: median(list.map((r) => r.db_cpu_us)), peak_mb: Math.max(...list.map((r) => r.peak_mb)),
   });
 }
 process.exit(0);

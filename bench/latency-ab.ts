@@ -3,10 +3,13 @@
 // migrated by its own code, 50 tenants with one endpoint each at one receiver, and its web and
 // worker processes (the Node flags of its `npm run web` / `npm run worker`), started once. Each
 // round, for each tree in a rotating order: LAT_WARM_SECONDS (default 3) at the rate, then
-// LAT_SECONDS (default 8) measured: jobs sent open loop and evenly spaced at LAT_RATE per second
-// (default 300), as bench/run.ts sends them. Per round it prints the POST's answer time and the
+// LAT_SECONDS (default 8) measured, after an analyze: jobs sent open loop and evenly spaced at LAT_RATE per second
+// (default 300), as bench/run.ts sends them. Each database first holds LAT_HISTORY (default
+// 40,000) delivered jobs, as the bench's latency phase finds it. Per round it prints the POST's answer time and the
 // first attempt's time from the job's created_at (p50 / p99), how late this process sent
 // (p99), and the CPU cores each process and the database server used over the measured phase.
+// With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
+// the statements that took the most time during the measured phase, per job, and their planning.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -31,6 +34,8 @@ const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const RATE = Number(process.env.LAT_RATE ?? 300);
 const SECONDS = Number(process.env.LAT_SECONDS ?? 8);
 const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
+const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
 const logger = pino({ level: 'warn' }, pino.destination(2));
 type Fixture = { key: string; applicationId: string };
 
@@ -72,6 +77,26 @@ async function prepare(tree: string, url: string, receiverPort: number): Promise
   return out;
 }
 
+/**
+ * `count` delivered jobs, as the bench's latency phase finds them after its accept and delivery
+ * phases (written by SQL, with one delivery each, to the first tenant's endpoint), analyzed: the
+ * plans of a database of a few thousand deliveries differ (a sequential scan of deliveries is
+ * cheaper there than a hundred lookups).
+ */
+async function history(db: pg.Client, count: number): Promise<void> {
+  if (count === 0) return;
+  await db.query(`
+    with e as (select id, org_id, application_id from endpoints order by id limit 1),
+    jobs as (
+      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
+      select 'job_hist' || lpad(g::text, 23, '0'), e.org_id, 'live', e.application_id, 'invoice.paid', $1::json, now() + interval '48 hours'
+      from e, generate_series(1, $2::int) g
+      returning id, org_id, application_id)
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count)
+    select jobs.id, e.id, jobs.org_id, jobs.application_id, 'succeeded', 1 from jobs, e`, [JSON.stringify(PAYLOAD), count]);
+  await db.query('analyze');
+}
+
 async function start(dir: string, role: 'web' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
   const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   const nodeArgs = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ').filter(Boolean);
@@ -111,7 +136,10 @@ async function steadyLoad(port: number, orgs: Fixture[], seconds: number) {
   return { ids, lags: lags.sort((x, y) => x - y), answerMs: answerMs.sort((x, y) => x - y) };
 }
 
-const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `latency-ab-${process.pid}`), logger, ephemeral: true, durable: true });
+const embedded = await startEmbeddedPostgres({
+  dataDir: path.join(here, '.data', `latency-ab-${process.pid}`), logger, ephemeral: true, durable: true,
+  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' } } : {}),
+});
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
 const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
@@ -126,7 +154,9 @@ try {
     url.pathname = `/lab_${i}`;
     const db = new pg.Client({ connectionString: url.toString() });
     await db.connect();
+    if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
     const orgs = await prepare(tree.dir, url.toString(), receiverPort);
+    await history(db, HISTORY);
     const port = await freePort();
     const web = await start(tree.dir, 'web', { DATABASE_URL: url.toString(), PORT: String(port) });
     const worker = await start(tree.dir, 'worker', { DATABASE_URL: url.toString() });
@@ -138,9 +168,13 @@ try {
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
       await steadyLoad(s.port, s.orgs, WARM_SECONDS);
+      // Statistics of the tables as they are now, as autovacuum takes them within a minute: a
+      // fresh database's plans (cached per session) were made while deliveries was empty.
+      await s.db.query('analyze');
       await sleep(500);
       receiver.send('reset');
       receiver.send('track');
+      if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
       const before = { web: await cpu(s.web.pid ?? 0), worker: await cpu(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
       const load = await steadyLoad(s.port, s.orgs, SECONDS);
       const seconds = (performance.now() - before.at) / 1000;
@@ -158,6 +192,18 @@ try {
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
         cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
       })}\n`);
+      if (STATEMENTS) {
+        const top = await s.db.query(`
+          select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,
+                 plans, round((total_plan_time / greatest(plans, 1))::numeric, 2) as plan_ms,
+                 left(regexp_replace(query, '\\s+', ' ', 'g'), 100) as query
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+          order by total_exec_time desc limit 15`, [Math.max(1, load.ids.length)]);
+        console.table(top.rows);
+        const scans = await s.db.query(`
+          select relname, seq_scan, seq_tup_read, idx_scan, n_live_tup from pg_stat_user_tables where seq_tup_read > 0 order by seq_tup_read desc limit 8`);
+        console.table(scans.rows);
+      }
     }
   }
 } finally {
