@@ -41,10 +41,15 @@ returns table (
 language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
+  -- The batch's deliveries by id, for every read of deliveries below (as record_attempts reads
+  -- them): the planner takes a jsonb_array_elements() for 100 rows, and joined to it alone, a
+  -- table of a few thousand deliveries was read by sequential scan, twice a claim, with plans
+  -- kept for the session (test/claim-plans.test.ts). `= any` of an array is read by primary key.
+  v_ids bigint[] := array(select (i->>'delivery_id')::bigint from jsonb_array_elements(p_items) i);
 begin
   insert into endpoint_send_slots (endpoint_id, next_slot_at)
     select distinct d.endpoint_id, v_now
-    from jsonb_array_elements(p_items) i join deliveries d on d.id = (i->>'delivery_id')::bigint
+    from deliveries d where d.id = any(v_ids)
     order by 1
   on conflict on constraint endpoint_send_slots_pkey do nothing;
 
@@ -57,7 +62,7 @@ begin
     -- whenever statistics still said few were pending (right after an outage's release):
     -- drains of 20,000 ran at ~470/s instead of ~2,500/s in one run out of two.
     select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.status
-    from items join deliveries d on d.id = items.id and d.round = items.round
+    from items join deliveries d on d.id = items.id and d.round = items.round and d.id = any(v_ids)
     order by d.id
     for update of d
   ), open as (
@@ -125,7 +130,7 @@ begin
                           when 'cancel' then 'cancelled' when 'send' then 'in_flight' else dl.status end,
       next_attempt_at = case when f.act = 'defer' then f.defer_at else dl.next_attempt_at end,
       updated_at = now()
-    from final f where dl.id = f.id
+    from final f where dl.id = f.id and dl.id = any(v_ids)
   )
   select f.id, f.round, f.act, case when f.act = 'defer' then f.defer_at else f.slot_at end,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
