@@ -13,100 +13,30 @@
 // the ten statements that took the most time during the drain, per delivery.
 // Prints deliveries/s, worker and database CPU per delivery and the worker's peak RSS, each round
 // and the medians (the peak: the highest).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
-import { createApiKey } from '../src/core/api-keys.ts';
-import { createEndpoint } from '../src/core/endpoints.ts';
-import { insertApplication } from '../src/db/applications.ts';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { insertEventType } from '../src/db/event-types.ts';
-import { insertOrganization } from '../src/db/organizations.ts';
-import { makePool } from '../src/db/pool.ts';
-import { newId } from '../src/ids.ts';
+import { cpuSeconds, freePort, healthy, jobRequests, peakMb, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { PAYLOAD, startReceiver } from './workload.ts';
+import { startReceiver } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const JOBS = Number(process.env.AB_JOBS ?? 15_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
-type Fixture = { key: string; applicationId: string };
 type Stats = { count: number; first: number; last: number };
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const freePort = () => new Promise<number>((resolve) => {
-  const server = net.createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as net.AddressInfo;
-    server.close(() => resolve(port));
-  });
-});
-const cpu = async (pid: number) => {
-  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
-  return (Number(stat[11]) + Number(stat[12])) / 100;
-};
-/** Peak resident memory (VmHWM) of a process, in MB. */
-const peakMb = async (pid: number) => Math.round(Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
-const stop = (child: ChildProcess) => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); });
-
-async function prepare(tree: string, url: string, receiverPort: number): Promise<Fixture[]> {
-  const { migrate } = await import(path.join(tree, 'src/db/migrate.ts')) as { migrate: (u: string, l: unknown) => Promise<void> };
-  await migrate(url, logger);
-  const pool = await makePool(url, { maximumPoolSize: 4 });
-  const out: Fixture[] = [];
-  for (let i = 0; i < 50; i += 1) {
-    const org = await insertOrganization(pool, { id: newId('org'), name: `ab ${i}` });
-    const tenant = { orgId: org.id, environment: 'live' as const };
-    const { key } = await createApiKey(pool, { orgId: org.id, environment: 'live', name: 'ab', scopes: ['*'], expiresAt: null });
-    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'ab', uid: null, metadata: {} });
-    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
-    await createEndpoint(pool, tenant, {
-      applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
-    });
-    out.push({ key, applicationId: app.id });
-  }
-  await pool.end();
-  return out;
-}
-
-/** The Node flags `npm run <role>` of the tree starts the role with (its package.json), then AB_NODE_ARGS for a worker. */
-async function nodeArgsOf(dir: string, role: 'web' | 'worker'): Promise<string[]> {
-  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const own = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ');
-  return [...own, ...(role === 'worker' ? (process.env.AB_NODE_ARGS ?? '').split(' ') : [])].filter(Boolean);
-}
-
-async function start(dir: string, role: 'web' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
-  return spawn(process.execPath, [...await nodeArgsOf(dir, role), path.join(dir, 'src/main.ts'), role], {
-    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
-  });
-}
 
 /** Posts exactly `count` jobs through the tree's web process (50 connections). */
 async function accept(dir: string, url: string, orgs: Fixture[], count: number): Promise<void> {
   const port = await freePort();
-  const web = await start(dir, 'web', { DATABASE_URL: url, PORT: String(port) });
+  const web = await startRole(dir, 'web', { DATABASE_URL: url, PORT: String(port) });
   try {
-    for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
-    let next = 0;
-    const run = await autocannon({
-      url: `http://127.0.0.1:${port}`, connections: 50, amount: count,
-      requests: [{
-        method: 'POST', path: '/v1/webhook-jobs',
-        setupRequest: (request) => {
-          const org = orgs[next++ % orgs.length] as Fixture;
-          return { ...request, headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-            body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }) };
-        },
-      }],
-    });
+    await healthy(port);
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, amount: count, requests: jobRequests(orgs) });
     if (run['2xx'] !== count) throw new Error(`${dir}: ${run['2xx']} of ${count} jobs accepted (${run.non2xx} refused)`);
   } finally {
     await stop(web);
@@ -130,7 +60,7 @@ for (const [i, tree] of trees.entries()) {
   const db = new pg.Client({ connectionString: url.toString() });
   await db.connect();
   if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
-  setups.push({ ...tree, url: url.toString(), db, orgs: await prepare(tree.dir, url.toString(), receiverPort) });
+  setups.push({ ...tree, url: url.toString(), db, orgs: await prepareTree(tree.dir, url.toString(), `http://127.0.0.1:${receiverPort}/hook`, logger) });
 }
 const postmasterPid = await postmasterPidOf(admin);
 const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
@@ -143,7 +73,7 @@ try {
       await s.db.query('vacuum analyze');
       receiver.send('reset');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset()');
-      const worker = await start(s.dir, 'worker', { DATABASE_URL: s.url });
+      const worker = await startRole(s.dir, 'worker', { DATABASE_URL: s.url }, process.env.AB_NODE_ARGS);
       let stats = await ask('stats');
       for (let waited = 0; stats.count === 0; waited += 1) {
         if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
@@ -151,7 +81,7 @@ try {
         stats = await ask('stats');
       }
       const firstCount = stats.count;
-      const before = await cpu(worker.pid ?? 0);
+      const before = await cpuSeconds(worker.pid ?? 0);
       const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
       for (let idle = 0; stats.count < JOBS; ) {
         await sleep(100);
@@ -160,7 +90,7 @@ try {
         if (idle > 300) throw new Error(`${s.name}: stalled at ${next.count} of ${JOBS}`);
         stats = next;
       }
-      const used = await cpu(worker.pid ?? 0) - before;
+      const used = await cpuSeconds(worker.pid ?? 0) - before;
       const peak = await peakMb(worker.pid ?? 0);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(worker);

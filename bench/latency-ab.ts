@@ -10,22 +10,14 @@
 // (p99), and the CPU cores each process and the database server used over the measured phase.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
 // the statements that took the most time during the measured phase, per job, and their planning.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import net from 'node:net';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { pino } from 'pino';
 import { Pool } from 'undici';
-import { createApiKey } from '../src/core/api-keys.ts';
-import { createEndpoint } from '../src/core/endpoints.ts';
-import { insertApplication } from '../src/db/applications.ts';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { insertEventType } from '../src/db/event-types.ts';
-import { insertOrganization } from '../src/db/organizations.ts';
-import { makePool } from '../src/db/pool.ts';
-import { newId } from '../src/ids.ts';
+import { cpuSeconds, freePort, healthy, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { PAYLOAD, startReceiver } from './workload.ts';
 
@@ -37,45 +29,8 @@ const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
 const logger = pino({ level: 'warn' }, pino.destination(2));
-type Fixture = { key: string; applicationId: string };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const freePort = () => new Promise<number>((resolve) => {
-  const server = net.createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as net.AddressInfo;
-    server.close(() => resolve(port));
-  });
-});
-const cpu = async (pid: number) => {
-  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
-  return (Number(stat[11]) + Number(stat[12])) / 100;
-};
-const stop = (child: ChildProcess) => new Promise((resolve) => {
-  if (child.exitCode !== null) return resolve(null);
-  child.once('exit', resolve);
-  child.kill('SIGTERM');
-});
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-
-async function prepare(tree: string, url: string, receiverPort: number): Promise<Fixture[]> {
-  const { migrate } = await import(path.join(tree, 'src/db/migrate.ts')) as { migrate: (u: string, l: unknown) => Promise<void> };
-  await migrate(url, logger);
-  const pool = await makePool(url, { maximumPoolSize: 4 });
-  const out: Fixture[] = [];
-  for (let i = 0; i < 50; i += 1) {
-    const org = await insertOrganization(pool, { id: newId('org'), name: `lat ${i}` });
-    const tenant = { orgId: org.id, environment: 'live' as const };
-    const { key } = await createApiKey(pool, { orgId: org.id, environment: 'live', name: 'lat', scopes: ['*'], expiresAt: null });
-    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'lat', uid: null, metadata: {} });
-    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
-    await createEndpoint(pool, tenant, {
-      applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
-    });
-    out.push({ key, applicationId: app.id });
-  }
-  await pool.end();
-  return out;
-}
 
 /**
  * `count` delivered jobs, as the bench's latency phase finds them after its accept and delivery
@@ -95,15 +50,6 @@ async function history(db: pg.Client, count: number): Promise<void> {
     insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count)
     select jobs.id, e.id, jobs.org_id, jobs.application_id, 'succeeded', 1 from jobs, e`, [JSON.stringify(PAYLOAD), count]);
   await db.query('analyze');
-}
-
-async function start(dir: string, role: 'web' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
-  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const nodeArgs = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ').filter(Boolean);
-  return spawn(process.execPath, [...nodeArgs, path.join(dir, 'src/main.ts'), role], {
-    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
-  });
 }
 
 /** Open loop, evenly spaced (bench/run.ts steadyLoad): the jobs' ids, answer times and send lags. */
@@ -155,13 +101,13 @@ try {
     const db = new pg.Client({ connectionString: url.toString() });
     await db.connect();
     if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
-    const orgs = await prepare(tree.dir, url.toString(), receiverPort);
+    const orgs = await prepareTree(tree.dir, url.toString(), `http://127.0.0.1:${receiverPort}/hook`, logger);
     await history(db, HISTORY);
     const port = await freePort();
-    const web = await start(tree.dir, 'web', { DATABASE_URL: url.toString(), PORT: String(port) });
-    const worker = await start(tree.dir, 'worker', { DATABASE_URL: url.toString() });
+    const web = await startRole(tree.dir, 'web', { DATABASE_URL: url.toString(), PORT: String(port) });
+    const worker = await startRole(tree.dir, 'worker', { DATABASE_URL: url.toString() });
     children.push(web, worker);
-    for (let k = 0; k < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); k += 1) await sleep(100);
+    await healthy(port);
     setups.push({ ...tree, db, orgs, port, web, worker });
   }
   const postmasterPid = await postmasterPidOf(admin);
@@ -175,10 +121,10 @@ try {
       receiver.send('reset');
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
-      const before = { web: await cpu(s.web.pid ?? 0), worker: await cpu(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
+      const before = { web: await cpuSeconds(s.web.pid ?? 0), worker: await cpuSeconds(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
       const load = await steadyLoad(s.port, s.orgs, SECONDS);
       const seconds = (performance.now() - before.at) / 1000;
-      const used = { web: await cpu(s.web.pid ?? 0) - before.web, worker: await cpu(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
+      const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
       const created = await s.db.query<{ id: string; ms: number }>(

@@ -1,0 +1,105 @@
+// What the A/B scripts (bench/accept-ab.ts, delivery-ab.ts, latency-ab.ts) share: each tree's
+// database migrated by that tree's own code with the same 50 tenants, its processes started with
+// the Node flags of its own `npm run <role>`, and the /proc readings of a process.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import type autocannon from 'autocannon';
+import type { Logger } from 'pino';
+import { createApiKey } from '../src/core/api-keys.ts';
+import { createEndpoint } from '../src/core/endpoints.ts';
+import { insertApplication } from '../src/db/applications.ts';
+import { insertEventType } from '../src/db/event-types.ts';
+import { insertOrganization } from '../src/db/organizations.ts';
+import { makePool } from '../src/db/pool.ts';
+import { newId } from '../src/ids.ts';
+import { PAYLOAD } from './workload.ts';
+
+export type Fixture = { key: string; applicationId: string };
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export const freePort = () => new Promise<number>((resolve) => {
+  const server = net.createServer().listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as net.AddressInfo;
+    server.close(() => resolve(port));
+  });
+});
+
+/** CPU seconds a process has used so far (user + system), from /proc. */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
+  return (Number(stat[11]) + Number(stat[12])) / 100;
+}
+
+/** Peak resident memory (VmHWM) of a process, in MB. */
+export async function peakMb(pid: number): Promise<number> {
+  return Math.round(Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
+}
+
+/** SIGTERM, and resolves when the process has exited. */
+export function stop(child: ChildProcess): Promise<unknown> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve(null);
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+  });
+}
+
+/**
+ * Migrates `url` with the tree's own code, then 50 tenants: each an organization with a key, an
+ * application, the event type invoice.paid and one endpoint at `endpointUrl` (10,000 starts/s).
+ */
+export async function prepareTree(tree: string, url: string, endpointUrl: string, logger: Logger): Promise<Fixture[]> {
+  const { migrate } = await import(path.join(tree, 'src/db/migrate.ts')) as { migrate: (u: string, l: unknown) => Promise<void> };
+  await migrate(url, logger);
+  const pool = await makePool(url, { maximumPoolSize: 4 });
+  const out: Fixture[] = [];
+  for (let i = 0; i < 50; i += 1) {
+    const org = await insertOrganization(pool, { id: newId('org'), name: `ab ${i}` });
+    const tenant = { orgId: org.id, environment: 'live' as const };
+    const { key } = await createApiKey(pool, { orgId: org.id, environment: 'live', name: 'ab', scopes: ['*'], expiresAt: null });
+    const app = await insertApplication(pool, tenant, { id: newId('app'), name: 'ab', uid: null, metadata: {} });
+    await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
+    await createEndpoint(pool, tenant, {
+      applicationId: app.id, url: endpointUrl, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
+    });
+    out.push({ key, applicationId: app.id });
+  }
+  await pool.end();
+  return out;
+}
+
+/** The Node flags the tree's `npm run <role>` starts the role with (its package.json), then `extra`. */
+export async function nodeArgsOf(dir: string, role: 'web' | 'worker', extra = ''): Promise<string[]> {
+  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const own = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ');
+  return [...own, ...extra.split(' ')].filter(Boolean);
+}
+
+/** The tree's `src/main.ts <role>`, with its own flags and `extraNodeArgs`, local destinations allowed and job creation unlimited. */
+export async function startRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, extraNodeArgs = ''): Promise<ChildProcess> {
+  return spawn(process.execPath, [...await nodeArgsOf(dir, role, extraNodeArgs), path.join(dir, 'src/main.ts'), role], {
+    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
+  });
+}
+
+/** Waits until the web process on `port` answers /health (20 s at most). */
+export async function healthy(port: number): Promise<void> {
+  for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
+}
+
+/** autocannon's requests for job creations, the tenants taking turns, each with the bench's payload. */
+export function jobRequests(orgs: Fixture[]): autocannon.Request[] {
+  let next = 0;
+  return [{
+    method: 'POST', path: '/v1/webhook-jobs',
+    setupRequest: (request) => {
+      const org = orgs[next++ % orgs.length] as Fixture;
+      return { ...request, headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
+        body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }) };
+    },
+  }];
+}
