@@ -2,9 +2,9 @@
 // (old attempts of finished jobs, old archived jobs with everything below them, expired
 // idempotency keys, stale rate-limit counters) in bounded batches; the workers' hourly upkeep
 // runs it with the configured settings; a settled queue message is deleted at once, and pg-boss
-// deletes the messages it finished itself after QUEUE_RETENTION_HOURS, at least hourly. Jobs, endpoints and keys are made through the API and
-// attempts recorded through the worker's own claim/record functions; only timestamps are moved
-// into the past in SQL.
+// deletes the messages it finished itself after QUEUE_RETENTION_HOURS, at least hourly. Jobs,
+// endpoints and keys are made through the API and attempts recorded through the worker's own
+// claim/record functions; only timestamps are moved into the past in SQL.
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
