@@ -18,7 +18,7 @@
 // Each configuration (loops fetching at once × messages per fetch) gets a fresh backlog of
 // FLOOR_MESSAGES messages (default 30,000), enqueued first (not timed), then drained; the
 // figures are the drain's rate and the CPU of this process and of the database server (read
-// from /proc, as bench/run.ts reads it) per message. About a minute on 2 cores.
+// from /proc, as bench/run.ts reads it) per message. About three minutes on 2 cores.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
