@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import type autocannon from 'autocannon';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { createEndpoint } from '../src/core/endpoints.ts';
@@ -14,9 +14,9 @@ import { insertEventType } from '../src/db/event-types.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
-import { PAYLOAD } from './workload.ts';
+import type { Sender } from './workload.ts';
 
-export type Fixture = { key: string; applicationId: string };
+export type Fixture = Sender;
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -45,6 +45,14 @@ export function stop(child: ChildProcess): Promise<unknown> {
     child.once('exit', resolve);
     child.kill('SIGTERM');
   });
+}
+
+/** A database named `name` on the server `admin` is connected to (at `serverUrl`): its URL. */
+export async function createDatabase(admin: pg.Client, serverUrl: string, name: string): Promise<string> {
+  await admin.query(`create database ${name}`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
 }
 
 /**
@@ -89,17 +97,4 @@ export async function startRole(dir: string, role: 'web' | 'worker', env: Record
 /** Waits until the web process on `port` answers /health (20 s at most). */
 export async function healthy(port: number): Promise<void> {
   for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
-}
-
-/** autocannon's requests for job creations, the tenants taking turns, each with the bench's payload. */
-export function jobRequests(orgs: Fixture[]): autocannon.Request[] {
-  let next = 0;
-  return [{
-    method: 'POST', path: '/v1/webhook-jobs',
-    setupRequest: (request) => {
-      const org = orgs[next++ % orgs.length] as Fixture;
-      return { ...request, headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-        body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }) };
-    },
-  }];
 }

@@ -13,8 +13,9 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, freePort, healthy, jobRequests, peakMb, prepareTree, startRole, stop, type Fixture } from './ab.ts';
+import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { jobRequests } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -31,11 +32,9 @@ await admin.connect();
 const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 for (const [i, tree] of trees.entries()) {
-  await admin.query(`create database ab_${i}`);
-  const url = new URL(embedded.url);
-  url.pathname = `/ab_${i}`;
+  const url = await createDatabase(admin, embedded.url, `ab_${i}`);
   // Endpoints at a closed port: no worker runs, nothing is delivered.
-  setups.push({ ...tree, url: url.toString(), orgs: await prepareTree(tree.dir, url.toString(), 'http://127.0.0.1:9/hook', logger) });
+  setups.push({ ...tree, url, orgs: await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger) });
 }
 const postmasterPid = await postmasterPidOf(admin);
 const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));

@@ -19,9 +19,9 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, freePort, healthy, jobRequests, peakMb, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
+import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { startReceiver } from './workload.ts';
+import { jobRequests, startReceiver } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -54,13 +54,11 @@ const ask = (message: string) => new Promise<Stats>((resolve) => { receiver.once
 const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 for (const [i, tree] of trees.entries()) {
-  await admin.query(`create database dab_${i}`);
-  const url = new URL(embedded.url);
-  url.pathname = `/dab_${i}`;
-  const db = new pg.Client({ connectionString: url.toString() });
+  const url = await createDatabase(admin, embedded.url, `dab_${i}`);
+  const db = new pg.Client({ connectionString: url });
   await db.connect();
   if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
-  setups.push({ ...tree, url: url.toString(), db, orgs: await prepareTree(tree.dir, url.toString(), `http://127.0.0.1:${receiverPort}/hook`, logger) });
+  setups.push({ ...tree, url, db, orgs: await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger) });
 }
 const postmasterPid = await postmasterPidOf(admin);
 const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));

@@ -36,7 +36,7 @@ import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue, type QueueItem } from '../src/queue.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { PAYLOAD, startReceiver } from './workload.ts';
+import { insertJobs, PAYLOAD, startReceiver } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MESSAGES = Number(process.env.FLOOR_MESSAGES ?? 30_000);
@@ -87,19 +87,10 @@ async function main(): Promise<void> {
     let nextJob = 1;
     /** MESSAGES jobs with one delivery each, in flight as a claim leaves them; returns their delivery ids. */
     const claimedDeliveries = async (): Promise<number[]> => {
-      const first = nextJob;
+      const ids = await insertJobs(admin, { orgId: org.id, applicationId: app.id, endpointId: endpoint.id }, { prefix: 'floor', from: nextJob, count: MESSAGES, status: 'in_flight' });
       nextJob += MESSAGES;
-      const { rows } = await admin.query<{ id: string }>(`
-        with jobs as (
-          insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-          select 'job_floor' || lpad(g::text, 22, '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() + interval '48 hours'
-          from generate_series($4::int, $5::int) g
-          returning id)
-        insert into deliveries (job_id, endpoint_id, org_id, application_id, status)
-        select id, $6, $1, $2, 'in_flight' from jobs order by id
-        returning id`, [org.id, app.id, BODY, first, first + MESSAGES - 1, endpoint.id]);
       await admin.query('analyze webhook_jobs; analyze deliveries');
-      return rows.map((r) => Number(r.id));
+      return ids;
     };
     /** The rows the contract needs for a batch of successful attempts (see the head of this file). */
     const record = async (tx: Parameters<Parameters<typeof pool.transaction>[0]>[0], deliveryIds: number[]) => {

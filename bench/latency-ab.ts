@@ -15,11 +15,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { pino } from 'pino';
-import { Pool } from 'undici';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, freePort, healthy, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
+import { cpuSeconds, createDatabase, freePort, healthy, prepareTree, sleep, startRole, stop } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { PAYLOAD, startReceiver } from './workload.ts';
+import { insertJobs, percentile, startReceiver, steadyLoad, type JobTarget } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -30,8 +29,6 @@ const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
 const logger = pino({ level: 'warn' }, pino.destination(2));
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-
 /**
  * `count` delivered jobs, as the bench's latency phase finds them after its accept and delivery
  * phases (written by SQL, with one delivery each, to the first tenant's endpoint), analyzed: the
@@ -40,46 +37,11 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
  */
 async function history(db: pg.Client, count: number): Promise<void> {
   if (count === 0) return;
-  await db.query(`
-    with e as (select id, org_id, application_id from endpoints order by id limit 1),
-    jobs as (
-      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-      select 'job_hist' || lpad(g::text, 23, '0'), e.org_id, 'live', e.application_id, 'invoice.paid', $1::json, now() + interval '48 hours'
-      from e, generate_series(1, $2::int) g
-      returning id, org_id, application_id)
-    insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count)
-    select jobs.id, e.id, jobs.org_id, jobs.application_id, 'succeeded', 1 from jobs, e`, [JSON.stringify(PAYLOAD), count]);
+  const { rows: [to] } = await db.query<JobTarget>(`
+    select org_id as "orgId", application_id as "applicationId", id as "endpointId" from endpoints order by id limit 1`);
+  if (!to) throw new Error('no endpoint to write the history to');
+  await insertJobs(db, to, { prefix: 'hist', from: 1, count, status: 'succeeded' });
   await db.query('analyze');
-}
-
-/** Open loop, evenly spaced (bench/run.ts steadyLoad): the jobs' ids, answer times and send lags. */
-async function steadyLoad(port: number, orgs: Fixture[], seconds: number) {
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 200 });
-  const interval = 1000 / RATE;
-  const lags: number[] = [];
-  const answerMs: number[] = [];
-  const answers: Array<Promise<string | null>> = [];
-  const begin = performance.now();
-  for (let i = 0; i < Math.round(RATE * seconds); i++) {
-    const due = begin + i * interval;
-    const wait = due - performance.now();
-    if (wait >= 1) await sleep(wait);
-    const sent = performance.now();
-    lags.push(sent - due);
-    const org = orgs[i % orgs.length] as Fixture;
-    answers.push(pool.request({
-      method: 'POST', path: '/v1/webhook-jobs',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-      body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
-    }).then(async (res) => {
-      const body = await res.body.json() as { id?: string };
-      answerMs.push(performance.now() - sent);
-      return res.statusCode === 201 ? body.id ?? null : null;
-    }, () => null));
-  }
-  const ids = (await Promise.all(answers)).filter((id): id is string => id !== null);
-  await pool.close();
-  return { ids, lags: lags.sort((x, y) => x - y), answerMs: answerMs.sort((x, y) => x - y) };
 }
 
 const embedded = await startEmbeddedPostgres({
@@ -95,17 +57,15 @@ const setups = [];
 const children: ChildProcess[] = [];
 try {
   for (const [i, tree] of trees.entries()) {
-    await admin.query(`create database lab_${i}`);
-    const url = new URL(embedded.url);
-    url.pathname = `/lab_${i}`;
-    const db = new pg.Client({ connectionString: url.toString() });
+    const url = await createDatabase(admin, embedded.url, `lab_${i}`);
+    const db = new pg.Client({ connectionString: url });
     await db.connect();
     if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
-    const orgs = await prepareTree(tree.dir, url.toString(), `http://127.0.0.1:${receiverPort}/hook`, logger);
+    const orgs = await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger);
     await history(db, HISTORY);
     const port = await freePort();
-    const web = await startRole(tree.dir, 'web', { DATABASE_URL: url.toString(), PORT: String(port) });
-    const worker = await startRole(tree.dir, 'worker', { DATABASE_URL: url.toString() });
+    const web = await startRole(tree.dir, 'web', { DATABASE_URL: url, PORT: String(port) });
+    const worker = await startRole(tree.dir, 'worker', { DATABASE_URL: url });
     children.push(web, worker);
     await healthy(port);
     setups.push({ ...tree, db, orgs, port, web, worker });
@@ -113,7 +73,7 @@ try {
   const postmasterPid = await postmasterPidOf(admin);
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
-      await steadyLoad(s.port, s.orgs, WARM_SECONDS);
+      await steadyLoad(s.port, s.orgs, RATE, WARM_SECONDS);
       // Statistics of the tables as they are now, as autovacuum takes them within a minute: a
       // fresh database's plans (cached per session) were made while deliveries was empty.
       await s.db.query('analyze');
@@ -122,7 +82,7 @@ try {
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
       const before = { web: await cpuSeconds(s.web.pid ?? 0), worker: await cpuSeconds(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
-      const load = await steadyLoad(s.port, s.orgs, SECONDS);
+      const load = await steadyLoad(s.port, s.orgs, RATE, SECONDS);
       const seconds = (performance.now() - before.at) / 1000;
       const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);

@@ -37,7 +37,7 @@ import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
-import { PAYLOAD, startReceiver } from './workload.ts';
+import { insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -118,8 +118,7 @@ async function bareExpressCeiling(): Promise<number> {
   try {
     const { port } = await new Promise<{ port: number }>((resolve) => server.once('message', (m) => resolve(m as { port: number })));
     const orgs = Array.from({ length: ORGS }, () => ({ orgId: newId('org'), key: `sk_live_${'x'.repeat(32)}`, applicationId: newId('app'), endpointId: '' }));
-    let next = 0;
-    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: [jobRequest(orgs, () => next++)] });
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
     return run['2xx'] / SECONDS;
   } finally {
     await stopChild(server, 5000);
@@ -213,24 +212,6 @@ async function waitForDeliveries(receiver: ChildProcess, target: number, what: s
   return stats;
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-
-/** The headers and body of one job creation for `org`: every phase that creates jobs sends this. */
-function jobPost(org: Fixture) {
-  return {
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-    body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
-  };
-}
-
-function jobRequest(orgs: Fixture[], counter: () => number) {
-  return {
-    method: 'POST' as const,
-    path: '/v1/webhook-jobs',
-    setupRequest: (request: autocannon.Request) => ({ ...request, ...jobPost(orgs[counter() % orgs.length] as Fixture) }),
-  };
-}
-
 async function api(port: number, key: string, method: string, urlPath: string, body?: unknown) {
   const res = await fetch(`http://127.0.0.1:${port}${urlPath}`, {
     method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
@@ -246,17 +227,8 @@ async function api(port: number, key: string, method: string, urlPath: string, b
  */
 async function seedOutage(port: number, org: Fixture, db: pg.Client): Promise<void> {
   await api(port, org.key, 'PATCH', `/v1/endpoints/${org.endpointId}`, { status: 'paused' });
-  const payload = JSON.stringify(PAYLOAD);
   for (let start = 0; start < BACKLOG; start += 100_000) {
-    await db.query(`
-      with jobs as (
-        insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-        select 'job_bench' || lpad(g::text, 22, '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() + interval '48 hours'
-        from generate_series($4::int, $5::int) g
-        returning id)
-      insert into deliveries (job_id, endpoint_id, org_id, application_id, status)
-      select id, $6, $1, $2, 'held' from jobs`,
-    [org.orgId, org.applicationId, payload, start + 1, Math.min(BACKLOG, start + 100_000), org.endpointId]);
+    await insertJobs(db, org, { prefix: 'bench', from: start + 1, count: Math.min(BACKLOG - start, 100_000), status: 'held' });
   }
   await db.query('analyze webhook_jobs; analyze deliveries');
 }
@@ -350,9 +322,8 @@ async function ceilingsPhase(dbUrl: string, receiverPort: number): Promise<Ceili
 async function acceptPhase(b: Bench, ceilings: Ceilings) {
   const cpuBefore = (await usage(b.web.pid ?? 0)).cpuSeconds;
   const dbBefore = await databaseCpuSeconds(b.postmasterPid);
-  let next = 0;
   const run = await autocannon({
-    url: `http://127.0.0.1:${b.webPort}`, connections: 50, duration: SECONDS, requests: [jobRequest(b.orgs, () => next++)],
+    url: `http://127.0.0.1:${b.webPort}`, connections: 50, duration: SECONDS, requests: jobRequests(b.orgs),
   });
   const perSecond = run['2xx'] / SECONDS;
   return {
@@ -386,8 +357,7 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
   b.children.push(web);
   try {
     const cpuBefore = (await usage(web.pid ?? 0)).cpuSeconds;
-    let next = 0;
-    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: [jobRequest(baseline.fixtures, () => next++)] });
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(baseline.fixtures) });
     return {
       jobs_per_second: Math.round(run['2xx'] / SECONDS), non_2xx: run.non2xx, accepted: run['2xx'],
       web_cpu_us_per_job: Math.round((((await usage(web.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
@@ -450,43 +420,6 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
 }
 
 /**
- * Open-loop load: request i goes out at start + i / rate seconds, answered or not, on up to 200
- * connections (one per request waiting for its answer). autocannon's overallRate is not that:
- * each connection sends its share of a second's requests back to back at the start of the
- * second, then waits, so the load comes in bursts. Also returns how late this process sent its
- * requests (p99), which would distort the figures, and how long the answers took (p50, p99).
- */
-async function steadyLoad(port: number, orgs: Fixture[], rate: number, seconds: number) {
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 200 });
-  const interval = 1000 / rate;
-  const lags: number[] = [];
-  const answerMs: number[] = [];
-  const answers: Array<Promise<number>> = [];
-  const start = performance.now();
-  for (let i = 0; i < Math.round(rate * seconds); i++) {
-    const due = start + i * interval;
-    const wait = due - performance.now();
-    if (wait >= 1) await sleep(wait);
-    const sent = performance.now();
-    lags.push(sent - due);
-    answers.push(pool.request({ method: 'POST', path: '/v1/webhook-jobs', ...jobPost(orgs[i % orgs.length] as Fixture) }).then(async (res) => {
-      await res.body.dump();
-      answerMs.push(performance.now() - sent);
-      return res.statusCode;
-    }, () => 0));
-  }
-  const codes = await Promise.all(answers);
-  await pool.close();
-  lags.sort((x, y) => x - y);
-  answerMs.sort((x, y) => x - y);
-  const ok = codes.filter((code) => code >= 200 && code < 300).length;
-  return {
-    ok, other: codes.length - ok, sendLagP99Ms: +percentile(lags, 99).toFixed(1),
-    answerP50Ms: +percentile(answerMs, 50).toFixed(1), answerP99Ms: +percentile(answerMs, 99).toFixed(1),
-  };
-}
-
-/**
  * Latency: jobs at a steady LATENCY_RATE per second (open loop: steadyLoad) into an idle service
  * (web + worker); for each job, the receiver's first arrival minus the job's created_at (one
  * machine, one clock).
@@ -494,7 +427,12 @@ async function steadyLoad(port: number, orgs: Fixture[], rate: number, seconds: 
 async function latencyPhase(b: Bench) {
   b.receiver.send('reset');
   b.receiver.send('track');
-  const load = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
+  const sent = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
+  const ok = sent.codes.filter((code) => code >= 200 && code < 300).length;
+  const load = {
+    ok, other: sent.codes.length - ok, sendLagP99Ms: +percentile(sent.lags, 99).toFixed(1),
+    answerP50Ms: +percentile(sent.answerMs, 50).toFixed(1), answerP99Ms: +percentile(sent.answerMs, 99).toFixed(1),
+  };
   await waitForDeliveries(b.receiver, load.ok, 'the latency phase');
   const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(b.receiver, 'arrivals');
   const created = await b.db.query<{ id: string; ms: number }>(

@@ -1,9 +1,13 @@
 // What the benches send and where: the webhook payload of every job and delivery they make, and
-// the receiver (bench/receiver.ts) in a process of its own. One definition, so the delivery floor
-// (bench/delivery-floor.ts) POSTs the same bytes the bench's deliveries carry.
+// the receiver (bench/receiver.ts) in a process of its own, and jobs written in bulk by SQL. One
+// definition, so the delivery floor (bench/delivery-floor.ts) POSTs the same bytes the bench's
+// deliveries carry.
 import { fork, type ChildProcess, type StdioOptions } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type autocannon from 'autocannon';
+import type pg from 'pg';
+import { Pool } from 'undici';
 
 export const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
 
@@ -12,4 +16,91 @@ export async function startReceiver(stdio: StdioOptions): Promise<{ receiver: Ch
   const receiver = fork(path.join(path.dirname(fileURLToPath(import.meta.url)), 'receiver.ts'), { stdio });
   const { port } = await new Promise<{ port: number }>((resolve) => receiver.once('message', (m) => resolve(m as { port: number })));
   return { receiver, port };
+}
+
+/** Where written jobs go: one tenant's application and endpoint. */
+export type JobTarget = { orgId: string; applicationId: string; endpointId: string };
+
+/**
+ * Jobs of invoice.paid for `to`, written by SQL rather than through the API (the benches need
+ * more of them than the API would make in their time), each with one delivery in `status`:
+ * held (an outage), in_flight (as a claim leaves it) or succeeded (with its job succeeded and
+ * one attempt counted). Ids `job_<prefix><n>` for n from `from`, `count` of them, padded to the
+ * id format. Returns the deliveries' ids in job order.
+ */
+export async function insertJobs(
+  db: pg.Client, to: JobTarget, options: { prefix: string; from: number; count: number; status: 'held' | 'in_flight' | 'succeeded' },
+): Promise<number[]> {
+  const { rows } = await db.query<{ id: string }>(`
+    with jobs as (
+      insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at, status, attempt_count, completed_at)
+      select 'job_' || $7 || lpad(g::text, 27 - length($7), '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() + interval '48 hours',
+             case when $8 = 'succeeded' then 'succeeded' else 'created' end, case when $8 = 'succeeded' then 1 else 0 end,
+             case when $8 = 'succeeded' then now() end
+      from generate_series($4::int, $5::int) g
+      returning id)
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count, last_attempt_at)
+    select id, $6, $1, $2, $8, case when $8 = 'succeeded' then 1 else 0 end, case when $8 = 'succeeded' then now() end
+    from jobs order by id
+    returning id`,
+  [to.orgId, to.applicationId, JSON.stringify(PAYLOAD), options.from, options.from + options.count - 1, to.endpointId, options.prefix, options.status]);
+  return rows.map((r) => Number(r.id));
+}
+
+/** Who creates jobs: a tenant's API key and its application. */
+export type Sender = { key: string; applicationId: string };
+
+/** The headers and body of one job creation for `org`: every bench that creates jobs sends this. */
+export function jobPost(org: Sender) {
+  return {
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
+    body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
+  };
+}
+
+/** autocannon's requests for job creations, the tenants taking turns. */
+export function jobRequests(orgs: Sender[]): autocannon.Request[] {
+  let next = 0;
+  return [{
+    method: 'POST', path: '/v1/webhook-jobs',
+    setupRequest: (request) => ({ ...request, ...jobPost(orgs[next++ % orgs.length] as Sender) }),
+  }];
+}
+
+/** The value at percentile `p` of ascending `sorted` (0 when empty). */
+export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+
+/**
+ * Open-loop load: job creation i goes out at start + i / rate seconds, answered or not, on up to
+ * 200 connections (one per request waiting for its answer), the tenants taking turns.
+ * autocannon's overallRate is not that: each connection sends its share of a second's requests
+ * back to back at the start of the second, then waits, so the load comes in bursts. Returns each
+ * answer's status code, the ids of the jobs created, how late this process sent each request
+ * (which would distort the figures) and how long each answer took, both in ascending order.
+ */
+export async function steadyLoad(port: number, orgs: Sender[], rate: number, seconds: number) {
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 200 });
+  const interval = 1000 / rate;
+  const lags: number[] = [];
+  const answerMs: number[] = [];
+  const answers: Array<Promise<{ code: number; id: string | null }>> = [];
+  const start = performance.now();
+  for (let i = 0; i < Math.round(rate * seconds); i++) {
+    const due = start + i * interval;
+    const wait = due - performance.now();
+    if (wait >= 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    const sent = performance.now();
+    lags.push(sent - due);
+    answers.push(pool.request({ method: 'POST', path: '/v1/webhook-jobs', ...jobPost(orgs[i % orgs.length] as Sender) }).then(async (res) => {
+      const body = await res.body.json().catch(() => null) as { id?: string } | null;
+      answerMs.push(performance.now() - sent);
+      return { code: res.statusCode, id: res.statusCode === 201 ? body?.id ?? null : null };
+    }, () => ({ code: 0, id: null })));
+  }
+  const settled = await Promise.all(answers);
+  await pool.close();
+  return {
+    codes: settled.map((a) => a.code), ids: settled.flatMap((a) => (a.id === null ? [] : [a.id])),
+    lags: lags.sort((x, y) => x - y), answerMs: answerMs.sort((x, y) => x - y),
+  };
 }
