@@ -39,16 +39,16 @@ export async function claimDeliveries(
   db: CommonQueryMethods, items: readonly MessageData[], horizonMs: number,
   /** The latest a start may follow its rate-limit slot (worker/pacing.ts): the slots' spacing counts it in. */
   lateMs: number,
-  /** Payload bytes the sends may add up to (the first send is made whatever its size); the rest are deferred to now. */
-  maxBytes = CLAIM_MAX_BYTES,
+  /**
+   * Payload bytes the sends may add up to (the first send is made whatever its size); the rest are
+   * deferred to now. No budget unless given: the worker passes what is left of its IN_FLIGHT_BYTES.
+   */
+  maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`
     select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
 }
-
-/** A claim's payload budget when the caller names none. */
-export const CLAIM_MAX_BYTES = 32 * 1024 * 1024;
 
 const messageColumns = { message_id: z.string(), retry_count: z.number(), message_delivery_id: z.number(), message_round: z.number() };
 // The claim's columns, null on the row of a message the claim skipped.
@@ -68,7 +68,7 @@ export type NextClaim = { message: Message; claim: Claim | null };
  * none is due.
  */
 export async function claimNextDeliveries(
-  db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = CLAIM_MAX_BYTES,
+  db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<NextClaim[]> {
   const rows = await db.any(sql.type(nextRow)`
     select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
