@@ -111,12 +111,12 @@ begin
   ), final as materialized (
     select s.*,
            case when s.verdict <> 'send' then s.verdict
-                when s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then 'defer'
+                when h.past_horizon then 'defer'
                 when s.bytes_through > p_max_bytes and s.bytes_through > octet_length(s.payload) then 'defer'
                 else 'send' end as act,
            -- When a deferral is due: the slot past the horizon, or now (past the byte budget).
-           case when s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' then s.slot_at else v_now end as defer_at
-    from sends s
+           case when h.past_horizon then s.slot_at else v_now end as defer_at
+    from sends s cross join lateral (select s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' as past_horizon) h
   ), slot_update as (
     update endpoint_send_slots es set next_slot_at = x.next_slot_at
     from (
