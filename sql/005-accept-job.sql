@@ -23,8 +23,14 @@
 -- either): every other outcome leaves the transaction as it found it, but for the application
 -- row's lock.
 -- An event type's version: its updated_at in microseconds (exact, unlike a parsed timestamp).
+-- Its body is immutable as declared (extract() of a timestamptz is only stable; of the interval
+-- since the epoch it is immutable, and the same number), so PostgreSQL inlines it: a call of a
+-- SQL function that is not inlined costs ~20 µs, and accept_webhook_jobs' join hashed every
+-- event type of the table through it, ~1.2 ms of a one-job group with 50 event types.
 create or replace function event_type_version(p_updated_at timestamptz) returns bigint
-language sql immutable as $$ select (extract(epoch from p_updated_at) * 1000000)::bigint $$;
+language sql immutable as $$
+  select (extract(epoch from p_updated_at - timestamptz '1970-01-01 00:00:00+00') * 1000000)::bigint
+$$;
 
 comment on function event_type_version(timestamptz) is
   'The version of an event type (its updated_at in microseconds) that accept_webhook_job compares.';
