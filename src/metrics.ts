@@ -32,6 +32,8 @@ export type Metrics = {
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** One delivery attempt, as the attempter returned it. */
   observeAttempt(outcome: { success: boolean; error: AttemptError | null; latencyMs: number }): void;
+  /** One claim of due deliveries by the delivery loop: whether it fetched any message. */
+  observeClaim(fetched: boolean): void;
   /** The registry's exposition text. */
   render(): Promise<string>;
   contentType: string;
@@ -97,8 +99,16 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
     buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [registry],
   });
+  const claims = new Counter({
+    name: `${PREFIX}delivery_claims_total`,
+    help: 'Claims of due deliveries made by this process\'s delivery loop, by result: claimed (it fetched at least one queue message) or empty (none was due: an idle poll, or work another worker took first).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
   // Every outcome is a series from the start, so rate() sees the first one.
   for (const outcome of ATTEMPT_OUTCOMES) attempts.inc({ outcome }, 0);
+  claims.inc({ result: 'claimed' }, 0);
+  claims.inc({ result: 'empty' }, 0);
   attemptDuration.zero({ outcome: 'success' });
   attemptDuration.zero({ outcome: 'failure' });
 
@@ -162,6 +172,9 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
       const label: AttemptOutcomeLabel = outcome.success ? 'success' : (outcome.error ?? 'http_status');
       attempts.inc({ outcome: label });
       attemptDuration.observe({ outcome: outcome.success ? 'success' : 'failure' }, outcome.latencyMs / 1000);
+    },
+    observeClaim(fetched) {
+      claims.inc({ result: fetched ? 'claimed' : 'empty' });
     },
     render: () => registry.metrics(),
   };

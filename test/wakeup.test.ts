@@ -49,6 +49,30 @@ test.serial('a job is attempted right after it is accepted, without waiting for 
   t.is(receiver.arrivals.length, 3);
 });
 
+/** The worker's claims so far, from /metrics (web and worker share the test app's registry). */
+async function claims(): Promise<{ claimed: number; empty: number }> {
+  const text = await (await fetch(`${app.baseUrl}/metrics`)).text();
+  const count = (result: string) => Number(new RegExp(`^hookline_delivery_claims_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { claimed: count('claimed'), empty: count('empty') };
+}
+
+test.serial('a claim that took everything due is followed by a wait for the next wakeup, not by a claim that finds nothing', async (t) => {
+  const receiver = await startReceiver();
+  await listener();
+  const { job } = await setup(t, receiver);
+  const before = await claims();
+  const JOBS = 5;
+  for (let i = 0; i < JOBS; i += 1) {
+    const created = await job(i);
+    await arrived(receiver, created.id);
+  }
+  const after = await claims();
+  // Each job woke one claim that fetched it. Before, every such claim was followed at once by
+  // another that found the queue empty: JOBS empty claims here (the poll is 10 minutes away).
+  t.true(after.claimed - before.claimed >= 1, JSON.stringify({ before, after }));
+  t.true(after.empty - before.empty < JOBS, JSON.stringify({ before, after }));
+});
+
 test.serial('retry of a failed job wakes the worker too (deliveries turned due by an update)', async (t) => {
   const receiver = await startReceiver(() => ({ status: 500 }));
   await listener();
