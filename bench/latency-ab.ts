@@ -10,6 +10,8 @@
 // (p99), and the CPU cores each process and the database server used over the measured phase.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
 // the statements that took the most time during the measured phase, per job, and their planning.
+// AB_SETTINGS (a JSON object) adds server settings (e.g. auto_explain's); AB_LOG_LEVEL=trace prints
+// the server's log among this process's (JSON lines on stderr).
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +29,7 @@ const SECONDS = Number(process.env.LAT_SECONDS ?? 8);
 const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
-const logger = pino({ level: 'warn' }, pino.destination(2));
+const logger = pino({ level: process.env.AB_LOG_LEVEL ?? 'warn' }, pino.destination(2));
 
 /**
  * `count` delivered jobs, as the bench's latency phase finds them after its accept and delivery
@@ -46,7 +48,10 @@ async function history(db: pg.Client, count: number): Promise<void> {
 
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(here, '.data', `latency-ab-${process.pid}`), logger, ephemeral: true, durable: true,
-  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' } } : {}),
+  settings: {
+    ...(STATEMENTS ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' } : {}),
+    ...JSON.parse(process.env.AB_SETTINGS ?? '{}') as Record<string, string>,
+  },
 });
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
