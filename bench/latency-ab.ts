@@ -9,7 +9,8 @@
 // first attempt's time from the job's created_at (p50 / p99), how late this process sent
 // (p99), and the CPU cores each process and the database server used over the measured phase.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
-// the statements that took the most time during the measured phase, per job, and their planning.
+// the statements that took the most time during the measured phase, per job, and their planning
+// (AB_TOP of them, default 15; AB_TOPLEVEL=1: only those the processes sent, not those in functions).
 // AB_SETTINGS (a JSON object) adds server settings (e.g. auto_explain's); AB_LOG_LEVEL=trace prints
 // the server's log among this process's (JSON lines on stderr).
 import type { ChildProcess } from 'node:child_process';
@@ -108,8 +109,8 @@ try {
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,
                  plans, round((total_plan_time / greatest(plans, 1))::numeric, 2) as plan_ms,
                  left(regexp_replace(query, '\\s+', ' ', 'g'), 100) as query
-          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
-          order by total_exec_time desc limit 15`, [Math.max(1, load.ids.length)]);
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) and (toplevel or $2::boolean is not true)
+          order by total_exec_time desc limit ${Number(process.env.AB_TOP ?? 15)}`, [Math.max(1, load.ids.length), process.env.AB_TOPLEVEL === '1']);
         console.table(top.rows);
         const scans = await s.db.query(`
           select relname, seq_scan, seq_tup_read, idx_scan, n_live_tup from pg_stat_user_tables where seq_tup_read > 0 order by seq_tup_read desc limit 8`);
