@@ -190,6 +190,17 @@ begin
     return;
   end if;
 
+  -- The claim's transaction commits without waiting for its WAL to reach the disk (or a
+  -- synchronous standby). A claim is redone by design: should the database lose its last
+  -- claims (a crash or failover within wal_writer_delay of them), their messages and
+  -- deliveries are as before the claim, and are claimed and sent again, as after a worker's
+  -- crash: at least once. Anything written after a claim commits synchronously (the
+  -- recording of its attempts), and WAL reaches the disk in order, so a claim is never lost
+  -- once its attempts are recorded. A job's acceptance is never asynchronous. At 300 jobs/s a
+  -- third of a claim's time was that wait (pg_stat_activity: IO:WalSync), on the way to
+  -- every first attempt. Transaction-local: call this function in a transaction of its own.
+  perform set_config('synchronous_commit', 'off', true);
+
   return query
     select (m->>'id')::uuid, (m->>'retry_count')::integer, (m->>'delivery_id')::bigint, (m->>'round')::integer, c.*
     from jsonb_array_elements(v_messages) m

@@ -84,3 +84,27 @@ test.serial('a message the claim skips comes back with its message and no claim;
   await app.pool.transaction((tx) => app.queue.settle(tx, [next!.message]));
   t.is(await stateOf(), null);
 });
+
+test.serial('a claim commits asynchronously, and only its own transaction: the next one commits synchronously again', async (t) => {
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  await db.query('set synchronous_commit = on'); // as a server runs it (the tests' cluster does not)
+  await db.query(`delete from pgboss.job where (data->>'deliveryId')::bigint between ${FIRST} and ${FIRST + 99}`);
+  await app.pool.transaction((tx) => app.queue.enqueue(tx, [{ delivery_id: FIRST + 10, round: 1, start_after: null }]));
+  await db.query('begin');
+  const { rows: claimed } = await db.query(`select * from claim_next_deliveries('deliveries', 100, 1000, 100, 1000000)`);
+  const { rows: [inside] } = await db.query<{ setting: string }>(`select current_setting('synchronous_commit') as setting`);
+  await db.query('commit');
+  const { rows: [after] } = await db.query<{ setting: string }>(`select current_setting('synchronous_commit') as setting`);
+  t.true(claimed.some((row) => Number(row.message_delivery_id) === FIRST + 10), 'the message was fetched');
+  t.is(inside?.setting, 'off');
+  t.is(after?.setting, 'on');
+
+  // A claim that fetched nothing writes nothing, and leaves the setting alone.
+  await db.query('begin');
+  await db.query(`select * from claim_next_deliveries('deliveries', 100, 1000, 100, 1000000)`);
+  const { rows: [idle] } = await db.query<{ setting: string }>(`select current_setting('synchronous_commit') as setting`);
+  await db.query('commit');
+  t.is(idle?.setting, 'on');
+});

@@ -64,8 +64,9 @@ export type NextClaim = { message: Message; claim: Claim | null };
 
 /**
  * Up to `limit` due messages of the delivery queue, fetched as pg-boss fetches them and claimed
- * (claim_next_deliveries, sql/006-claim.sql), in one call that commits on its own. Empty when
- * none is due.
+ * (claim_next_deliveries, sql/006-claim.sql), in one call that commits on its own, and
+ * asynchronously (a claim lost by the database is made again: at least once). Empty when none
+ * is due. Not for a transaction that writes anything else: its commit would be asynchronous too.
  */
 export async function claimNextDeliveries(
   db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = Number.MAX_SAFE_INTEGER,
