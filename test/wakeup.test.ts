@@ -8,6 +8,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
+import { scrape, valueOf } from './helpers/metrics.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -51,8 +52,8 @@ test.serial('a job is attempted right after it is accepted, without waiting for 
 
 /** The worker's claims so far, from /metrics (web and worker share the test app's registry). */
 async function claims(): Promise<{ claimed: number; empty: number }> {
-  const text = await (await fetch(`${app.baseUrl}/metrics`)).text();
-  const count = (result: string) => Number(new RegExp(`^hookline_delivery_claims_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const { exposition } = await scrape(`${app.baseUrl}/metrics`);
+  const count = (result: string) => valueOf(exposition, 'hookline_delivery_claims_total', { result }) ?? NaN;
   return { claimed: count('claimed'), empty: count('empty') };
 }
 
