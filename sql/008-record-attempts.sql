@@ -201,3 +201,54 @@ $$;
 
 comment on function record_attempts(jsonb, integer, integer) is
   'Records attempt outcomes: attempts rows, delivery states, failure_count, circuit breaker, stats and success rates; returns the deliveries to enqueue and the circuits that changed.';
+
+-- A batch's recording in one statement (src/worker/recorder.ts): record_attempts, then the
+-- batch's queue messages settled as pg-boss's fenced deleteJob settles them (deleted if still
+-- the attempt fetched: active, same retry count; an older attempt's message, handed out again
+-- after its lease ended, is left alone), then what record_attempts returned to enqueue put on
+-- the queue (enqueue_delivery_messages). The worker's transaction for this was five round trips
+-- (begin, record, settle, enqueue, commit), seen as `idle in transaction` between them at 300
+-- jobs/s; as one statement it is one, and atomic all the same. test/record-outcomes.test.ts
+-- holds the settle to pg-boss's own. Returns the circuits that changed, as record_attempts does.
+create or replace function record_outcomes(
+  p_results jsonb, p_threshold integer, p_cooldown integer,
+  p_queue text, p_message_ids uuid[], p_message_retry_counts integer[]
+)
+returns table (circuit text, endpoint_id text, application_id text, org_id text)
+language plpgsql as $$
+#variable_conflict use_column
+declare
+  v_ids bigint[];
+  v_rounds integer[];
+  v_starts timestamptz[];
+  v_transitions jsonb;
+begin
+  -- One scan of record_attempts' rows: the three arrays keep one order.
+  select array_agg(r.delivery_id) filter (where r.delivery_id is not null),
+         array_agg(r.round) filter (where r.delivery_id is not null),
+         array_agg(r.start_after) filter (where r.delivery_id is not null),
+         jsonb_agg(jsonb_build_object('circuit', r.circuit, 'endpoint_id', r.endpoint_id,
+                                      'application_id', r.application_id, 'org_id', r.org_id)
+                   order by r.endpoint_id) filter (where r.circuit is not null)
+    into v_ids, v_rounds, v_starts, v_transitions
+    from record_attempts(p_results, p_threshold, p_cooldown) r;
+
+  -- pg-boss's deleteJob with its attempt fence (plans.deleteJobsById, fenced).
+  delete from pgboss.job j
+    where j.name = p_queue and j.id = any(p_message_ids) and j.state = 'active'
+      and (j.id, j.retry_count) in (select * from unnest(p_message_ids, p_message_retry_counts));
+
+  if v_ids is not null then
+    perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts);
+  end if;
+
+  if v_transitions is not null then
+    return query
+      select t.circuit, t.endpoint_id, t.application_id, t.org_id
+      from jsonb_to_recordset(v_transitions) as t(circuit text, endpoint_id text, application_id text, org_id text);
+  end if;
+end;
+$$;
+
+comment on function record_outcomes(jsonb, integer, integer, text, uuid[], integer[]) is
+  'Records a batch of attempt outcomes (record_attempts), settles their queue messages (pg-boss''s fenced delete) and enqueues what comes next, in one statement; returns the circuits that changed.';

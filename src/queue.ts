@@ -4,9 +4,10 @@
 // deliveries table. A settled message is deleted at once (pg-boss's fenced deleteJob), not kept
 // as `completed`: the delivery and its attempts are the record, and the queue table stays the
 // size of the work still to do. pg-boss's own retry only redoes messages whose worker died
-// (the lease expired); retry timing is ours. Two of pg-boss's statements are also written in
-// sql/, so that they run inside our own calls: its insert (enqueue_delivery_messages, for the grouped accept)
-// and its fetch (claim_next_deliveries, the worker's fetch and claim); tests hold each to
+// (the lease expired); retry timing is ours. Three of pg-boss's statements are also written in
+// sql/, so that they run inside our own calls: its insert (enqueue_delivery_messages, for the
+// grouped accept and the recording), its fetch (claim_next_deliveries, the worker's fetch and
+// claim) and its fenced delete (record_outcomes, the recording's settle); tests hold each to
 // pg-boss's own.
 import { PgBoss } from 'pg-boss';
 import type { CommonQueryMethods } from 'slonik';

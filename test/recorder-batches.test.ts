@@ -43,7 +43,7 @@ test('outcomes that finish while a write is blocked are written together in one 
   await blocker.query('begin');
   await blocker.query('lock table delivery_attempts in exclusive mode');
 
-  const recorder = makeRecorder({ pool: app.pool, queue: app.queue, config: app.config, logger: makeLogger('silent') });
+  const recorder = makeRecorder({ pool: app.pool, config: app.config, logger: makeLogger('silent') });
   const written = new Set<number>();
   const add = (r: AttemptResult) => recorder.add(byDelivery.get(r.delivery_id)!, r).then(() => { written.add(r.delivery_id); });
   const first = add(results[0]!);

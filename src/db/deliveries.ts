@@ -122,6 +122,26 @@ export async function recordAttempts(
   return { enqueue, transitions };
 }
 
+const transitionRow = z.object({
+  circuit: z.enum(['disabled', 'gone', 'enabled']),
+  endpoint_id: z.string(),
+  application_id: z.string(),
+  org_id: z.string(),
+});
+
+/**
+ * A batch's whole recording in one statement (record_outcomes): the outcomes recorded, the
+ * messages they came from settled (pg-boss's fenced delete) and what comes next enqueued.
+ * Atomic without a transaction of its own. Returns the circuits that changed.
+ */
+export async function recordOutcomes(
+  db: CommonQueryMethods, results: readonly AttemptResult[], messages: readonly Message[], threshold: number, cooldownSeconds: number,
+): Promise<readonly CircuitTransition[]> {
+  return db.any(sql.type(transitionRow)`
+    select * from record_outcomes(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds},
+      ${DELIVERY_QUEUE}, ${sql.array(messages.map((m) => m.id), 'uuid')}, ${sql.array(messages.map((m) => m.retryCount), 'int4')})`);
+}
+
 export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<readonly QueueItem[]> {
   return db.any(sql.type(queueItem)`select * from run_delivery_upkeep()`);
 }

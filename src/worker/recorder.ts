@@ -1,5 +1,5 @@
-// Outcomes are recorded in batches: one transaction writes the attempts (record_attempts),
-// settles their queue messages and enqueues what comes next. If the process dies before a
+// Outcomes are recorded in batches: one statement writes the attempts, settles their queue
+// messages and enqueues what comes next (record_outcomes, sql/008-record-attempts.sql). If the process dies before a
 // batch is written, the messages' leases expire and the attempts are redone: at least once.
 // `add` resolves once its outcome is written (or given up on): the delivery loop holds the
 // attempt's concurrency slot until then, so finished-but-unrecorded outcomes never exceed
@@ -7,9 +7,9 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { recordAttempts, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
+import { recordOutcomes, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
-import type { Message, Queue } from '../queue.ts';
+import type { Message } from '../queue.ts';
 
 /** Outcomes that are written at once, without waiting for the linger. */
 const BATCH = 100;
@@ -26,7 +26,7 @@ export type Recorder = {
 
 type Entry = { message: Message; result: AttemptResult; written: () => void };
 
-export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: Config; logger: Logger }): Recorder {
+export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger: Logger }): Recorder {
   let buffer: Entry[] = [];
   let timer: NodeJS.Timeout | undefined;
   // One write at a time. Outcomes that arrive meanwhile wait for it to end and then go
@@ -37,12 +37,8 @@ export function makeRecorder(deps: { pool: DatabasePool; queue: Queue; config: C
   async function write(batch: typeof buffer): Promise<void> {
     for (let failures = 0; ; failures += 1) {
       try {
-        const transitions = await deps.pool.transaction(async (tx) => {
-          const recorded = await recordAttempts(tx, batch.map((b) => b.result), deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
-          await deps.queue.settle(tx, batch.map((b) => b.message));
-          await deps.queue.enqueue(tx, recorded.enqueue);
-          return recorded.transitions;
-        });
+        const transitions = await recordOutcomes(deps.pool, batch.map((b) => b.result), batch.map((b) => b.message),
+          deps.config.circuitBreakerThreshold, deps.config.circuitBreakerCooldown);
         for (const transition of transitions) logTransition(transition); // committed: it happened
         return;
       } catch (error) {
