@@ -234,9 +234,13 @@ begin
     from record_attempts(p_results, p_threshold, p_cooldown) r;
 
   -- pg-boss's deleteJob with its attempt fence (plans.deleteJobsById, fenced).
+  -- Its very form: the pairs as one array, tested by `= any` per message. A semi-join to
+  -- unnest() of them was planned as a nested loop reading all the pairs for each message,
+  -- quadratic in the batch (2.6 ms against 0.9 for 100 messages).
   delete from pgboss.job j
     where j.name = p_queue and j.id = any(p_message_ids) and j.state = 'active'
-      and (j.id, j.retry_count) in (select * from unnest(p_message_ids, p_message_retry_counts));
+      and (j.id::text || ':' || j.retry_count::text) = any(
+        array(select m.id::text || ':' || m.retry_count::text from unnest(p_message_ids, p_message_retry_counts) m(id, retry_count)));
 
   if v_ids is not null then
     perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts);
