@@ -48,8 +48,8 @@ test('record_attempts reads a batch by primary key, not the endpoint\'s pending 
   t.deepEqual(returned.map((r) => r.delivery_id).sort(), results.filter((r) => !r.success).map((r) => String(r.delivery_id)).sort(),
     'the failures are returned to enqueue their retries');
   t.true(read < BACKLOG / 10, `the batch of ${BATCH} read ${read} tuples of the index of open deliveries (backlog ${BACKLOG})`);
-  // A table this small is where the planner, blind to the batch's size (a temporary table
-  // without statistics), hashed a sequential scan of every delivery to update the batch's; and
+  // A table this small is where the planner, blind to the batch's size (the outcomes have no
+  // statistics), hashed a sequential scan of every delivery to update the batch's; and
   // it answered "any held delivery?" with one too, with statistics that still said all were held.
   t.is(after.seq - before.seq, 0, 'no delivery is read by a sequential scan');
 });

@@ -66,7 +66,7 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     // slonik's default runs DISCARD ALL whenever a connection returns to the pool, which also
     // throws away every cached plan, the plpgsql functions' and triggers' included: each
     // transaction then re-plans all of them. Nothing here keeps session state (settings are
-    // `set_config(..., true)`, transaction-local; record_attempts' temp table empties on commit).
+    // `set_config(..., true)`, transaction-local).
     resetConnection: async () => {},
   });
   const pool = isMultiHost(databaseUrl)
