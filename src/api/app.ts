@@ -41,9 +41,11 @@ export type AppDependencies = {
    * the 200 on a busy shared machine give it longer: what they check is the answer, not the speed.
    */
   healthTimeoutMs?: number;
+  /** The clock of the recently seen API keys (milliseconds); Date.now when absent. Tests move it. */
+  recentKeyClock?: () => number;
 };
 
-export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now, healthTimeoutMs }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now, healthTimeoutMs, recentKeyClock }: AppDependencies): Express {
   const app = express();
   app.locals.now = now; // read by enforceRateLimit
   app.disable('x-powered-by');
@@ -51,7 +53,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.set('query parser', parseQueryString);
   app.use(requestContext(logger, metrics));
 
-  const recentKeys = makeRecentKeys();
+  const recentKeys = makeRecentKeys(recentKeyClock);
   const authenticated = authenticate(pool, { recentKeys });
   const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[]): RequestHandler[] =>
     [authentication, authorize(family), jsonBody, reenterRequestScope, ...handlers];

@@ -16,9 +16,9 @@ import { app, createEndpoint, createEventType, createKey, ok, postJob, setup } f
 type Second = { post: (key: string, body: unknown) => Promise<Response>; get: (key: string, path: string) => Promise<Response> };
 
 /** A second web process on the app's database, for the length of `run`. */
-async function withSecondWeb(run: (second: Second) => Promise<void>): Promise<void> {
+async function withSecondWeb(run: (second: Second) => Promise<void>, recentKeyClock?: () => number): Promise<void> {
   const pool = await makePool(app.databaseUrl, { maximumPoolSize: 4 });
-  const web = await startWeb({ pool, config: app.config, logger: makeLogger('silent'), queue: app.queue });
+  const web = await startWeb({ pool, config: app.config, logger: makeLogger('silent'), queue: app.queue, ...(recentKeyClock ? { recentKeyClock } : {}) });
   const send = async (method: string, key: string, path: string, body?: unknown): Promise<Response> => {
     const res = await fetch(`http://127.0.0.1:${web.port}${path}`, {
       method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
@@ -64,6 +64,41 @@ test('a recent key is used without a lookup: a key whose hash no longer matches 
     assertError(t, await second.get(writer, '/v1/webhook-jobs'), 401, 'unauthorized');
     assertError(t, await app.request('POST', '/v1/webhook-jobs', { key: writer, body }), 401, 'unauthorized');
   });
+});
+
+test('a job created with a recent key renews it: a key in steady use is not looked up again every minute', async (t) => {
+  const { writer, writerId, body, orgId } = await fixture(t);
+  let now = 1_000_000;
+  await withSecondWeb(async (second) => {
+    ok(t, await second.post(writer, body), 201, 'create a job (the key is looked up, then recent)');
+    now += 45_000;
+    ok(t, await second.post(writer, body), 201, 'create a job with the recent key, 45 s later: confirmed, so renewed');
+    now += 45_000;
+    // 90 s after the lookup, 45 s after the confirmation. A lookup now would fail (as in the first test).
+    await app.pool.query(sql.unsafe`update api_keys set key_hash = sha256(key_hash) where id = ${writerId}`);
+    ok(t, await second.post(writer, body), 201, 'still recent: no lookup');
+    t.is(await jobCount(orgId), 3);
+    now += 60_000;
+    assertError(t, await second.post(writer, body), 401, 'unauthorized'); // a minute without a confirmation: looked up
+    t.is(await jobCount(orgId), 3);
+  }, () => now);
+});
+
+test('a key refused at its confirmation is not renewed', async (t) => {
+  const { key, writer, writerId, body, orgId } = await fixture(t);
+  let now = 1_000_000;
+  await withSecondWeb(async (second) => {
+    ok(t, await second.post(writer, body), 201, 'create a job');
+    ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:read'] } }), 200, 'narrow the key');
+    now += 45_000;
+    assertError(t, await second.post(writer, body), 403, 'forbidden');
+    ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:write'] } }), 200, 'widen it again');
+    await app.pool.query(sql.unsafe`update api_keys set key_hash = sha256(key_hash) where id = ${writerId}`);
+    now += 45_000;
+    // 90 s after the lookup; the refusal 45 s ago renewed nothing, so the key is looked up (and no longer found).
+    assertError(t, await second.post(writer, body), 401, 'unauthorized');
+    t.is(await jobCount(orgId), 1);
+  }, () => now);
 });
 
 test('a key deleted through another process is refused by the next job creation, and the job is not created', async (t) => {

@@ -12,7 +12,7 @@ import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhoo
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { notFound, validationError } from '../../errors.ts';
-import { authOf } from '../middleware/auth.ts';
+import { authOf, renewRecentKey } from '../middleware/auth.ts';
 import { rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
@@ -83,6 +83,7 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
     const { job, replayed } = await acceptJob(tenant, {
       applicationId: body.application_id, eventType: body.event_type, payload: body.payload, eventId: body.event_id, headers: body.headers,
     }, take, key);
+    if (key) renewRecentKey(res); // the job's acceptance confirmed it
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(createdView(job));
   };
