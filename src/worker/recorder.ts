@@ -1,6 +1,7 @@
 // Outcomes are recorded in batches: one statement writes the attempts, settles their queue
-// messages and enqueues what comes next (record_outcomes, sql/008-record-attempts.sql). If the process dies before a
-// batch is written, the messages' leases expire and the attempts are redone: at least once.
+// messages and enqueues what comes next (record_outcomes, sql/008-record-attempts.sql). If the
+// process dies before a batch is written, the messages' leases expire and the attempts are
+// redone: at least once.
 // `add` resolves once its outcome is written (or given up on): the delivery loop holds the
 // attempt's concurrency slot until then, so finished-but-unrecorded outcomes never exceed
 // WORKER_CONCURRENCY and a crash redoes at most that many deliveries.
