@@ -93,41 +93,13 @@ export type AttemptResult = {
 };
 
 /** An endpoint whose circuit a recording opened (disabled; gone: by a 410) or closed (enabled, by a probe). */
-export type CircuitTransition = { circuit: 'disabled' | 'gone' | 'enabled'; endpoint_id: string; application_id: string; org_id: string };
-
-const recordedRow = z.object({
-  delivery_id: z.number().nullable(),
-  round: z.number().nullable(),
-  start_after: z.string().nullable(),
-  circuit: z.enum(['disabled', 'gone', 'enabled']).nullable(),
-  endpoint_id: z.string().nullable(),
-  application_id: z.string().nullable(),
-  org_id: z.string().nullable(),
-});
-
-/** Records outcomes: returns the deliveries to enqueue and the circuits that changed. */
-export async function recordAttempts(
-  db: CommonQueryMethods, results: readonly AttemptResult[], threshold: number, cooldownSeconds: number,
-): Promise<{ enqueue: QueueItem[]; transitions: CircuitTransition[] }> {
-  const rows = await db.any(sql.type(recordedRow)`
-    select * from record_attempts(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds})`);
-  const enqueue: QueueItem[] = [];
-  const transitions: CircuitTransition[] = [];
-  for (const { delivery_id, round, start_after, circuit, endpoint_id, application_id, org_id } of rows) {
-    if (delivery_id !== null && round !== null) enqueue.push({ delivery_id, round, start_after });
-    else if (circuit !== null && endpoint_id !== null && application_id !== null && org_id !== null) {
-      transitions.push({ circuit, endpoint_id, application_id, org_id });
-    }
-  }
-  return { enqueue, transitions };
-}
-
-const transitionRow = z.object({
+const circuitTransition = z.object({
   circuit: z.enum(['disabled', 'gone', 'enabled']),
   endpoint_id: z.string(),
   application_id: z.string(),
   org_id: z.string(),
 });
+export type CircuitTransition = z.infer<typeof circuitTransition>;
 
 /**
  * A batch's whole recording in one statement (record_outcomes): the outcomes recorded, the
@@ -137,7 +109,7 @@ const transitionRow = z.object({
 export async function recordOutcomes(
   db: CommonQueryMethods, results: readonly AttemptResult[], messages: readonly Message[], threshold: number, cooldownSeconds: number,
 ): Promise<readonly CircuitTransition[]> {
-  return db.any(sql.type(transitionRow)`
+  return db.any(sql.type(circuitTransition)`
     select * from record_outcomes(${sql.jsonb(results as unknown as SerializableValue)}, ${threshold}, ${cooldownSeconds},
       ${DELIVERY_QUEUE}, ${sql.array(messages.map((m) => m.id), 'uuid')}, ${sql.array(messages.map((m) => m.retryCount), 'int4')})`);
 }

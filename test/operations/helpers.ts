@@ -6,7 +6,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { TestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
-import { recordAttempts } from '../../src/db/deliveries.ts';
+import { recordAttempts } from '../helpers/record.ts';
 
 export type Target = { key: string; orgId: string; appId: string; endpointId: string; deliveries: Record<string, number> };
 
