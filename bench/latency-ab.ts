@@ -7,7 +7,9 @@
 // (default 300), as bench/run.ts sends them. Each database first holds LAT_HISTORY (default
 // 40,000) delivered jobs, as the bench's latency phase finds it. Per round it prints the POST's answer time and the
 // first attempt's time from the job's created_at (p50 / p99), how late this process sent
-// (p99), and the CPU cores each process and the database server used over the measured phase.
+// (p99), and the CPU cores each process and the database server used over the measured phase,
+// then where the jobs' time went (firstAttempts' stages). AB_NODE_ARGS (e.g. `--cpu-prof`) go to
+// both processes.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
 // the statements that took the most time during the measured phase, per job, and their planning
 // (AB_TOP of them, default 15; AB_TOPLEVEL=1: only those the processes sent, not those in functions).
@@ -21,7 +23,7 @@ import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { cpuSeconds, createDatabase, freePort, healthy, prepareTree, sleep, startRole, stop } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { insertJobs, percentile, startReceiver, steadyLoad, type JobTarget } from './workload.ts';
+import { firstAttempts, insertJobs, percentile, startReceiver, steadyLoad, type JobTarget } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -70,8 +72,8 @@ try {
     const orgs = await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger);
     await history(db, HISTORY);
     const port = await freePort();
-    const web = await startRole(tree.dir, 'web', { DATABASE_URL: url, PORT: String(port) });
-    const worker = await startRole(tree.dir, 'worker', { DATABASE_URL: url });
+    const web = await startRole(tree.dir, 'web', { DATABASE_URL: url, PORT: String(port) }, process.env.AB_NODE_ARGS);
+    const worker = await startRole(tree.dir, 'worker', { DATABASE_URL: url }, process.env.AB_NODE_ARGS);
     children.push(web, worker);
     await healthy(port);
     setups.push({ ...tree, db, orgs, port, web, worker });
@@ -93,17 +95,14 @@ try {
       const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
-      const created = await s.db.query<{ id: string; ms: number }>(
-        'select id, extract(epoch from created_at) * 1000 as ms from webhook_jobs where id = any($1)', [arrivals.map(([id]) => id)]);
-      const createdAt = new Map(created.rows.map((r) => [r.id, Number(r.ms)]));
-      const first = arrivals.map(([id, at]) => at - (createdAt.get(id) ?? at)).sort((x, y) => x - y);
+      const { first, stages } = await firstAttempts(s.db, load.timeline, arrivals);
       const round1 = (x: number) => +x.toFixed(1);
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify({
         jobs: load.ids.length, arrived: first.length,
         answer_p50: round1(percentile(load.answerMs, 50)), answer_p99: round1(percentile(load.answerMs, 99)),
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
         cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
-      })}\n`);
+      })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n`);
       if (STATEMENTS) {
         const top = await s.db.query(`
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,

@@ -37,7 +37,7 @@ import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
-import { insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad } from './workload.ts';
+import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -435,10 +435,7 @@ async function latencyPhase(b: Bench) {
   };
   await waitForDeliveries(b.receiver, load.ok, 'the latency phase');
   const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(b.receiver, 'arrivals');
-  const created = await b.db.query<{ id: string; ms: number }>(
-    'select id, extract(epoch from created_at) * 1000 as ms from webhook_jobs where id = any($1)', [arrivals.map(([id]) => id)]);
-  const createdAt = new Map(created.rows.map((r) => [r.id, Number(r.ms)]));
-  const latencies = arrivals.map(([id, at]) => at - (createdAt.get(id) ?? at)).sort((x, y) => x - y);
+  const { first: latencies, stages } = await firstAttempts(b.db, sent.timeline, arrivals);
   return {
     rate: LATENCY_RATE, jobs: load.ok, non_2xx: load.other, jobs_per_second: Math.round(load.ok / SECONDS), measured: latencies.length,
     p50_ms: Math.round(percentile(latencies, 50)), p99_ms: Math.round(percentile(latencies, 99)),
@@ -446,6 +443,8 @@ async function latencyPhase(b: Bench) {
     // The POST's own time, sent to answered: created_at is stamped inside the accept, so the
     // figures above start partway through it.
     answer_p50_ms: load.answerP50Ms, answer_p99_ms: load.answerP99Ms,
+    // Where the time went (bench/workload.ts, firstAttempts), p50 and p99 of each stage.
+    stages_ms: stages,
   };
 }
 
@@ -646,6 +645,9 @@ function print(report: Report, file: string): void {
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
     [`POST answer at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.answer_p50_ms} / ${latency.answer_p99_ms}`,
+    [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
+      [latency.stages_ms.sent_to_created, latency.stages_ms.created_to_answered, latency.stages_ms.created_to_start, latency.stages_ms.start_to_arrival]
+        .map((stage) => stage.p50).join(' / '),
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
     [`recover ${report.recover.deliveries}: request (ms) / re-queue (s) / deliveries/s`]:
       `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,

@@ -83,7 +83,7 @@ export async function steadyLoad(port: number, orgs: Sender[], rate: number, sec
   const interval = 1000 / rate;
   const lags: number[] = [];
   const answerMs: number[] = [];
-  const answers: Array<Promise<{ code: number; id: string | null }>> = [];
+  const answers: Array<Promise<{ code: number; id: string | null; sentAt: number; answeredAt: number }>> = [];
   const start = performance.now();
   for (let i = 0; i < Math.round(rate * seconds); i++) {
     const due = start + i * interval;
@@ -93,14 +93,62 @@ export async function steadyLoad(port: number, orgs: Sender[], rate: number, sec
     lags.push(sent - due);
     answers.push(pool.request({ method: 'POST', path: '/v1/webhook-jobs', ...jobPost(orgs[i % orgs.length] as Sender) }).then(async (res) => {
       const body = await res.body.json().catch(() => null) as { id?: string } | null;
-      answerMs.push(performance.now() - sent);
-      return { code: res.statusCode, id: res.statusCode === 201 ? body?.id ?? null : null };
-    }, () => ({ code: 0, id: null })));
+      const answered = performance.now();
+      answerMs.push(answered - sent);
+      return {
+        code: res.statusCode, id: res.statusCode === 201 ? body?.id ?? null : null,
+        sentAt: performance.timeOrigin + sent, answeredAt: performance.timeOrigin + answered,
+      };
+    }, () => ({ code: 0, id: null, sentAt: 0, answeredAt: 0 })));
   }
   const settled = await Promise.all(answers);
   await pool.close();
   return {
     codes: settled.map((a) => a.code), ids: settled.flatMap((a) => (a.id === null ? [] : [a.id])),
     lags: lags.sort((x, y) => x - y), answerMs: answerMs.sort((x, y) => x - y),
+    /** Each created job's send and answer (epoch milliseconds, this machine's clock, as the database's). */
+    timeline: settled.flatMap(({ id, sentAt, answeredAt }) => (id === null ? [] : [{ id, sentAt, answeredAt }])),
+  };
+}
+
+/** A job's way to its first attempt, in milliseconds at its p50 and p99: see firstAttempts. */
+export type Stage = { p50: number; p99: number };
+
+/**
+ * The first attempts of `timeline`'s jobs (steadyLoad's), read from the database, and where each
+ * job's time went, on one clock (this machine's; the database's now() and the receiver's
+ * Date.now() read it): `first` from the job's created_at to its arrival at the receiver, and
+ * its stages: sent → created_at (the web, until its group's statement began), created_at →
+ * answered (that statement, its commit, the answer's way back), created_at → the attempt's
+ * start (commit, wakeup, claim, rate-limit slot), answered → start, start → arrival (the POST).
+ * Jobs without a recorded attempt count in `first` only.
+ */
+export async function firstAttempts(
+  db: pg.Client, timeline: Array<{ id: string; sentAt: number; answeredAt: number }>, arrivals: Array<[string, number]>,
+) {
+  const { rows } = await db.query<{ id: string; created: number; started: number | null }>(`
+    select j.id, extract(epoch from j.created_at) * 1000 as created,
+           (select extract(epoch from min(a.attempted_at)) * 1000 from delivery_attempts a where a.job_id = j.id) as started
+    from webhook_jobs j where j.id = any($1)`, [arrivals.map(([id]) => id)]);
+  const byId = new Map(rows.map((r) => [r.id, { created: Number(r.created), started: r.started === null ? null : Number(r.started) }]));
+  const first = arrivals.map(([id, at]) => at - (byId.get(id)?.created ?? at)).sort((x, y) => x - y);
+  const arrivedAt = new Map(arrivals);
+  type Times = { sentAt: number; answeredAt: number; created: number; started: number; arrived: number };
+  const times: Times[] = timeline.flatMap((t) => {
+    const r = byId.get(t.id);
+    const arrived = arrivedAt.get(t.id);
+    return r && r.started !== null && arrived !== undefined ? [{ ...t, created: r.created, started: r.started, arrived }] : [];
+  });
+  const stage = (f: (t: Times) => number): Stage => {
+    const xs = times.map(f).sort((x, y) => x - y);
+    return { p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1) };
+  };
+  return {
+    first,
+    stages: {
+      sent_to_created: stage((t) => t.created - t.sentAt), created_to_answered: stage((t) => t.answeredAt - t.created),
+      created_to_start: stage((t) => t.started - t.created), answered_to_start: stage((t) => t.started - t.answeredAt),
+      start_to_arrival: stage((t) => t.arrived - t.started),
+    },
   };
 }
