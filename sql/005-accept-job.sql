@@ -358,7 +358,12 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- first of them with every counter's count after the take (limits, json; null on the others).
 -- A function rather than the statement its caller used to send: its statements keep their
 -- plans for the session, where that statement was parsed and planned on every call (about
--- 1 ms a group).
+-- 1 ms a group). Generic plans, for it and every function it calls: with the default
+-- plan_cache_mode, groups of one job (as at 1 to 30 jobs/s) made its statements look cheaper
+-- planned for their arrays than generic, so they were planned on every call: 2.96 against
+-- 2.38 ms a one-job group (pg_stat_statements, 1 job/s), on the way to every first attempt
+-- (docs/performance.md, "2026-11-26, night"). A generic plan is made again whenever autovacuum
+-- analyzes a table it reads; test/accept-plans.test.ts holds it to index reads of small tables.
 create or replace function accept_job_group(
   p_key_ids text[], p_granting text[],
   p_limit_keys text[], p_limit_counts integer[], p_limit integer, p_period_seconds integer, p_limit_at timestamptz,
@@ -372,7 +377,9 @@ returns table (
   expires_at timestamptz, attempt_count integer, max_retries integer,
   delivery_id bigint, round integer, start_after timestamptz, limits json
 )
-language plpgsql as $$
+language plpgsql
+set plan_cache_mode = force_generic_plan
+as $$
 declare
   r record;
   v_over boolean;
