@@ -31,14 +31,20 @@ comment on function send_slot_spacing(integer, integer) is
 -- p_max_bytes bounds the payload bytes a claim hands out (the worker's memory for the attempts
 -- it holds: WORKER_CONCURRENCY payloads of up to 256 KB would not fit in its heap): sends past
 -- it, in delivery order, are deferred to now, and the first send is always made, so a claim
--- never stalls on one large payload. Payloads are returned for sends only.
+-- never stalls on one large payload. Payloads are returned for sends only. Generic plans, as
+-- for accept_job_group (sql/005-accept-job.sql): a claim of one delivery made its statement look
+-- cheaper planned for its arrays, so it was planned on every call, 1.8-2.0 ms a call against
+-- 0.23 ms generic (1,000 calls in one session); test/claim-plans.test.ts holds the generic plan
+-- to primary-key reads of a small table.
 create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
   endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
 )
-language plpgsql as $$
+language plpgsql
+set plan_cache_mode = force_generic_plan
+as $$
 declare
   v_now timestamptz := clock_timestamp();
   -- The batch's deliveries by id, for every read of deliveries below (as record_attempts reads
@@ -153,10 +159,10 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint) is
 -- it unnamed: about 0.5 ms, more than the fetch itself at low rates); here its plan is kept, and a
 -- claim that fails leaves the messages as they were instead of leased to nobody.
 -- test/claim-next.test.ts holds the fetch to what pg-boss's own writes. plpgsql: sql/ is applied
--- before pg-boss creates its schema. Generic plans, for it and claim_deliveries, as for
--- accept_job_group (sql/005-accept-job.sql): a claim of one delivery was planned on every call,
--- 1.8-2.0 ms a claim_deliveries() call against 0.23 ms generic (1,000 calls in one session);
--- test/claim-plans.test.ts holds the generic plan to primary-key reads of a small table.
+-- before pg-boss creates its schema. Its fetch keeps the default plan_cache_mode, unlike
+-- claim_deliveries: a generic plan does not know p_limit, and one made for "10% of the due
+-- messages" read the whole queue table by sequential scan on every claim of a drain (77,000 rows,
+-- ~100 ms a claim, in a bench run).
 create or replace function claim_next_deliveries(p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
 returns table (
   message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer,
@@ -164,9 +170,7 @@ returns table (
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
   endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
 )
-language plpgsql
-set plan_cache_mode = force_generic_plan
-as $$
+language plpgsql as $$
 declare
   v_messages jsonb;
 begin
