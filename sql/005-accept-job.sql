@@ -362,8 +362,9 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- plan_cache_mode, groups of one job (as at 1 to 30 jobs/s) made its statements look cheaper
 -- planned for their arrays than generic, so they were planned on every call: 2.96 against
 -- 2.38 ms a one-job group (pg_stat_statements, 1 job/s), on the way to every first attempt
--- (docs/performance.md, "2026-11-26, night"). A generic plan is made again whenever autovacuum
--- analyzes a table it reads; test/accept-plans.test.ts holds it to index reads of small tables.
+-- (README.md, Performance). A generic plan is made again whenever autovacuum analyzes a table
+-- it reads; test/accept-plans.test.ts holds it to index reads of small tables. Not the fetch of
+-- messages (claim_next_deliveries, sql/006-claim.sql): a generic plan does not know its limit.
 create or replace function accept_job_group(
   p_key_ids text[], p_granting text[],
   p_limit_keys text[], p_limit_counts integer[], p_limit integer, p_period_seconds integer, p_limit_at timestamptz,
