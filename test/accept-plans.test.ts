@@ -1,7 +1,8 @@
 // Job creation and the claim run with generic plans (accept_job_group, claim_deliveries):
-// with the default plan_cache_mode, groups and claims of one or two made their statements look
-// cheaper planned for their arrays, and they were planned on every call, about 2 ms each on the
-// way to a first attempt. A generic plan does not know how many items an array holds, so these
+// with the default plan_cache_mode, groups and claims of one item made their statements look
+// cheaper planned for their arrays, and they were planned on every call, on the way to every
+// first attempt (a one-delivery claim 1.8-2.0 ms against 0.23 generic; a one-job group 2.96
+// against 2.38 ms). A generic plan does not know how many items an array holds, so these
 // tests hold it to reading the tables by index on a small table, where a sequential scan of
 // every row could look cheaper (as test/claim-plans.test.ts does for the claim's own function).
 // The count of tuples read is exact and needs no timing.

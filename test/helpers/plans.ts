@@ -6,7 +6,7 @@ import pg from 'pg';
 import type { TestApp } from './app.ts';
 import { createApplication, createEndpoint, createEventType } from './fixtures.ts';
 
-export type PlanFixture = { orgId: string; key: string; applicationId: string; endpointId: string; db: pg.Client };
+export type PlanFixture = { orgId: string; applicationId: string; endpointId: string; db: pg.Client };
 
 /** An organization with an application, the event type plan.item and one endpoint subscribed to it; a client closed at teardown. */
 export async function planFixture(t: ExecutionContext, app: TestApp): Promise<PlanFixture> {
@@ -18,7 +18,7 @@ export async function planFixture(t: ExecutionContext, app: TestApp): Promise<Pl
   const db = new pg.Client({ connectionString: app.databaseUrl });
   await db.connect();
   t.teardown(() => db.end());
-  return { orgId, key, applicationId: application.id, endpointId: endpoint.id, db };
+  return { orgId, applicationId: application.id, endpointId: endpoint.id, db };
 }
 
 /**
