@@ -1,10 +1,11 @@
 // `npm run bench [-- --quick]`: measures, in one run and beside the machine's own ceilings,
 // how fast the service accepts jobs (one web process, load from this process) and delivers
 // them (one worker process, to a receiver in a third process), with peak memory and CPU per
-// delivery, the latency from job creation to the receiver at a steady 300 jobs/s, and the
-// drain of a 100,000-delivery backlog (1,000,000 with --full) released by an endpoint coming
-// back from an outage, and the recovery of as many deliveries that gave up (POST
-// /v1/endpoints/{id}/recover: the request's time, the re-queue and the delivery rate).
+// delivery, the latency from job creation to the receiver at a steady 300 jobs/s (and its
+// stages: bench/workload.ts, firstAttempts), and the drain of a 100,000-delivery backlog
+// (1,000,000 with --full) released by an endpoint coming back from an outage, and the recovery
+// of as many deliveries that gave up (POST /v1/endpoints/{id}/recover: the request's time, the
+// re-queue and the delivery rate).
 // Beside ours, in the same run: the baseline (bench/baseline/: the same scenario as the stack's
 // packages document it) accepts and delivers just after our accept and delivery phases, and a
 // bare Express POST is one of the ceilings. CPU is read from /proc for our processes and for the
