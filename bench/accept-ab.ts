@@ -6,14 +6,22 @@
 // `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
 // Prints jobs/s, the share of the bare Express POST, web and database CPU per job and the web's
 // peak RSS, each round and the medians (the peak: the highest).
-import { fork } from 'node:child_process';
+// `--floor` (`npm run bench:accept-floor`) adds the accept floor (bench/accept-floor-server.ts:
+// job creation with what the contract needs and nothing else of ours) as one more participant,
+// on a database migrated by this tree with the same tenants, started with the V8 flags of this
+// tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead, when set: e.g.
+// `--max-semi-space-size=16` for Node's default young generation).
+// With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements) and each round
+// prints the participant's statements: calls per accepted job and statement time per job.
+import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, startRole, stop, type Fixture } from './ab.ts';
+import { startQueue } from '../src/queue.ts';
+import { cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareTree, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { jobRequests } from './workload.ts';
 
@@ -26,18 +34,46 @@ async function load(port: number, orgs: Fixture[]) {
   return autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
 }
 
-const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `ab-${process.pid}`), logger, ephemeral: true, durable: true });
+const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const embedded = await startEmbeddedPostgres({
+  dataDir: path.join(here, '.data', `ab-${process.pid}`), logger, ephemeral: true, durable: true,
+  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements' } } : {}),
+});
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
-const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
-const setups = [];
+const args = process.argv.slice(2);
+const floor = args.includes('--floor');
+const trees = [
+  { name: 'this', dir: here, floor: false },
+  ...args.filter((a) => a !== '--floor').map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir), floor: false })),
+  ...(floor ? [{ name: 'floor', dir: here, floor: true }] : []),
+];
+type Setup = { name: string; dir: string; floor: boolean; url: string; orgs: Fixture[] };
+const setups: Setup[] = [];
 for (const [i, tree] of trees.entries()) {
   const url = await createDatabase(admin, embedded.url, `ab_${i}`);
   // Endpoints at a closed port: no worker runs, nothing is delivered.
   setups.push({ ...tree, url, orgs: await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger) });
+  if (tree.floor) await (await startQueue({ databaseUrl: url, logger, leaseSeconds: 60, supervise: false, retentionHours: 24 })).stop(); // the queue the floor enqueues on
 }
 const postmasterPid = await postmasterPidOf(admin);
+if (STATEMENTS) await admin.query('create extension if not exists pg_stat_statements');
 const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+/** The participant's web process (the service's `npm run web`, or the accept floor), ready for load. */
+async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
+  if (s.floor) {
+    // The web's V8 flags (its memory budget: a smaller young generation collects more often).
+    const execArgv = [...process.execArgv, ...await nodeArgsOf(here, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS)];
+    const web = fork(path.join(here, 'bench/accept-floor-server.ts'), { stdio: 'inherit', execArgv, env: { ...process.env, DATABASE_URL: s.url } });
+    const { port } = await new Promise<{ port: number }>((resolve) => web.once('message', (m) => resolve(m as { port: number })));
+    return { web, port };
+  }
+  const port = await freePort();
+  const web = await startRole(s.dir, 'web', { DATABASE_URL: s.url, PORT: String(port) }, process.env.AB_NODE_ARGS);
+  await healthy(port);
+  return { web, port };
+}
+const answered: Record<string, number> = {};
 try {
   for (let round = 0; round < ROUNDS; round += 1) {
     const bare = fork(path.join(here, 'bench/bare-express.ts'), { stdio: 'inherit' });
@@ -45,9 +81,8 @@ try {
     const express = (await load(barePort, setups[0]!.orgs))['2xx'] / SECONDS;
     await stop(bare);
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
-      const port = await freePort();
-      const web = await startRole(s.dir, 'web', { DATABASE_URL: s.url, PORT: String(port) }, process.env.AB_NODE_ARGS);
-      await healthy(port);
+      const { web, port } = await startWeb(s);
+      if (STATEMENTS) await admin.query('select pg_stat_statements_reset()');
       const before = await cpuSeconds(web.pid ?? 0);
       const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
       const run = await load(port, s.orgs);
@@ -56,9 +91,28 @@ try {
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(web);
       const jobs = run['2xx'] / SECONDS;
+      answered[s.name] = (answered[s.name] ?? 0) + run['2xx'];
       rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])), peak_mb: peak });
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(rows[s.name]!.at(-1))} non-2xx ${run.non2xx}\n`);
+      if (STATEMENTS) {
+        const top = await admin.query(`
+          select round(calls::numeric / $1, 3) as calls_per_job, round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job,
+                 left(regexp_replace(query, '\\s+', ' ', 'g'), 100) as query
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = $2)
+          order by calls desc limit 8`, [Math.max(1, run['2xx']), new URL(s.url).pathname.slice(1)]);
+        console.table(top.rows);
+      }
     }
+  }
+  // What each participant wrote, against the creations it answered 201: a participant that
+  // answered without writing would show here.
+  for (const s of setups) {
+    const db = new pg.Client({ connectionString: s.url });
+    await db.connect();
+    const { rows: [written] } = await db.query(`select (select count(*) from webhook_jobs)::int as jobs, (select count(*) from deliveries)::int as deliveries,
+      (select count(*) from pgboss.job where name = 'deliveries')::int as messages`);
+    await db.end();
+    process.stderr.write(`${s.name}: answered 201 ${answered[s.name]}, wrote ${JSON.stringify(written)}\n`);
   }
 } finally {
   await admin.end();
