@@ -7,8 +7,9 @@
 // of as many deliveries that gave up (POST /v1/endpoints/{id}/recover: the request's time, the
 // re-queue and the delivery rate).
 // Beside ours, in the same run: the baseline (bench/baseline/: the same scenario as the stack's
-// packages document it) accepts and delivers just after our accept and delivery phases, and a
-// bare Express POST is one of the ceilings. CPU is read from /proc for our processes and for the
+// packages document it) accepts and delivers just after our accept and delivery phases, the
+// accept floor (bench/accept-floor-server.ts: only what the contract needs written) accepts just
+// after the baseline, and a bare Express POST is one of the ceilings. CPU is read from /proc for our processes and for the
 // database server (its postmaster and backends). Prints the figures, then every goal of
 // bench/goals.ts beside its starting figure, and writes bench/results/<timestamp>.json.
 // One function a phase, each returning its part of the report; main() only runs them in order.
@@ -35,6 +36,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
+import { prepareTree } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
@@ -368,6 +370,42 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
   }
 }
 
+/**
+ * The accept floor (bench/accept-floor-server.ts: job creation with what the contract needs and
+ * nothing else of ours, with the web's V8 flags) on a database of its own, migrated by this code
+ * with ORGS tenants whose endpoints no worker serves, loaded as the accept phase loads the API.
+ */
+async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) {
+  const admin = new pg.Client({ connectionString: b.dbUrl });
+  await admin.connect();
+  await admin.query(`create database ${database}`);
+  await admin.end();
+  const url = new URL(b.dbUrl);
+  url.pathname = `/${database}`;
+  const orgs = await prepareTree(root, url.toString(), 'http://127.0.0.1:9/hook', logger);
+  await (await startQueue({ databaseUrl: url.toString(), logger, leaseSeconds: 180, supervise: false, retentionHours: 24 })).stop();
+  const server = fork(path.join(root, 'bench/accept-floor-server.ts'), {
+    execArgv: [...process.execArgv, ...productNodeArgs('web')], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: url.toString() },
+  });
+  b.children.push(server);
+  try {
+    const { port } = await new Promise<{ port: number }>((resolve) => server.once('message', (m) => resolve(m as { port: number })));
+    const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
+    const dbBefore = await databaseCpuSeconds(b.postmasterPid);
+    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
+    const perSecond = run['2xx'] / SECONDS;
+    return {
+      jobs_per_second: Math.round(perSecond), non_2xx: run.non2xx,
+      web_cpu_us_per_job: Math.round((((await usage(server.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
+      database_cpu_us_per_job: cpuPer(dbBefore, await databaseCpuSeconds(b.postmasterPid), run['2xx']),
+      ratio_to_bare_express: +(perSecond / ceilings.bare_express_posts_per_second).toFixed(3),
+    };
+  } finally {
+    await stopChild(server, 5000);
+  }
+}
+
 /** The baseline's delivery rate: its worker, just started, delivers every job its accept phase left. */
 async function baselineDeliveryPhase(b: Bench, baseline: { url: string }, accepted: number) {
   b.receiver.send('reset');
@@ -590,6 +628,9 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     progress('the baseline\'s accept rate (bench/baseline)');
     const baselineDb = await setUpBaseline(dbUrl, `${new URL(dbUrl).pathname.slice(1)}_baseline`, receiverPort, ORGS, 'invoice.paid');
     const baselineAccept = await baselineAcceptPhase(b, baselineDb);
+    progress('the accept floor (bench/accept-floor-server.ts)');
+    const acceptFloor = await acceptFloorPhase(b, ceilings, `${new URL(dbUrl).pathname.slice(1)}_accept_floor`);
+    const acceptWithFloor = { ...accept, ratio_to_accept_floor: +(accept.jobs_per_second / Math.max(1, acceptFloor.jobs_per_second)).toFixed(3) };
 
     progress('delivery rate');
     const worker = startRole('worker', env);
@@ -621,7 +662,7 @@ async function run(dbUrl: string, children: ChildProcess[]) {
       mode: full ? 'full' : quick ? 'quick' : 'default',
       seconds: SECONDS,
       database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
-      ceilings, accept, delivery, latency, drain: drain.part, recover: recovery.part, baseline,
+      ceilings, accept: acceptWithFloor, accept_floor: acceptFloor, delivery, latency, drain: drain.part, recover: recovery.part, baseline,
       memory_mb: {
         web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb, recovery.workerPeakMb)),
       },
@@ -643,6 +684,8 @@ function print(report: Report, file: string): void {
     'raw POST ceiling (req/s)': report.ceilings.posts_per_second,
     'bare Express POST ceiling (req/s)': report.ceilings.bare_express_posts_per_second,
     'accept rate (jobs/s) / share of bare Express': `${accept.jobs_per_second} / ${accept.ratio_to_bare_express}`,
+    'accept floor (jobs/s) / share of bare Express / ours over it': `${report.accept_floor.jobs_per_second} / ${report.accept_floor.ratio_to_bare_express} / ${accept.ratio_to_accept_floor}`,
+    'CPU per job of the accept floor, process / database (us)': `${report.accept_floor.web_cpu_us_per_job} / ${report.accept_floor.database_cpu_us_per_job ?? 'n/a'}`,
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
     [`POST answer at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.answer_p50_ms} / ${latency.answer_p99_ms}`,
@@ -697,6 +740,7 @@ async function main(): Promise<number> {
     else {
       await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
       await admin.query(`drop database if exists ${database}_baseline with (force)`).catch(() => {});
+      await admin.query(`drop database if exists ${database}_accept_floor with (force)`).catch(() => {});
     }
     await admin.end();
     await embedded?.stop();
