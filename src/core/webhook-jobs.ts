@@ -5,7 +5,7 @@ import { invalidState, notFound, rateLimitExceeded, validationError } from '../e
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
 import { RequestAbandonedError } from '../db/availability.ts';
-import { currentRequestSignal, requestScope } from '../db/request-scope.ts';
+import { currentRequestScope, requestScope, type RequestScope } from '../db/request-scope.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
@@ -181,8 +181,8 @@ export async function checkAlone(pool: DatabasePool, rule: LimitRule | undefined
 
 type Waiting = {
   a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void;
-  /** The request's abort signal (its client went away): checked when its group starts. */
-  signal: AbortSignal | undefined;
+  /** The request's scope (whether its client went away): checked when its group starts. */
+  scope: RequestScope | undefined;
 };
 type Settled = { answer: Accepted } | { error: unknown };
 
@@ -323,7 +323,7 @@ export function makeJobAcceptor(
   /** The group without its requests whose client went away while they waited (refused, as the pool refuses them). */
   function startable(group: Waiting[]): Waiting[] {
     return group.filter((waiter) => {
-      if (!waiter.signal?.aborted) return true;
+      if (!waiter.scope?.aborted) return true;
       waiter.reject(new RequestAbandonedError());
       return false;
     });
@@ -342,7 +342,7 @@ export function makeJobAcceptor(
       throw error;
     }
     return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, signal: currentRequestSignal() });
+      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, scope: currentRequestScope() });
       pump();
     });
   };

@@ -9,7 +9,7 @@
 // transaction rolls back instead of committing.
 import type { DatabasePool, DatabasePoolConnection } from 'slonik';
 import { DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
-import { currentRequestSignal } from './request-scope.ts';
+import { currentRequestScope, type RequestScope } from './request-scope.ts';
 
 type GuardOptions = { permits: number; acquireTimeoutMs: number; availability: Availability };
 
@@ -31,8 +31,8 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
   };
 
   /** A permit within the deadline (or the caller's abort), else an error. */
-  function permit(deadline: number, signal: AbortSignal | undefined): Promise<void> {
-    if (signal?.aborted) return Promise.reject(new RequestAbandonedError());
+  function permit(deadline: number, scope: RequestScope | undefined): Promise<void> {
+    if (scope?.aborted) return Promise.reject(new RequestAbandonedError());
     if (free > 0) {
       free -= 1;
       return Promise.resolve();
@@ -41,7 +41,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
     return new Promise<void>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
+        stopListening?.();
         const index = waiters.indexOf(waiter);
         if (index >= 0) waiters.splice(index, 1);
       };
@@ -51,8 +51,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
       };
       const timer = setTimeout(() => waiter.fail(new DatabaseUnavailableError(
         `no database connection became free within ${acquireTimeoutMs} ms`)), Math.max(0, deadline - Date.now()));
-      const onAbort = () => waiter.fail(new RequestAbandonedError());
-      signal?.addEventListener('abort', onAbort, { once: true });
+      const stopListening = scope?.onAbort(() => waiter.fail(new RequestAbandonedError()));
       waiters.push(waiter);
     });
   }
@@ -64,16 +63,16 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
   }
 
   async function run<T>(work: (connection: DatabasePoolConnection) => Promise<T>): Promise<T> {
-    const signal = currentRequestSignal();
+    const scope = currentRequestScope();
     const deadline = Date.now() + acquireTimeoutMs;
-    await permit(deadline, signal);
+    await permit(deadline, scope);
     let gaveUp = false;
     let connected = false;
     let timer: NodeJS.Timeout | undefined;
     const underlying = pool.connect(async (connection) => {
       connected = true;
       clearTimeout(timer);
-      if (gaveUp || signal?.aborted) throw new RequestAbandonedError();
+      if (gaveUp || scope?.aborted) throw new RequestAbandonedError();
       return work(connection);
     });
     underlying.then(() => availability.succeeded(), (error: unknown) => {
@@ -104,10 +103,10 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
     }
     if (method === 'transaction') {
       const [handler, ...rest] = args as [(tx: DatabasePoolConnection) => Promise<unknown>, ...unknown[]];
-      const signal = currentRequestSignal();
+      const scope = currentRequestScope();
       return run((connection) => connection.transaction(async (tx) => {
         const result = await handler(tx as DatabasePoolConnection);
-        if (signal?.aborted) throw new RequestAbandonedError(); // roll back: nobody is waiting for this
+        if (scope?.aborted) throw new RequestAbandonedError(); // roll back: nobody is waiting for this
         return result;
       }, ...(rest as [number?])));
     }

@@ -1,9 +1,39 @@
-// The abort signal of the HTTP request being served, carried through async calls, so the pool
-// can refuse to start (or commit) database work for a client that has already gone away.
+// Whether the client of the HTTP request being served went away, carried through async calls, so
+// the pool can refuse to start (or commit) database work for a client that has already gone.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-export type RequestScope = { signal: AbortSignal };
+/**
+ * One request's abandonment: `aborted` once its client went away before the response was
+ * written, and the listeners told then. (An AbortController a request cost an EventTarget and
+ * its signal for every request, though nearly none is ever abandoned.)
+ */
+export class RequestScope {
+  #aborted = false;
+  #listeners: Array<() => void> | undefined;
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Calls `listener` once, when the client goes away; returns what stops listening. */
+  onAbort(listener: () => void): () => void {
+    (this.#listeners ??= []).push(listener);
+    return () => {
+      const index = this.#listeners?.indexOf(listener) ?? -1;
+      if (index >= 0) this.#listeners?.splice(index, 1);
+    };
+  }
+
+  /** The client went away: every listener is told, once. */
+  abort(): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    const listeners = this.#listeners ?? [];
+    this.#listeners = undefined;
+    for (const listener of listeners) listener();
+  }
+}
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();
 
-export const currentRequestSignal = (): AbortSignal | undefined => requestScope.getStore()?.signal;
+export const currentRequestScope = (): RequestScope | undefined => requestScope.getStore();

@@ -13,7 +13,7 @@ import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
 import { AppError, translateDatabaseError } from '../../src/errors.ts';
-import { requestScope } from '../../src/db/request-scope.ts';
+import { RequestScope, requestScope } from '../../src/db/request-scope.ts';
 import { until } from '../helpers/until.ts';
 import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, INVOICE_SCHEMA } from './helpers.ts';
 
@@ -91,20 +91,20 @@ test('a client that goes away does not take other requests down with it: the nex
   const tenant = { orgId, environment: 'live' as const };
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
   const release = await holdApplications([held]);
-  const gone = new AbortController();
+  const gone = new RequestScope();
   let first: Promise<Answer>;
   let others: Promise<Answer[]>;
   let abandoned: Promise<Answer>;
   try {
     // The first request starts the one group; its client leaves while that group runs.
-    first = requestScope.run({ signal: gone.signal }, () => settle(accept(tenant, job(held, 'invoice.paid', { n: 0 }))));
+    first = requestScope.run(gone, () => settle(accept(tenant, job(held, 'invoice.paid', { n: 0 }))));
     // Its statement is waiting for this test's lock: it has its connection.
     await until('the first group to wait for the lock', async () => await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
       select count(*)::int as n from pg_stat_activity where ${release.pid}::int = any(pg_blocking_pids(pid))`) > 0);
-    others = Promise.all([1, 2, 3].map((n) => requestScope.run({ signal: new AbortController().signal }, () => settle(accept(tenant, job(appId, 'invoice.paid', { n }))))));
+    others = Promise.all([1, 2, 3].map((n) => requestScope.run(new RequestScope(), () => settle(accept(tenant, job(appId, 'invoice.paid', { n }))))));
     // A request whose own client left before its group started is not accepted.
-    const left = new AbortController();
-    abandoned = requestScope.run({ signal: left.signal }, () => settle(accept(tenant, job(appId, 'invoice.paid', { n: 4 }))));
+    const left = new RequestScope();
+    abandoned = requestScope.run(left, () => settle(accept(tenant, job(appId, 'invoice.paid', { n: 4 }))));
     await until('the others to wait for the next group', () => accept.waiting === 4);
     left.abort();
     gone.abort();
