@@ -9,9 +9,10 @@
 // Beside ours, in the same run: the baseline (bench/baseline/: the same scenario as the stack's
 // packages document it) accepts and delivers just after our accept and delivery phases, the
 // accept floor (bench/accept-floor-server.ts: only what the contract needs written) accepts just
-// after the baseline, and a bare Express POST is one of the ceilings. CPU is read from /proc for our processes and for the
-// database server (its postmaster and backends). Prints the figures, then every goal of
-// bench/goals.ts beside its starting figure, and writes bench/results/<timestamp>.json.
+// after the baseline, and a bare Express POST is one of the ceilings. CPU is read from /proc for
+// our processes and for the database server (its postmaster and backends). Prints the figures,
+// then every goal of bench/goals.ts beside its starting figure, and writes
+// bench/results/<timestamp>.json.
 // One function a phase, each returning its part of the report; main() only runs them in order.
 // A phase whose deliveries stop coming (none for BENCH_STALL_SECONDS, default 30) fails the
 // run: a message on stderr and exit code 1, never a report built on a stalled drain.
