@@ -11,8 +11,9 @@
 // on a database migrated by this tree with the same tenants, started with the V8 flags of this
 // tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead, when set: e.g.
 // `--max-semi-space-size=16` for Node's default young generation).
-// With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements) and each round
-// prints the participant's statements: calls per accepted job and statement time per job.
+// With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements; =all: those
+// inside functions too) and each round prints the participant's AB_TOP (default 8) statements
+// of the most time: calls per accepted job and statement time per job.
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,10 +35,12 @@ async function load(port: number, orgs: Fixture[]) {
   return autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
 }
 
-const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const STATEMENTS = process.env.AB_STATEMENTS === '1' || process.env.AB_STATEMENTS === 'all';
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(here, '.data', `ab-${process.pid}`), logger, ephemeral: true, durable: true,
-  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements' } } : {}),
+  ...(STATEMENTS ? {
+    settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': process.env.AB_STATEMENTS === 'all' ? 'all' : 'top' },
+  } : {}),
 });
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
@@ -99,7 +102,7 @@ try {
           select round(calls::numeric / $1, 3) as calls_per_job, round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job,
                  left(regexp_replace(query, '\\s+', ' ', 'g'), 100) as query
           from pg_stat_statements where dbid = (select oid from pg_database where datname = $2)
-          order by calls desc limit 8`, [Math.max(1, run['2xx']), new URL(s.url).pathname.slice(1)]);
+          order by total_exec_time desc limit ${Number(process.env.AB_TOP ?? 8)}`, [Math.max(1, run['2xx']), new URL(s.url).pathname.slice(1)]);
         console.table(top.rows);
       }
     }
