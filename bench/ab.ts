@@ -1,7 +1,7 @@
 // What the A/B scripts (bench/accept-ab.ts, delivery-ab.ts, latency-ab.ts) share: each tree's
 // database migrated by that tree's own code with the same 50 tenants, its processes started with
 // the Node flags of its own `npm run <role>`, and the /proc readings of a process.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { insertEventType } from '../src/db/event-types.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
+import { startQueue } from '../src/queue.ts';
 import type { Sender } from './workload.ts';
 
 export type Fixture = Sender;
@@ -77,6 +78,27 @@ export async function prepareTree(tree: string, url: string, endpointUrl: string
   }
   await pool.end();
   return out;
+}
+
+/**
+ * The accept floor's database (bench/accept-floor-server.ts): this tree's code and tenants, as
+ * prepareTree makes them, with endpoints no worker serves, and the queue the floor enqueues on.
+ */
+export async function prepareAcceptFloor(tree: string, url: string, logger: Logger): Promise<Fixture[]> {
+  const orgs = await prepareTree(tree, url, 'http://127.0.0.1:9/hook', logger);
+  await (await startQueue({ databaseUrl: url, logger, leaseSeconds: 60, supervise: false, retentionHours: 24 })).stop();
+  return orgs;
+}
+
+/** The accept floor of `tree` on `url`, with these Node flags after this process's own; resolves once it listens. */
+export async function startAcceptFloor(
+  tree: string, url: string, nodeArgs: string[], stdio: StdioOptions,
+): Promise<{ child: ChildProcess; port: number }> {
+  const child = fork(path.join(tree, 'bench/accept-floor-server.ts'), {
+    execArgv: [...process.execArgv, ...nodeArgs], stdio, env: { PATH: process.env.PATH ?? '', DATABASE_URL: url },
+  });
+  const { port } = await new Promise<{ port: number }>((resolve) => child.once('message', (m) => resolve(m as { port: number })));
+  return { child, port };
 }
 
 /** The Node flags the tree's `npm run <role>` starts the role with (its package.json), then `extra`. */

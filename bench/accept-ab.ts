@@ -21,8 +21,9 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { startQueue } from '../src/queue.ts';
-import { cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareTree, startRole, stop, type Fixture } from './ab.ts';
+import {
+  cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareAcceptFloor, prepareTree, startAcceptFloor, startRole, stop, type Fixture,
+} from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { jobRequests } from './workload.ts';
 
@@ -56,8 +57,8 @@ const setups: Setup[] = [];
 for (const [i, tree] of trees.entries()) {
   const url = await createDatabase(admin, embedded.url, `ab_${i}`);
   // Endpoints at a closed port: no worker runs, nothing is delivered.
-  setups.push({ ...tree, url, orgs: await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger) });
-  if (tree.floor) await (await startQueue({ databaseUrl: url, logger, leaseSeconds: 60, supervise: false, retentionHours: 24 })).stop(); // the queue the floor enqueues on
+  const orgs = tree.floor ? await prepareAcceptFloor(tree.dir, url, logger) : await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger);
+  setups.push({ ...tree, url, orgs });
 }
 const postmasterPid = await postmasterPidOf(admin);
 if (STATEMENTS) await admin.query('create extension if not exists pg_stat_statements');
@@ -66,9 +67,8 @@ const rows: Record<string, { express: number; jobs: number; share: number; cpu_u
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
     // The web's V8 flags (its memory budget: a smaller young generation collects more often).
-    const execArgv = [...process.execArgv, ...await nodeArgsOf(here, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS)];
-    const web = fork(path.join(here, 'bench/accept-floor-server.ts'), { stdio: 'inherit', execArgv, env: { ...process.env, DATABASE_URL: s.url } });
-    const { port } = await new Promise<{ port: number }>((resolve) => web.once('message', (m) => resolve(m as { port: number })));
+    const nodeArgs = await nodeArgsOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
+    const { child: web, port } = await startAcceptFloor(s.dir, s.url, nodeArgs, 'inherit');
     return { web, port };
   }
   const port = await freePort();

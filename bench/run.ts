@@ -37,7 +37,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
-import { prepareTree } from './ab.ts';
+import { createDatabase, prepareAcceptFloor, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
@@ -379,19 +379,11 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
 async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) {
   const admin = new pg.Client({ connectionString: b.dbUrl });
   await admin.connect();
-  await admin.query(`create database ${database}`);
-  await admin.end();
-  const url = new URL(b.dbUrl);
-  url.pathname = `/${database}`;
-  const orgs = await prepareTree(root, url.toString(), 'http://127.0.0.1:9/hook', logger);
-  await (await startQueue({ databaseUrl: url.toString(), logger, leaseSeconds: 180, supervise: false, retentionHours: 24 })).stop();
-  const server = fork(path.join(root, 'bench/accept-floor-server.ts'), {
-    execArgv: [...process.execArgv, ...productNodeArgs('web')], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: url.toString() },
-  });
+  const url = await createDatabase(admin, b.dbUrl, database).finally(() => admin.end());
+  const orgs = await prepareAcceptFloor(root, url, logger);
+  const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs('web'), ['ignore', 'ignore', 'inherit', 'ipc']);
   b.children.push(server);
   try {
-    const { port } = await new Promise<{ port: number }>((resolve) => server.once('message', (m) => resolve(m as { port: number })));
     const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
     const dbBefore = await databaseCpuSeconds(b.postmasterPid);
     const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
