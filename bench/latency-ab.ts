@@ -32,6 +32,7 @@ const SECONDS = Number(process.env.LAT_SECONDS ?? 8);
 const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
+const IDLE_SECONDS = Number(process.env.LAT_IDLE_SECONDS ?? 0);
 const logger = pino({ level: process.env.AB_LOG_LEVEL ?? 'warn' }, pino.destination(2));
 
 /**
@@ -85,7 +86,7 @@ try {
       // Statistics of the tables as they are now, as autovacuum takes them within a minute: a
       // fresh database's plans (cached per session) were made while deliveries was empty.
       await s.db.query('analyze');
-      await sleep(500);
+      await sleep(500 + IDLE_SECONDS * 1000);
       receiver.send('reset');
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
@@ -95,14 +96,15 @@ try {
       const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
-      const { first, stages } = await firstAttempts(s.db, load.timeline, arrivals);
+      const { first, stages, bySecond } = await firstAttempts(s.db, load.timeline, arrivals);
       const round1 = (x: number) => +x.toFixed(1);
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify({
         jobs: load.ids.length, arrived: first.length,
         answer_p50: round1(percentile(load.answerMs, 50)), answer_p99: round1(percentile(load.answerMs, 99)),
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
         cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
-      })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n`);
+      })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n` +
+        `  first attempt by second sent, p50 / p99 / max (ms): ${bySecond.map((b) => `${b.p50}/${b.p99}/${b.max}`).join('  ')}\n`);
       if (STATEMENTS) {
         const top = await s.db.query(`
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,

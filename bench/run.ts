@@ -467,7 +467,7 @@ async function latencyPhase(b: Bench) {
   };
   await waitForDeliveries(b.receiver, load.ok, 'the latency phase');
   const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(b.receiver, 'arrivals');
-  const { first: latencies, stages } = await firstAttempts(b.db, sent.timeline, arrivals);
+  const { first: latencies, stages, bySecond } = await firstAttempts(b.db, sent.timeline, arrivals);
   return {
     rate: LATENCY_RATE, jobs: load.ok, non_2xx: load.other, jobs_per_second: Math.round(load.ok / SECONDS), measured: latencies.length,
     p50_ms: Math.round(percentile(latencies, 50)), p99_ms: Math.round(percentile(latencies, 99)),
@@ -477,6 +477,9 @@ async function latencyPhase(b: Bench) {
     answer_p50_ms: load.answerP50Ms, answer_p99_ms: load.answerP99Ms,
     // Where the time went (bench/workload.ts, firstAttempts), p50 and p99 of each stage.
     stages_ms: stages,
+    // The first attempt's p50 / p99 / max by the second its job was sent in: a slow start
+    // (connections opened anew, a collection of a heap the throughput phases grew) shows here.
+    by_second_ms: bySecond,
   };
 }
 

@@ -143,8 +143,20 @@ export async function firstAttempts(
     const xs = times.map(f).sort((x, y) => x - y);
     return { p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1) };
   };
+  // The first attempt's time (arrival - created) by the second of the phase its job was sent in.
+  const t0 = Math.min(...times.map((t) => t.sentAt));
+  const seconds = new Map<number, number[]>();
+  for (const t of times) {
+    const second = Math.floor((t.sentAt - t0) / 1000);
+    seconds.set(second, [...(seconds.get(second) ?? []), t.arrived - t.created]);
+  }
+  const bySecond = [...seconds.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => {
+    xs.sort((x, y) => x - y);
+    return { second, p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1), max: +(xs.at(-1) ?? 0).toFixed(1) };
+  });
   return {
     first,
+    bySecond,
     stages: {
       sent_to_created: stage((t) => t.created - t.sentAt), created_to_answered: stage((t) => t.answeredAt - t.created),
       created_to_start: stage((t) => t.started - t.created), answered_to_start: stage((t) => t.started - t.answeredAt),
