@@ -42,6 +42,7 @@ const schema = z.object({
   DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
+  DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
     const parts = value.split(',').map((p) => p.trim());
@@ -86,6 +87,8 @@ export type Config = Readonly<{
   databasePoolSize: number;
   /** The longest a request (or the worker) waits for a database connection before a 503. */
   databaseAcquireTimeoutMs: number;
+  /** How long an unused connection of the pool stays open. */
+  databaseIdleTimeoutMs: number;
   allowPrivateDestinations: boolean;
   retrySchedule: readonly number[];
   circuitBreakerThreshold: number;
@@ -128,6 +131,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseDirectUrl: c.DATABASE_DIRECT_URL,
     databasePoolSize: c.DATABASE_POOL_SIZE,
     databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
+    databaseIdleTimeoutMs: c.DATABASE_IDLE_TIMEOUT_MS,
     allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,

@@ -55,7 +55,8 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
       return;
     }
     const pool = await makePool(database.url, {
-      maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs, logger,
+      maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs,
+      idleTimeoutMs: config.databaseIdleTimeoutMs, logger,
     });
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the

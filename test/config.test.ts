@@ -10,6 +10,7 @@ test('defaults match decisions section 1', (t) => {
   t.is(config.circuitBreakerThreshold, 10);
   t.is(config.circuitBreakerCooldown, 300);
   t.is(config.dataDir, '.data');
+  t.is(config.databaseIdleTimeoutMs, 600_000, 'idle connections are kept ten minutes (docs/deploy.md)');
   t.true(Object.isFrozen(config));
 });
 
@@ -35,6 +36,8 @@ const bad: Array<[string, string]> = [
   ['PORT', '70000'],
   ['DATABASE_URL', 'mysql://x'],
   ['DATABASE_POOL_SIZE', '0'],
+  ['DATABASE_IDLE_TIMEOUT_MS', '500'],
+  ['DATABASE_IDLE_TIMEOUT_MS', '3600001'],
   ['ALLOW_PRIVATE_DESTINATIONS', 'yes'],
   ['RETRY_SCHEDULE', '5,300'],
   ['RETRY_SCHEDULE', '5,300,1800,7200,18000,-1'],
