@@ -32,6 +32,7 @@ const SECONDS = Number(process.env.LAT_SECONDS ?? 8);
 const WARM_SECONDS = Number(process.env.LAT_WARM_SECONDS ?? 3);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
+// A pause before the measured phase (after the warm-up), as the bench's phase follows others.
 const IDLE_SECONDS = Number(process.env.LAT_IDLE_SECONDS ?? 0);
 const logger = pino({ level: process.env.AB_LOG_LEVEL ?? 'warn' }, pino.destination(2));
 
@@ -82,10 +83,13 @@ try {
   const postmasterPid = await postmasterPidOf(admin);
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
-      await steadyLoad(s.port, s.orgs, RATE, WARM_SECONDS);
       // Statistics of the tables as they are now, as autovacuum takes them within a minute: a
-      // fresh database's plans (cached per session) were made while deliveries was empty.
-      await s.db.query('analyze');
+      // fresh database's plans (cached per session) were made while deliveries was empty. With
+      // LAT_IDLE_SECONDS, before the warm-up: an analyze invalidates every session's plans, and
+      // what the pause costs is measured with the plans the warm-up made.
+      if (IDLE_SECONDS > 0) await s.db.query('analyze');
+      await steadyLoad(s.port, s.orgs, RATE, WARM_SECONDS);
+      if (IDLE_SECONDS === 0) await s.db.query('analyze');
       await sleep(500 + IDLE_SECONDS * 1000);
       receiver.send('reset');
       receiver.send('track');
