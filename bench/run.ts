@@ -37,14 +37,15 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
-import { createDatabase, prepareAcceptFloor, startAcceptFloor } from './ab.ts';
+import { createDatabase, nodeArgsOf, prepareAcceptFloor, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
 import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const packageJson = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+/** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
+const productNodeArgs = { web: await nodeArgsOf(root, 'web'), worker: await nodeArgsOf(root, 'worker') };
 const quick = process.argv.includes('--quick');
 const full = process.argv.includes('--full');
 const SECONDS = quick ? 5 : 20;
@@ -153,16 +154,10 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
   return out;
 }
 
-/** The Node flags `npm run <role>` (and so the Procfile) starts the role with. */
-function productNodeArgs(role: 'web' | 'worker'): string[] {
-  const script = packageJson.scripts[role] ?? '';
-  return (/\bnode (.*)src\/main\.ts/.exec(script)?.[1] ?? '').split(' ').filter(Boolean);
-}
-
 /** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, BENCH_WEB_ARGS and BENCH_WORKER_ARGS to one. */
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
   // The product's flags for the role, then the bench's own.
-  const nodeArgs = [...productNodeArgs(role), process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
+  const nodeArgs = [...productNodeArgs[role], process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
     cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
   });
@@ -345,7 +340,7 @@ async function acceptPhase(b: Bench, ceilings: Ceilings) {
  */
 async function startBaseline(role: 'web' | 'worker', env: Record<string, string>): Promise<{ child: ChildProcess; port?: number }> {
   const child = fork(path.join(root, `bench/baseline/${role}.ts`), {
-    execArgv: productNodeArgs(role), stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...env },
+    execArgv: productNodeArgs[role], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...env },
   });
   const message = await new Promise<{ port?: number }>((resolve, reject) => {
     child.once('message', (m) => resolve(m as { port?: number }));
@@ -381,7 +376,7 @@ async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) 
   await admin.connect();
   const url = await createDatabase(admin, b.dbUrl, database).finally(() => admin.end());
   const orgs = await prepareAcceptFloor(root, url, logger);
-  const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs('web'), ['ignore', 'ignore', 'inherit', 'ipc']);
+  const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc']);
   b.children.push(server);
   try {
     const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
