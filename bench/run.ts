@@ -473,7 +473,7 @@ async function latencyPhase(b: Bench) {
     // Where the time went (bench/workload.ts, firstAttempts), p50 and p99 of each stage.
     stages_ms: stages,
     // The first attempt's p50 / p99 / max by the second its job was sent in: a slow start
-    // (connections opened anew, a collection of a heap the throughput phases grew) shows here.
+    // (connections opened anew, autovacuum after the phases before) shows here.
     by_second_ms: bySecond,
   };
 }

@@ -148,7 +148,9 @@ export async function firstAttempts(
   const seconds = new Map<number, number[]>();
   for (const t of times) {
     const second = Math.floor((t.sentAt - t0) / 1000);
-    seconds.set(second, [...(seconds.get(second) ?? []), t.arrived - t.created]);
+    const xs = seconds.get(second) ?? [];
+    xs.push(t.arrived - t.created);
+    seconds.set(second, xs);
   }
   const bySecond = [...seconds.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => {
     xs.sort((x, y) => x - y);

@@ -1,9 +1,9 @@
 // The pool keeps an unused connection open for DATABASE_IDLE_TIMEOUT_MS (default 10 minutes):
 // a new connection compiles the plpgsql functions and plans their statements again, so a pool
-// closed after every pause made the first requests after it slow (the README's performance
-// section has the measurement). Two web processes, each on a database of its own: one with a 1 s idle
-// timeout, one with the default; after both answered /health, the first closes its connection
-// and the other still holds it at that moment.
+// closed after every pause made the first requests after it slow (measured in the README's
+// performance section). Two web processes, each on a database of its own: one with a 1 s
+// idle timeout, one with the default; after both answered /health, the first closes its
+// connection and the other still holds it at that moment.
 import test from 'ava';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
