@@ -18,7 +18,6 @@
 // run: a message on stderr and exit code 1, never a report built on a stalled drain.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -37,7 +36,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
-import { createDatabase, nodeArgsOf, prepareAcceptFloor, startAcceptFloor } from './ab.ts';
+import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
@@ -54,16 +53,6 @@ const LATENCY_RATE = 300;
 const ORGS = 50;
 const STALL_SECONDS = Number(process.env.BENCH_STALL_SECONDS ?? 30);
 const logger = pino({ level: 'warn' }, pino.destination(2));
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Peak resident memory (VmHWM) in MB and CPU seconds so far, from /proc. */
 async function usage(pid: number) {
@@ -709,10 +698,7 @@ async function main(): Promise<number> {
   const database = `bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
-  await admin.query(`create database ${database}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${database}`;
-  const dbUrl = url.toString();
+  const dbUrl = await createDatabase(admin, adminUrl, database);
   const children: ChildProcess[] = [];
   try {
     const report = await run(dbUrl, children);
