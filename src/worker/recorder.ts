@@ -87,13 +87,14 @@ export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger:
   }
 
   /**
-   * Writes now when a full batch waits; otherwise after `linger`, or at the end of the interval
-   * since the last write started, whichever is later.
+   * Unless a write is running (its end calls this again): writes now when a full batch waits;
+   * otherwise, unless already set, a timer for `linger` or the end of the interval since the
+   * last write started, whichever is later.
    */
   function schedule(linger: number): void {
-    if (writing || buffer.length === 0 || timer) return;
+    if (writing || buffer.length === 0) return;
     if (buffer.length >= BATCH) return pump();
-    timer = setTimeout(pump, Math.max(linger, lastStart + WRITE_INTERVAL_MS - performance.now()));
+    timer ??= setTimeout(pump, Math.max(linger, lastStart + WRITE_INTERVAL_MS - performance.now()));
   }
 
   /** Writes everything added so far, without lingering; resolves when it is written. */
@@ -108,8 +109,7 @@ export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger:
     add(message, result) {
       const { promise, resolve } = Promise.withResolvers<void>();
       buffer.push({ message, result, written: resolve });
-      if (buffer.length >= BATCH) pump(); // at once unless a write is running (then when it ends)
-      else schedule(LINGER_MS);
+      schedule(LINGER_MS);
       return promise;
     },
     flush,
