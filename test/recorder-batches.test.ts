@@ -48,6 +48,12 @@ async function transactionsOf(results: AttemptResult[]): Promise<number> {
     select count(distinct xmin::text)::int from delivery_attempts where delivery_id = any(${sql.array(results.map((r) => r.delivery_id), 'int8')})`) as number;
 }
 
+/** The distinct states of these deliveries. */
+async function statesOf(results: AttemptResult[]): Promise<readonly unknown[]> {
+  return await app.pool.anyFirst(sql.unsafe`
+    select distinct status from deliveries where id = any(${sql.array(results.map((r) => r.delivery_id), 'int8')})`);
+}
+
 test.serial('outcomes that finish while a write is blocked are written together in one next transaction, each promise once written', async (t) => {
   const { results, byDelivery } = await claimedOutcomes(t, OUTCOMES);
 
@@ -76,9 +82,7 @@ test.serial('outcomes that finish while a write is blocked are written together 
   await Promise.all([first, ...rest]);
   t.is(written.size, OUTCOMES);
   t.is(await transactionsOf(results), 2, 'the blocked write, then one with everything that waited for it');
-  const states = await app.pool.anyFirst(sql.unsafe`
-    select distinct status from deliveries where id = any(${sql.array(results.map((r) => r.delivery_id), 'int8')})`);
-  t.deepEqual(states, ['succeeded']);
+  t.deepEqual(await statesOf(results), ['succeeded']);
 });
 
 test.serial('a steady trickle of outcomes is written at most once per interval, not write after write', async (t) => {
@@ -101,7 +105,5 @@ test.serial('a steady trickle of outcomes is written at most once per interval, 
   t.log(`${results.length} outcomes over ${Math.round(span)} ms: ${transactions} transactions (at most ${most})`);
   t.true(transactions <= most, `${transactions} transactions in ${Math.round(span)} ms`);
   t.true(transactions >= 2, 'more than one write: the outcomes did not all wait for the end');
-  const states = await app.pool.anyFirst(sql.unsafe`
-    select distinct status from deliveries where id = any(${sql.array(results.map((r) => r.delivery_id), 'int8')})`);
-  t.deepEqual(states, ['succeeded']);
+  t.deepEqual(await statesOf(results), ['succeeded']);
 });
