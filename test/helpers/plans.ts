@@ -35,15 +35,18 @@ export async function flushedStats<Row extends Record<string, unknown>>(db: pg.C
   return rows[0];
 }
 
-/** `count` jobs of plan.item written in bulk, one delivery each to the fixture's endpoint: pending and due now, or held. */
-export async function insertPlanJobs(fixture: PlanFixture, count: number, status: 'pending' | 'held'): Promise<void> {
+/**
+ * `count` jobs of plan.item written in bulk, one delivery each to the fixture's endpoint: pending
+ * and due now, or held. Their ids are `job_<prefix>` and a number: one prefix per test of a file.
+ */
+export async function insertPlanJobs(fixture: PlanFixture, count: number, status: 'pending' | 'held', prefix = 'plan'): Promise<void> {
   await fixture.db.query(`
     with jobs as (
       insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-      select 'job_plan' || lpad(g::text, 23, '0'), $1, 'live', $2, 'plan.item', '{}'::json, now() + interval '48 hours'
+      select 'job_' || $6 || lpad(g::text, 27 - length($6), '0'), $1, 'live', $2, 'plan.item', '{}'::json, now() + interval '48 hours'
       from generate_series(1, $4::int) g
       returning id)
     insert into deliveries (job_id, endpoint_id, org_id, application_id, status, next_attempt_at)
     select id, $3, $1, $2, $5, case when $5 = 'pending' then now() end from jobs`,
-  [fixture.orgId, fixture.applicationId, fixture.endpointId, count, status]);
+  [fixture.orgId, fixture.applicationId, fixture.endpointId, count, status, prefix]);
 }
