@@ -156,6 +156,24 @@ test('a connection reset before any answer is a connection_error', async (t) => 
   t.is(server.requests.length, 1);
 });
 
+test('a connection broken in the middle of a body is a connection_error that keeps the status', async (t) => {
+  const server = await startServer(t, (req, res) => {
+    res.writeHead(200, { 'content-length': '100' });
+    res.write('partial', () => req.socket.destroy());
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: false, statusCode: 200, error: 'connection_error' });
+});
+
+test('an informational answer before the final one is not the answer', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+    res.writeHead(201).end('made');
+  });
+  const outcome = await attempter(t).attempt(request(server.url));
+  t.like(outcome, { success: true, statusCode: 201, error: null, responseBody: 'made' });
+});
+
 test('https to a plain-http server is a tls_error', async (t) => {
   const server = await startServer(t, (_req, res) => res.end());
   const outcome = await attempter(t).attempt(request(`https://127.0.0.1:${server.port}/`));
