@@ -14,6 +14,7 @@ const TABLE = 3000;
 const BATCH = 5;
 const BACKLOG = 20_000;
 const LARGE_BATCH = 200;
+const LARGE_CLAIM = 400;
 
 test('claim_deliveries reads a batch by primary key, not by a scan of a small deliveries table', async (t) => {
   const fixture = await planFixture(t, app);
@@ -105,4 +106,32 @@ test('claim_next_deliveries takes a few messages of a large due backlog by index
 
   t.deepEqual(fetched, Array(7).fill(10));
   t.is(read, 0, `claims of 10 read ${read} queue rows by sequential scan (backlog ${BACKLOG})`);
+});
+
+// Claims of hundreds: the fetch's update found its messages again by joining the locked ones to
+// the queue table, and for a claim of 400 the planner preferred hashing a sequential scan of the
+// whole table (20,000 rows, a quarter of the fetch's time) to 400 lookups. It reads them by
+// primary key, `= any` of their ids, whatever the claim's size.
+test.serial('claim_next_deliveries takes hundreds of messages of a large due backlog by index, not by a scan of the queue table', async (t) => {
+  const { db } = await planFixture(t, app);
+  const first = 800_000_001;
+  await db.query(`
+    select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
+                                     array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
+  [DELIVERY_QUEUE, first, first + BACKLOG - 1, BACKLOG]);
+  await db.query('analyze pgboss.job');
+  const seqRead = async () => Number((await flushedStats<{ seq: string }>(db,
+    `select coalesce(sum(seq_tup_read), 0)::text as seq from pg_stat_all_tables where schemaname = 'pgboss'`)).seq);
+  const before = await seqRead();
+  const fetched: number[] = [];
+  for (let i = 0; i < 3; i += 1) {
+    await db.query('begin');
+    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, LARGE_CLAIM]);
+    fetched.push(Number(rows[0]?.n));
+    await db.query('rollback');
+  }
+  const read = (await seqRead()) - before;
+
+  t.deepEqual(fetched, Array(3).fill(LARGE_CLAIM));
+  t.is(read, 0, `claims of ${LARGE_CLAIM} read ${read} queue rows by sequential scan (backlog ${BACKLOG})`);
 });
