@@ -50,9 +50,9 @@ test('claim_deliveries reads a batch by primary key, not by a scan of a small de
 // The claim's update of its deliveries joined them to the batch by id and by `= any` of the
 // batch's ids. The planner estimates the batch at one row, and took the `= any` as the index
 // scan, run once per delivery of the batch with the join's id as a filter: every delivery of the
-// batch read once for each, 5,050 index reads for a claim of 100 and half the claim's time in a
-// drain. Counted exactly: index tuples of deliveries fetched per claim (serial: the file's other
-// tests read deliveries too).
+// batch read once for each: 5,050 index reads for a claim of 100, which took 25 ms instead of 14.
+// Counted exactly: index tuples of deliveries fetched per claim (serial: the file's other tests
+// read deliveries too).
 test.serial('claim_deliveries updates its batch by one primary-key read a delivery, not one per pair', async (t) => {
   const fixture = await planFixture(t, app);
   const { endpointId, db } = fixture;
@@ -110,8 +110,8 @@ test('claim_next_deliveries takes a few messages of a large due backlog by index
 
 // Claims of hundreds: the fetch's update found its messages again by joining the locked ones to
 // the queue table, and for a claim of 400 the planner preferred hashing a sequential scan of the
-// whole table (20,000 rows, a quarter of the fetch's time) to 400 lookups. It reads them by
-// primary key, `= any` of their ids, whatever the claim's size.
+// whole table (20,000 rows; the fetch took 30 ms instead of 16) to 400 lookups. It reads them
+// by primary key, `= any` of their ids, whatever the claim's size.
 test.serial('claim_next_deliveries takes hundreds of messages of a large due backlog by index, not by a scan of the queue table', async (t) => {
   const { db } = await planFixture(t, app);
   const first = 800_000_001;

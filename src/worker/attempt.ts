@@ -268,8 +268,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
  * undici's dispatch() with a handler of our own rather than its request(), which wraps every
  * answer in a Readable stream (with an async resource and an abort listener) that the worker then
  * read through an async iterator: with the handler, the worker's CPU per delivery in a drain fell
- * from 458-589 µs to 387-423 (bench/delivery-ab.ts, 4 rounds), a third of that in garbage
- * collection.
+ * from 458-589 µs to 387-423 (bench/delivery-ab.ts, 4 rounds).
  */
 function post(
   agent: Agent, options: { origin: string; path: string; headers: Record<string, string>; body: string }, signal: AbortSignal,
