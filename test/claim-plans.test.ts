@@ -5,6 +5,7 @@
 // the whole table on each claim: 888 scans and 1.7 million rows in 8 s of the latency bench on
 // a fresh database. The count of tuples read is exact and needs no timing.
 import test from 'ava';
+import type pg from 'pg';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
 import { startTestApp } from './helpers/app.ts';
 import { flushedStats, insertPlanJobs, planFixture } from './helpers/plans.ts';
@@ -85,24 +86,7 @@ test.serial('claim_deliveries updates its batch by one primary-key read a delive
 // queue table by sequential scan on every claim of a drain (77,000 rows, ~100 ms a claim).
 test('claim_next_deliveries takes a few messages of a large due backlog by index, not by a scan of the queue table', async (t) => {
   const { db } = await planFixture(t, app);
-  // Messages of deliveries that do not exist: the claim skips them, so only the fetch reads.
-  const first = 900_000_001;
-  await db.query(`
-    select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
-                                     array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
-  [DELIVERY_QUEUE, first, first + BACKLOG - 1, BACKLOG]);
-  await db.query('analyze pgboss.job');
-  const seqRead = async () => Number((await flushedStats<{ seq: string }>(db,
-    `select coalesce(sum(seq_tup_read), 0)::text as seq from pg_stat_all_tables where schemaname = 'pgboss'`)).seq);
-  const before = await seqRead();
-  const fetched: number[] = [];
-  for (let i = 0; i < 7; i += 1) {
-    await db.query('begin');
-    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, 10, 1000, 100, 1000000)', [DELIVERY_QUEUE]);
-    fetched.push(Number(rows[0]?.n));
-    await db.query('rollback');
-  }
-  const read = (await seqRead()) - before;
+  const { fetched, read } = await claimsFromBacklog(db, 900_000_001, 10, 7);
 
   t.deepEqual(fetched, Array(7).fill(10));
   t.is(read, 0, `claims of 10 read ${read} queue rows by sequential scan (backlog ${BACKLOG})`);
@@ -114,7 +98,18 @@ test('claim_next_deliveries takes a few messages of a large due backlog by index
 // by primary key, `= any` of their ids, whatever the claim's size.
 test.serial('claim_next_deliveries takes hundreds of messages of a large due backlog by index, not by a scan of the queue table', async (t) => {
   const { db } = await planFixture(t, app);
-  const first = 800_000_001;
+  const { fetched, read } = await claimsFromBacklog(db, 800_000_001, LARGE_CLAIM, 3);
+
+  t.deepEqual(fetched, Array(3).fill(LARGE_CLAIM));
+  t.is(read, 0, `claims of ${LARGE_CLAIM} read ${read} queue rows by sequential scan (backlog ${BACKLOG})`);
+});
+
+/**
+ * BACKLOG due messages from delivery id `first` on, for deliveries that do not exist (the claim
+ * skips them, so only the fetch reads), then `claims` claims of `size`, each rolled back: the
+ * messages each fetched, and the queue rows they read by sequential scan in all.
+ */
+async function claimsFromBacklog(db: pg.Client, first: number, size: number, claims: number): Promise<{ fetched: number[]; read: number }> {
   await db.query(`
     select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
                                      array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
@@ -124,14 +119,11 @@ test.serial('claim_next_deliveries takes hundreds of messages of a large due bac
     `select coalesce(sum(seq_tup_read), 0)::text as seq from pg_stat_all_tables where schemaname = 'pgboss'`)).seq);
   const before = await seqRead();
   const fetched: number[] = [];
-  for (let i = 0; i < 3; i += 1) {
+  for (let i = 0; i < claims; i += 1) {
     await db.query('begin');
-    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, LARGE_CLAIM]);
+    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, size]);
     fetched.push(Number(rows[0]?.n));
     await db.query('rollback');
   }
-  const read = (await seqRead()) - before;
-
-  t.deepEqual(fetched, Array(3).fill(LARGE_CLAIM));
-  t.is(read, 0, `claims of ${LARGE_CLAIM} read ${read} queue rows by sequential scan (backlog ${BACKLOG})`);
-});
+  return { fetched, read: (await seqRead()) - before };
+}
