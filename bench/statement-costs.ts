@@ -5,6 +5,8 @@
 //   claim        claim_deliveries() on pending deliveries (the claim without its fetch)
 //   claim_next   claim_next_deliveries() on their queue messages (pg-boss's fetch and the claim)
 //   record       record_attempts() with a success for each delivery in flight
+//   record_failed  the same with a failure each, to be retried in a minute (the retries' and the
+//                circuit breaker's statements)
 // Each call runs in a transaction of its own, committed asynchronously and not timed, so the
 // figure is the call's statement time alone (median of up to 150 calls). Nothing else runs: a
 // per-delivery cost that grows with the batch shows here, where the drain's noise would hide it
@@ -28,7 +30,7 @@ const SIZES = [25, 100, 400];
 const JOBS_PER_ENDPOINT = 400;
 const EXPLAIN = process.env.STATEMENTS_EXPLAIN === '1' || process.env.STATEMENTS_EXPLAIN === 'plans';
 const EXPLAIN_SIZE = Number(process.env.STATEMENTS_EXPLAIN_SIZE ?? 100);
-const CALLS = ['claim', 'claim_next', 'record'] as const;
+const CALLS = ['claim', 'claim_next', 'record', 'record_failed'] as const;
 type Call = (typeof CALLS)[number];
 const chosen = process.env.STATEMENTS_CALLS?.split(',') ?? CALLS;
 
@@ -40,7 +42,7 @@ const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
 let databases = 0;
 
-/** A database with 20,000 deliveries (pending with queue messages, or in flight for `record`), in the order a drain takes them. */
+/** A database with 20,000 deliveries (pending with queue messages for the claims, in flight for the recordings), in the order a drain takes them. */
 async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
   const url = await createDatabase(admin, embedded.url, `statements_${databases++}`);
   await prepareTree(here, url, 'http://127.0.0.1:9/hook', logger);
@@ -52,7 +54,7 @@ async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
   for (const [i, target] of targets.entries()) {
     await insertJobs(db, target, { prefix: 'stmt', from: i * JOBS_PER_ENDPOINT + 1, count: JOBS_PER_ENDPOINT, status: 'in_flight' });
   }
-  if (call !== 'record') await db.query(`update deliveries set status = 'pending', next_attempt_at = now()`);
+  if (call === 'claim' || call === 'claim_next') await db.query(`update deliveries set status = 'pending', next_attempt_at = now()`);
   if (call === 'claim_next') {
     await db.query(`select enqueue_delivery_messages($1, array(select id from deliveries order by id),
       array(select round from deliveries order by id), array(select null::timestamptz from deliveries order by id))`, [DELIVERY_QUEUE]);
@@ -69,8 +71,11 @@ function statement(call: Call, ids: number[], size: number, i: number): [string,
   if (call === 'claim_next') return ['select * from claim_next_deliveries($1, $2, 1000, 100, 16777216)', [DELIVERY_QUEUE, size]];
   if (call === 'claim') return ['select * from claim_deliveries($1, 1000, 100, 16777216)', [JSON.stringify(batch.map((id) => ({ delivery_id: id, round: 1 })))]];
   const attemptedAt = new Date().toISOString();
+  const outcome = call === 'record'
+    ? { status_code: 200, response_body: 'ok', success: true, error: null, retry_at: null }
+    : { status_code: 500, response_body: 'no', success: false, error: 'http_status', retry_at: new Date(Date.now() + 60_000).toISOString() };
   return ['select * from record_attempts($1, 5, 60)', [JSON.stringify(batch.map((id) => ({
-    delivery_id: id, round: 1, attempt: 1, status_code: 200, response_body: 'ok', latency_ms: 1, attempted_at: attemptedAt, success: true, error: null, retry_at: null,
+    delivery_id: id, round: 1, attempt: 1, latency_ms: 1, attempted_at: attemptedAt, ...outcome,
   })))]];
 }
 
