@@ -1,11 +1,6 @@
 -- Success rate over the trailing 24 h: successful attempts in percent, two decimals, 100 when none.
 -- Rows whose rate did not change are not rewritten (no lock held against claims, no new row version).
 --
--- A few endpoints (a recording at a low rate holds one or two) are refreshed one at a time: each
--- statement then has a single key for a parameter, so plpgsql keeps one plan for it (planning
--- ~0.01 ms). Set-based, the two statements below take an array, which PostgreSQL plans anew on
--- every call (about 1 ms together on a 2-core machine, most of a small recording's refresh);
--- for more endpoints that one planning costs less than their statements one by one.
 -- The rate itself, from the sums of a window's attempts and successes (null sums: no attempts).
 -- A one-expression SQL function, so PostgreSQL inlines it: the statements below plan as before.
 create or replace function success_rate_of(p_successes numeric, p_attempts numeric) returns numeric
@@ -16,47 +11,154 @@ $$;
 comment on function success_rate_of(numeric, numeric) is
   'Successes in percent of attempts, two decimals; 100 when there were none.';
 
+-- The rates from the running sums (migration 1765500000000): a recording adds its batch's
+-- attempts (add_to_success_rates) and takes away the stats minutes that left the window since the
+-- last, a few rows at most for a busy endpoint. Summing the whole window again on every recording
+-- read up to 1,440 stats rows per endpoint of the batch, and as many per application, once
+-- endpoints had a day of steady traffic: with a day of stats, recordings of 100 across 50
+-- endpoints cost 1.77 ms per delivery that way and 0.26 this way (bench/statement-costs.ts).
+--
+-- p_*: the batch's attempts by (endpoint, application, minute), as they are about to be added to
+-- endpoint_attempt_stats. Call it before that insert, in the same transaction: a window's sums
+-- are then always those of the stats committed with it, and its row, locked first, orders every
+-- recording of one endpoint (its stats rows are locked after, in the same order).
+create or replace function add_to_success_rates(
+  p_endpoint_ids text[], p_application_ids text[], p_minutes timestamptz[], p_attempts bigint[], p_successes bigint[]
+) returns void
+language plpgsql as $$
+declare
+  -- The window's start: stats rows of later minutes count (the rate's definition).
+  v_start timestamptz := now() - interval '24 hours';
+  v_endpoints text[] := array(select distinct x from unnest(p_endpoint_ids) x order by x);
+  v_applications text[] := array(select distinct x from unnest(p_application_ids) x order by x);
+begin
+  -- First recording of an endpoint (or its row was removed by hand): its sums from the stats.
+  insert into endpoint_success_windows (endpoint_id, window_start, attempts, successes)
+    select x.id, v_start, coalesce(sum(s.attempts), 0), coalesce(sum(s.successes), 0)
+    from unnest(v_endpoints) x (id)
+      left join endpoint_attempt_stats s on s.endpoint_id = x.id and s.minute > v_start
+    where not exists (select 1 from endpoint_success_windows w where w.endpoint_id = x.id)
+    group by x.id order by x.id
+  on conflict (endpoint_id) do nothing;
+
+  -- Locked first (the latest committed sums, in endpoint order), then the minutes that left the
+  -- window since window_start taken away and the batch's minutes inside it added.
+  with locked as materialized (
+    select w.endpoint_id, w.window_start from endpoint_success_windows w
+    where w.endpoint_id = any(v_endpoints) order by w.endpoint_id for update
+  ), moved as (
+    select l.endpoint_id, greatest(l.window_start, v_start) as window_start,
+           coalesce(sum(s.attempts), 0) as attempts, coalesce(sum(s.successes), 0) as successes
+    from locked l
+      left join endpoint_attempt_stats s on s.endpoint_id = l.endpoint_id and s.minute > l.window_start and s.minute <= v_start
+    group by l.endpoint_id, l.window_start
+  ), added as (
+    select m.endpoint_id, m.window_start, m.attempts as gone_attempts, m.successes as gone_successes,
+           coalesce(sum(b.attempts), 0) as attempts, coalesce(sum(b.successes), 0) as successes
+    from moved m
+      left join unnest(p_endpoint_ids, p_minutes, p_attempts, p_successes) b (endpoint_id, minute, attempts, successes)
+        on b.endpoint_id = m.endpoint_id and b.minute > m.window_start
+    group by m.endpoint_id, m.window_start, m.attempts, m.successes
+  ), updated as (
+    update endpoint_success_windows w set
+      window_start = a.window_start,
+      attempts = w.attempts - a.gone_attempts + a.attempts,
+      successes = w.successes - a.gone_successes + a.successes
+    from added a where w.endpoint_id = a.endpoint_id
+    returning w.endpoint_id, success_rate_of(w.successes, w.attempts) as rate
+  )
+  update endpoints e set success_rate = u.rate
+  from updated u where e.id = u.endpoint_id and e.success_rate is distinct from u.rate;
+
+  -- The same for the applications, after all endpoints (every caller locks in this order).
+  insert into application_success_windows (application_id, window_start, attempts, successes)
+    select x.id, v_start, coalesce(sum(s.attempts), 0), coalesce(sum(s.successes), 0)
+    from unnest(v_applications) x (id)
+      left join endpoint_attempt_stats s on s.application_id = x.id and s.minute > v_start
+    where not exists (select 1 from application_success_windows w where w.application_id = x.id)
+    group by x.id order by x.id
+  on conflict (application_id) do nothing;
+
+  with locked as materialized (
+    select w.application_id, w.window_start from application_success_windows w
+    where w.application_id = any(v_applications) order by w.application_id for update
+  ), moved as (
+    select l.application_id, greatest(l.window_start, v_start) as window_start,
+           coalesce(sum(s.attempts), 0) as attempts, coalesce(sum(s.successes), 0) as successes
+    from locked l
+      left join endpoint_attempt_stats s on s.application_id = l.application_id and s.minute > l.window_start and s.minute <= v_start
+    group by l.application_id, l.window_start
+  ), added as (
+    select m.application_id, m.window_start, m.attempts as gone_attempts, m.successes as gone_successes,
+           coalesce(sum(b.attempts), 0) as attempts, coalesce(sum(b.successes), 0) as successes
+    from moved m
+      left join unnest(p_application_ids, p_minutes, p_attempts, p_successes) b (application_id, minute, attempts, successes)
+        on b.application_id = m.application_id and b.minute > m.window_start
+    group by m.application_id, m.window_start, m.attempts, m.successes
+  ), updated as (
+    update application_success_windows w set
+      window_start = a.window_start,
+      attempts = w.attempts - a.gone_attempts + a.attempts,
+      successes = w.successes - a.gone_successes + a.successes
+    from added a where w.application_id = a.application_id
+    returning w.application_id, success_rate_of(w.successes, w.attempts) as rate
+  )
+  update applications ap set success_rate = u.rate
+  from updated u where ap.id = u.application_id and ap.success_rate is distinct from u.rate;
+end;
+$$;
+
+comment on function add_to_success_rates(text[], text[], timestamptz[], bigint[], bigint[]) is
+  'Adds a batch''s attempts (by endpoint, application and minute, before they are added to endpoint_attempt_stats) to the running 24 h sums, takes away the minutes that left the window, and updates the success rates that changed.';
+
+-- The sums and rates of these endpoints and their applications recomputed from the stats of
+-- the last 24 h: for a DBA after editing endpoint_attempt_stats by hand (the running sums only
+-- know what recordings added), and what tests hold the running sums to. The sums' rows are
+-- locked before the stats are read, by a statement of their own, so that every recording that
+-- added to them has committed its stats by then.
 create or replace function refresh_success_rates(p_endpoint_ids text[]) returns void
 language plpgsql as $$
 declare
-  v_endpoint text;
-  v_application text;
-  v_applications text[] := '{}';
+  v_start timestamptz := now() - interval '24 hours';
+  v_endpoints text[] := array(select distinct e.id from endpoints e where e.id = any(p_endpoint_ids) order by e.id);
+  v_applications text[] := array(select distinct e.application_id from endpoints e where e.id = any(p_endpoint_ids) order by 1);
 begin
-  if cardinality(p_endpoint_ids) <= 4 then
-    foreach v_endpoint in array p_endpoint_ids loop
-      update endpoints e set success_rate = r.rate
-      from (select success_rate_of(sum(s.successes), sum(s.attempts)) as rate
-            from endpoint_attempt_stats s where s.endpoint_id = v_endpoint and s.minute > now() - interval '24 hours') r
-      where e.id = v_endpoint and e.success_rate is distinct from r.rate;
-      select e.application_id into v_application from endpoints e where e.id = v_endpoint;
-      if v_application is not null and not v_application = any(v_applications) then
-        v_applications := v_applications || v_application;
-      end if;
-    end loop;
-    foreach v_application in array v_applications loop
-      update applications a set success_rate = r.rate
-      from (select success_rate_of(sum(s.successes), sum(s.attempts)) as rate
-            from endpoint_attempt_stats s where s.application_id = v_application and s.minute > now() - interval '24 hours') r
-      where a.id = v_application and a.success_rate is distinct from r.rate;
-    end loop;
-    return;
-  end if;
+  insert into endpoint_success_windows (endpoint_id, window_start, attempts, successes)
+    select x.id, v_start, 0, 0 from unnest(v_endpoints) x (id) order by x.id
+  on conflict (endpoint_id) do nothing;
+  insert into application_success_windows (application_id, window_start, attempts, successes)
+    select x.id, v_start, 0, 0 from unnest(v_applications) x (id) order by x.id
+  on conflict (application_id) do nothing;
+  perform 1 from endpoint_success_windows w where w.endpoint_id = any(v_endpoints) order by w.endpoint_id for update;
+  perform 1 from application_success_windows w where w.application_id = any(v_applications) order by w.application_id for update;
 
-  update endpoints e set success_rate = x.rate
-  from (select e2.id, (
-          select success_rate_of(sum(s.successes), sum(s.attempts))
-          from endpoint_attempt_stats s where s.endpoint_id = e2.id and s.minute > now() - interval '24 hours') as rate
-        from endpoints e2 where e2.id = any(p_endpoint_ids)) x
-  where e.id = x.id and e.success_rate is distinct from x.rate;
-  update applications a set success_rate = x.rate
-  from (select a2.id, (
-          select success_rate_of(sum(s.successes), sum(s.attempts))
-          from endpoint_attempt_stats s where s.application_id = a2.id and s.minute > now() - interval '24 hours') as rate
-        from applications a2 where a2.id in (select e.application_id from endpoints e where e.id = any(p_endpoint_ids))) x
-  where a.id = x.id and a.success_rate is distinct from x.rate;
+  with sums as (
+    select x.id, coalesce(sum(s.attempts), 0) as attempts, coalesce(sum(s.successes), 0) as successes
+    from unnest(v_endpoints) x (id)
+      left join endpoint_attempt_stats s on s.endpoint_id = x.id and s.minute > v_start
+    group by x.id
+  ), updated as (
+    update endpoint_success_windows w set window_start = v_start, attempts = s.attempts, successes = s.successes
+    from sums s where w.endpoint_id = s.id
+    returning w.endpoint_id, success_rate_of(w.successes, w.attempts) as rate
+  )
+  update endpoints e set success_rate = u.rate
+  from updated u where e.id = u.endpoint_id and e.success_rate is distinct from u.rate;
+
+  with sums as (
+    select x.id, coalesce(sum(s.attempts), 0) as attempts, coalesce(sum(s.successes), 0) as successes
+    from unnest(v_applications) x (id)
+      left join endpoint_attempt_stats s on s.application_id = x.id and s.minute > v_start
+    group by x.id
+  ), updated as (
+    update application_success_windows w set window_start = v_start, attempts = s.attempts, successes = s.successes
+    from sums s where w.application_id = s.id
+    returning w.application_id, success_rate_of(w.successes, w.attempts) as rate
+  )
+  update applications ap set success_rate = u.rate
+  from updated u where ap.id = u.application_id and ap.success_rate is distinct from u.rate;
 end;
 $$;
 
 comment on function refresh_success_rates(text[]) is
-  'Recomputes success_rate of these endpoints and their applications from the last 24 h of endpoint_attempt_stats.';
+  'Recomputes the 24 h sums and success_rate of these endpoints and their applications from endpoint_attempt_stats (after a hand edit of the stats).';

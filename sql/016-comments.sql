@@ -34,7 +34,7 @@ comment on column applications.uid is 'Caller''s own identifier ([A-Za-z0-9_-], 
 comment on column applications.metadata is 'Caller''s JSON object (at most 16 KB), stored as given.';
 comment on column applications.endpoints_count is 'Live (not deleted) endpoints, kept by trigger endpoints_maintain_counts.';
 comment on column applications.webhook_jobs_count is 'Jobs ever created for the application, kept by trigger webhook_jobs_count_insert.';
-comment on column applications.success_rate is 'Percent of successful attempts over the trailing 24 h across its endpoints (two decimals, 100 when none), from endpoint_attempt_stats.';
+comment on column applications.success_rate is 'Percent of successful attempts over the trailing 24 h across its endpoints (two decimals, 100 when none), from endpoint_attempt_stats through application_success_windows.';
 comment on column applications.created_at is 'When the application was created.';
 comment on column applications.updated_at is 'Last change of name, uid, metadata or deleted_at (trigger).';
 comment on column applications.deleted_at is 'When it was soft-deleted; null: live.';
@@ -67,7 +67,7 @@ comment on column endpoints.old_secret_expires_at is 'End of the rotation grace 
 comment on column endpoints.failure_count is 'Consecutive failed attempts across all jobs; 0 after a success. At CIRCUIT_BREAKER_THRESHOLD the endpoint becomes disabled.';
 comment on column endpoints.disabled_at is 'When the circuit opened; set exactly while status = disabled.';
 comment on column endpoints.disabled_reason is 'Why it is disabled: circuit_breaker (failures reached the threshold; probed after the cooldown) or gone (it answered 410 Gone; never probed, only reset-circuit re-enables it); set exactly while status = disabled.';
-comment on column endpoints.success_rate is 'Percent of successful attempts over the trailing 24 h (two decimals, 100 when none), from endpoint_attempt_stats.';
+comment on column endpoints.success_rate is 'Percent of successful attempts over the trailing 24 h (two decimals, 100 when none), from endpoint_attempt_stats through endpoint_success_windows.';
 comment on column endpoints.created_at is 'When the endpoint was created.';
 comment on column endpoints.updated_at is 'Last change of a user-visible field or of its subscriptions (triggers); counters do not move it.';
 comment on column endpoints.deleted_at is 'When it was soft-deleted (its pending and held deliveries are then dropped); null: live.';
@@ -160,6 +160,18 @@ comment on column endpoint_attempt_stats.application_id is 'The endpoint''s appl
 comment on column endpoint_attempt_stats.minute is 'Start of the minute (date_trunc minute of attempted_at).';
 comment on column endpoint_attempt_stats.attempts is 'Attempts started in that minute.';
 comment on column endpoint_attempt_stats.successes is 'Of those, successful (0..attempts).';
+
+comment on table endpoint_success_windows is 'Running sums of each endpoint''s endpoint_attempt_stats after window_start (the trailing 24 h as of its last recording or hourly upkeep), behind endpoints.success_rate: kept by add_to_success_rates(), recomputed by refresh_success_rates().';
+comment on column endpoint_success_windows.endpoint_id is 'The endpoint.';
+comment on column endpoint_success_windows.window_start is 'The sums count the stats rows whose minute is after this (now() - 24 h when last moved).';
+comment on column endpoint_success_windows.attempts is 'Sum of endpoint_attempt_stats.attempts of the endpoint after window_start.';
+comment on column endpoint_success_windows.successes is 'Sum of endpoint_attempt_stats.successes of the endpoint after window_start.';
+
+comment on table application_success_windows is 'Running sums of each application''s endpoint_attempt_stats after window_start, behind applications.success_rate: kept by add_to_success_rates(), recomputed by refresh_success_rates().';
+comment on column application_success_windows.application_id is 'The application.';
+comment on column application_success_windows.window_start is 'The sums count the stats rows whose minute is after this (now() - 24 h when last moved).';
+comment on column application_success_windows.attempts is 'Sum of endpoint_attempt_stats.attempts of the application after window_start.';
+comment on column application_success_windows.successes is 'Sum of endpoint_attempt_stats.successes of the application after window_start.';
 
 comment on table endpoint_send_slots is 'Per-endpoint rate-limit schedule behind rate_limit_rps, taken under its row lock by claim_deliveries. UNLOGGED: empty after a crash, which only means send from now on.';
 comment on column endpoint_send_slots.endpoint_id is 'The endpoint (no foreign key; rows of deleted endpoints stay).';

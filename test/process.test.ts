@@ -48,8 +48,8 @@ test('release applies migrations and sql/ definitions to an empty database; a se
     const tables = await pool.anyFirst(sql.type(z.object({ t: z.string() }))`
       select table_name as t from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by 1`);
     t.deepEqual(tables, [
-      'api_keys', 'applications', 'deliveries', 'delivery_attempts', 'endpoint_attempt_stats', 'endpoint_event_types',
-      'endpoint_recoveries', 'endpoint_send_slots', 'endpoints', 'event_types', 'operational_attempts', 'operational_deliveries',
+      'api_keys', 'application_success_windows', 'applications', 'deliveries', 'delivery_attempts', 'endpoint_attempt_stats',
+      'endpoint_event_types', 'endpoint_recoveries', 'endpoint_send_slots', 'endpoint_success_windows', 'endpoints', 'event_types', 'operational_attempts', 'operational_deliveries',
       'operational_endpoints', 'operational_events', 'organizations', 'pgmigrations', 'portal_tokens', 'rate_limit_counters', 'sql_definitions',
       'webhook_job_keys', 'webhook_jobs',
     ]);

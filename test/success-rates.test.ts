@@ -1,6 +1,7 @@
-// refresh_success_rates (sql/009-success-rates.sql) takes a few endpoints one at a time and more
-// of them set-based: both ways must write the same rates, the endpoints' and their
-// applications', from the last 24 h of endpoint_attempt_stats.
+// refresh_success_rates (sql/009-success-rates.sql) recomputes the rates of endpoints and their
+// applications from the last 24 h of endpoint_attempt_stats, whatever wrote the stats (a DBA's
+// hand edit here): the endpoints' and their applications', in any grouping of the endpoints.
+// (Recordings keep the rates through running sums instead: test/success-windows.test.ts.)
 import test from 'ava';
 import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
@@ -50,7 +51,7 @@ async function rates(db: pg.Client, ids: string[]): Promise<Rates> {
   return Object.fromEntries(rows.map((row) => [row.id, row.rate]));
 }
 
-test('one at a time (up to 4 endpoints) and set-based (more) write the same rates, old minutes left out', async (t) => {
+test('endpoints refreshed all at once or a few at a time get the same rates, old minutes left out', async (t) => {
   const { db, applications } = await fixture(t);
   const [first, second] = applications as [{ id: string; endpoints: string[] }, { id: string; endpoints: string[] }];
   const all = [...first.endpoints, ...second.endpoints];
@@ -62,17 +63,17 @@ test('one at a time (up to 4 endpoints) and set-based (more) write the same rate
     [second.id]: '45.45', // 5 of 11
   };
 
-  await db.query('select refresh_success_rates($1)', [all]); // 6 endpoints: set-based
+  await db.query('select refresh_success_rates($1)', [all]); // all 6 endpoints
   t.deepEqual(await rates(db, ids), expected);
 
   await db.query(`update endpoints set success_rate = 1 where id = any($1)`, [all]);
   await db.query(`update applications set success_rate = 1 where id = any($1)`, [[first.id, second.id]]);
-  await db.query('select refresh_success_rates($1)', [all.slice(0, 3)]); // one application's 3: one at a time
+  await db.query('select refresh_success_rates($1)', [all.slice(0, 3)]); // one application's 3
   await db.query('select refresh_success_rates($1)', [[all[3], all[4], all[5], all[3]]]); // 4, one twice
   t.deepEqual(await rates(db, ids), expected);
 });
 
-test('one at a time, an application is refreshed even when its endpoint\'s own rate stays the same', async (t) => {
+test('an application is refreshed even when its endpoint\'s own rate stays the same', async (t) => {
   const { db, applications } = await fixture(t);
   const [a, b] = applications[0]!.endpoints as [string, string];
   await record(db, [[a, 1, 1], [b, 1, 0]]);
