@@ -11,6 +11,9 @@
 // `--cpu-prof`) is added to each worker's.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
 // the ten statements that took the most time during the drain, per delivery.
+// With AB_HISTORY=1 every endpoint starts with a day of per-minute attempt stats (1,440 minutes),
+// as after a day of steady traffic, which a fresh database never has (the success rates' cost
+// once grew with it: bench/statement-costs.ts).
 // Prints deliveries/s, worker and database CPU per delivery and the worker's peak RSS, each round
 // and the medians (the peak: the highest).
 import path from 'node:path';
@@ -27,6 +30,7 @@ const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const JOBS = Number(process.env.AB_JOBS ?? 15_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const HISTORY = process.env.AB_HISTORY === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
 type Stats = { count: number; first: number; last: number };
 
@@ -59,6 +63,12 @@ for (const [i, tree] of trees.entries()) {
   await db.connect();
   if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
   setups.push({ ...tree, url, db, orgs: await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger) });
+  if (HISTORY) {
+    await db.query(`insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+      select e.id, e.application_id, date_trunc('minute', now()) - m * interval '1 minute', 100, 99
+      from endpoints e cross join generate_series(1, 1440) m`);
+    await db.query('select refresh_success_rates(array(select id from endpoints))');
+  }
 }
 const postmasterPid = await postmasterPidOf(admin);
 const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
