@@ -16,7 +16,7 @@
 // timing, so durations hold); STATEMENTS_EXPLAIN=plans prints their whole plans.
 // STATEMENTS_CALLS=claim_next (a comma-separated list) measures only those calls.
 // Every endpoint starts with a day of per-minute attempt stats (1,440 minutes), as after a day of
-// steady traffic: the recordings' success rates once summed that whole window again, 3 to 11
+// steady traffic: the recordings' success rates once summed that whole window again, 2 to 11
 // times the cost of a recording with an empty stats table, which no fresh bench database shows.
 // STATEMENTS_HISTORY=0 leaves the stats empty.
 import path from 'node:path';
