@@ -10,9 +10,9 @@
 --
 -- A row holds the sums of the endpoint's (application's) endpoint_attempt_stats rows whose
 -- minute is after window_start. Rows are created by the first recording that needs them (from
--- the stats then), and recomputed from the stats by refresh_success_rates(), which the hourly
--- upkeep runs: whatever a hand edit of the stats did, the sums agree with them again within an
--- hour, as the rates did before.
+-- the stats then); the hourly upkeep moves the window of those no recording touches, and
+-- refresh_success_rates() recomputes them from the stats, for a DBA who edited the stats by hand
+-- (the sums only know what recordings added).
 create table endpoint_success_windows (
   endpoint_id text primary key references endpoints (id) on delete cascade,
   window_start timestamptz not null,
