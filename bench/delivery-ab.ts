@@ -24,7 +24,7 @@ import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { jobRequests, startReceiver } from './workload.ts';
+import { insertStatsHistory, jobRequests, startReceiver } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -63,12 +63,7 @@ for (const [i, tree] of trees.entries()) {
   await db.connect();
   if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
   setups.push({ ...tree, url, db, orgs: await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger) });
-  if (HISTORY) {
-    await db.query(`insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
-      select e.id, e.application_id, date_trunc('minute', now()) - m * interval '1 minute', 100, 99
-      from endpoints e cross join generate_series(1, 1440) m`);
-    await db.query('select refresh_success_rates(array(select id from endpoints))');
-  }
+  if (HISTORY) await insertStatsHistory(db);
 }
 const postmasterPid = await postmasterPidOf(admin);
 const rows: Record<string, { deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));

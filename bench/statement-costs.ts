@@ -26,7 +26,7 @@ import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { createDatabase, prepareTree } from './ab.ts';
-import { insertJobs } from './workload.ts';
+import { insertJobs, insertStatsHistory } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const logger = pino({ level: 'warn' }, pino.destination(2));
@@ -59,12 +59,7 @@ async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
   for (const [i, target] of targets.entries()) {
     await insertJobs(db, target, { prefix: 'stmt', from: i * JOBS_PER_ENDPOINT + 1, count: JOBS_PER_ENDPOINT, status: 'in_flight' });
   }
-  if (HISTORY) {
-    await db.query(`insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
-      select e.id, e.application_id, date_trunc('minute', now()) - m * interval '1 minute', 100, 99
-      from endpoints e cross join generate_series(1, 1440) m`);
-    await db.query(`select refresh_success_rates(array(select id from endpoints))`);
-  }
+  if (HISTORY) await insertStatsHistory(db);
   if (call === 'claim' || call === 'claim_next') await db.query(`update deliveries set status = 'pending', next_attempt_at = now()`);
   if (call === 'claim_next') {
     await db.query(`select enqueue_delivery_messages($1, array(select id from deliveries order by id),

@@ -1,7 +1,7 @@
 // What the benches send and where: the webhook payload of every job and delivery they make, and
-// the receiver (bench/receiver.ts) in a process of its own, and jobs written in bulk by SQL. One
-// definition, so the delivery floor (bench/delivery-floor.ts) POSTs the same bytes the bench's
-// deliveries carry.
+// the receiver (bench/receiver.ts) in a process of its own, and jobs (and a day of attempt stats)
+// written in bulk by SQL. One definition, so the delivery floor (bench/delivery-floor.ts) POSTs
+// the same bytes the bench's deliveries carry.
 import { fork, type ChildProcess, type StdioOptions } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,18 @@ export async function insertJobs(
     returning id`,
   [to.orgId, to.applicationId, JSON.stringify(PAYLOAD), options.from, options.from + options.count - 1, to.endpointId, options.prefix, options.status]);
   return rows.map((r) => Number(r.id));
+}
+
+/**
+ * A day of per-minute attempt stats (1,440 minutes, 99 of 100 attempts succeeded) behind every
+ * endpoint, as after a day of steady traffic, with the success rates recomputed from them: a
+ * fresh database has none, and the recording's cost once grew with them (bench/statement-costs.ts).
+ */
+export async function insertStatsHistory(db: pg.Client): Promise<void> {
+  await db.query(`insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+    select e.id, e.application_id, date_trunc('minute', now()) - m * interval '1 minute', 100, 99
+    from endpoints e cross join generate_series(1, 1440) m`);
+  await db.query('select refresh_success_rates(array(select id from endpoints))');
 }
 
 /** Who creates jobs: a tenant's API key and its application. */
