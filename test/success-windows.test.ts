@@ -41,6 +41,17 @@ async function seedStats(f: PlanFixture, minutesAgo: number[], attempts: number,
   [f.endpointId, f.applicationId, attempts, successes, minutesAgo]);
 }
 
+/**
+ * The fixture's sums as if last moved an hour ago: their window starts an hour earlier and holds
+ * these attempts and successes more (the stats of that hour, which have left the window since).
+ */
+async function startWindowsAnHourEarlier(f: PlanFixture, attempts: number, successes: number): Promise<void> {
+  for (const [table, key, id] of [['endpoint_success_windows', 'endpoint_id', f.endpointId], ['application_success_windows', 'application_id', f.applicationId]]) {
+    await f.db.query(`update ${table} set window_start = window_start - interval '1 hour', attempts = attempts + $2,
+                      successes = successes + $3 where ${key} = $1`, [id, attempts, successes]);
+  }
+}
+
 /** A batch of outcomes recorded through record_attempts, as the worker records them (half succeed). */
 async function recordBatch(f: PlanFixture, db: pg.Client, size: number, successes: number): Promise<void> {
   const { rows: batch } = await db.query<{ id: string; round: number }>(
@@ -72,10 +83,7 @@ test('a recording adds to the sums and takes away only the minutes that left the
 
   // As if that recording had been made an hour ago: its window started an hour earlier and held
   // the 25 minutes outside too, which have left the window since.
-  for (const [table, key, id] of [['endpoint_success_windows', 'endpoint_id', f.endpointId], ['application_success_windows', 'application_id', f.applicationId]]) {
-    await f.db.query(`update ${table} set window_start = window_start - interval '1 hour', attempts = attempts + 100,
-                      successes = successes + 75 where ${key} = $1`, [id]);
-  }
+  await startWindowsAnHourEarlier(f, 100, 75);
 
   await recordBatch(f, f.db, 10, 0);
   const after = await sums(f);
@@ -115,8 +123,7 @@ test('the hourly upkeep moves the window of an endpoint no recording touches', a
   t.deepEqual(await sums(f), { endpoint: ['10', '2', '20.00'], application: ['10', '2', '20.00'] });
 
   // An hour on: the sums' window started an hour earlier, so those 8 failures have left it.
-  await f.db.query(`update endpoint_success_windows set window_start = window_start - interval '1 hour' where endpoint_id = $1`, [f.endpointId]);
-  await f.db.query(`update application_success_windows set window_start = window_start - interval '1 hour' where application_id = $1`, [f.applicationId]);
+  await startWindowsAnHourEarlier(f, 0, 0);
   await f.db.query(`update endpoint_attempt_stats set minute = minute - interval '1 hour' where endpoint_id = $1 and minute < now() - interval '1 hour'`,
     [f.endpointId]);
   await f.db.query('select run_hourly_upkeep()');
