@@ -40,7 +40,7 @@ import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startA
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
-import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad } from './workload.ts';
+import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, watchBackground } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
@@ -436,6 +436,29 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
 }
 
 /**
+ * The cleanup the throughput phases left, done before the latency phase rather than by
+ * autovacuum during it: their hundred thousand and more updated deliveries, jobs and queue
+ * messages (ours and the baseline's). With the server's default autovacuum, vacuums of
+ * webhook_jobs, deliveries, delivery_attempts and pgboss.job ran 6 to 9 seconds into the phase
+ * and the first attempt's p50 doubled in the seconds they ran (15-17 ms before them, 27-34
+ * ms while they ran, 04-50-17.557Z). The phase measures a service at a steady 300 jobs/s; the
+ * vacuums its own jobs cause still run in it, and watchBackground lists every one. Returns the
+ * seconds the vacuums took.
+ */
+async function vacuumBeforeLatency(b: Bench, baselineUrl: string): Promise<number> {
+  const started = performance.now();
+  await b.db.query('vacuum (analyze)');
+  const baseline = new pg.Client({ connectionString: baselineUrl });
+  await baseline.connect();
+  try {
+    await baseline.query('vacuum (analyze)');
+  } finally {
+    await baseline.end();
+  }
+  return +((performance.now() - started) / 1000).toFixed(1);
+}
+
+/**
  * Latency: jobs at a steady LATENCY_RATE per second (open loop: steadyLoad) into an idle service
  * (web + worker); for each job, the receiver's first arrival minus the job's created_at (one
  * machine, one clock).
@@ -443,6 +466,11 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
 async function latencyPhase(b: Bench) {
   b.receiver.send('reset');
   b.receiver.send('track');
+  const background = watchBackground(async () => {
+    const db = new pg.Client({ connectionString: b.dbUrl });
+    await db.connect();
+    return db;
+  }, Date.now());
   const sent = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
   const ok = sent.codes.filter((code) => code >= 200 && code < 300).length;
   const load = {
@@ -450,6 +478,7 @@ async function latencyPhase(b: Bench) {
     answerP50Ms: +percentile(sent.answerMs, 50).toFixed(1), answerP99Ms: +percentile(sent.answerMs, 99).toFixed(1),
   };
   await waitForDeliveries(b.receiver, load.ok, 'the latency phase');
+  const backgroundWork = await background.stop();
   const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(b.receiver, 'arrivals');
   const { first: latencies, stages, bySecond } = await firstAttempts(b.db, sent.timeline, arrivals);
   return {
@@ -464,6 +493,9 @@ async function latencyPhase(b: Bench) {
     // The first attempt's p50 / p99 / max by the second its job was sent in: a slow start
     // (connections opened anew, autovacuum after the phases before) shows here.
     by_second_ms: bySecond,
+    // The server's own work while the phase ran, by the second it was seen in (sampled every
+    // 100 ms from the phase's start): autovacuum, checkpoints, the workers' queue analyze.
+    background: backgroundWork,
   };
 }
 
@@ -618,8 +650,10 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     const delivery = await deliveryPhase(b, worker, ceilings);
     progress('the baseline\'s delivery rate');
     const baselineDelivery = await baselineDeliveryPhase(b, baselineDb, baselineAccept.accepted);
+    progress('vacuum after the throughput phases');
+    const vacuumSeconds = await vacuumBeforeLatency(b, baselineDb.url);
     progress(`latency at ${LATENCY_RATE} jobs/s`);
-    const latency = await latencyPhase(b);
+    const latency = { ...await latencyPhase(b), vacuum_before_seconds: vacuumSeconds };
     const workerPeakMb = (await usage(worker.pid ?? 0)).peakMb;
     await stopChild(worker);
 
@@ -672,6 +706,8 @@ function print(report: Report, file: string): void {
     [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
       [latency.stages_ms.sent_to_created, latency.stages_ms.created_to_answered, latency.stages_ms.created_to_start, latency.stages_ms.start_to_arrival]
         .map((stage) => stage.p50).join(' / '),
+    [`server's own work in the latency phase (its seconds)`]:
+      latency.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
     [`recover ${report.recover.deliveries}: request (ms) / re-queue (s) / deliveries/s`]:
       `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,

@@ -178,3 +178,44 @@ export async function firstAttempts(
     },
   };
 }
+
+/**
+ * What the database server did besides serving the processes, sampled every `everyMs` until
+ * `stop()`: autovacuum workers (with their database and command), a checkpoint being written,
+ * and the workers' analyze of the queue table (refresh_queue_statistics). `stop()` returns each
+ * kind of work with the seconds (from `startedAt`, epoch milliseconds) it was seen in, so a slow
+ * second of a latency phase can be told from background work.
+ */
+export function watchBackground(connect: () => Promise<pg.Client>, startedAt: number, everyMs = 100) {
+  const seen = new Map<string, Set<number>>();
+  let stopped = false;
+  const running = (async () => {
+    const db = await connect();
+    try {
+      while (!stopped) {
+        const { rows } = await db.query<{ what: string }>(`
+          select case
+                   when backend_type = 'autovacuum worker' then coalesce(datname, '?') || ': ' || regexp_replace(query, '\\s+', ' ', 'g')
+                   when backend_type = 'checkpointer' then 'checkpoint (' || coalesce(wait_event, 'on the CPU') || ')'
+                   else 'refresh_queue_statistics (analyze of the queue table)'
+                 end as what
+          from pg_stat_activity
+          where (backend_type = 'autovacuum worker' and state = 'active')
+             or (backend_type = 'checkpointer' and wait_event is distinct from 'CheckpointerMain')
+             or (state = 'active' and query like '%refresh_queue_statistics(%' and pid <> pg_backend_pid())`);
+        const second = Math.floor((Date.now() - startedAt) / 1000);
+        for (const { what } of rows) seen.set(what, (seen.get(what) ?? new Set()).add(second));
+        await new Promise((resolve) => setTimeout(resolve, everyMs));
+      }
+    } finally {
+      await db.end();
+    }
+  })();
+  return {
+    async stop(): Promise<Array<{ what: string; seconds: number[] }>> {
+      stopped = true;
+      await running;
+      return [...seen.entries()].map(([what, seconds]) => ({ what, seconds: [...seconds].sort((a, b) => a - b) }));
+    },
+  };
+}
