@@ -19,14 +19,20 @@ export type HourlySchedule = { firstAfterMs: number; everyMs: number };
 const HOURLY: HourlySchedule = { firstAfterMs: 10_000, everyMs: 3_600_000 };
 
 /**
- * The hourly step: archiving and success-rate decay, then retention in batches (each its own
- * transaction; `signal` stops between batches). Logs what was deleted; errors are logged, not
- * thrown, so one failing step does not keep the other from running. Returns the retention run.
+ * The hourly step: archiving, success-rate decay and old stats, then retention, all in batches
+ * (each its own transaction; `signal` stops between batches). Logs what each did; errors are
+ * logged, not thrown, so one failing step does not keep the other from running. Returns the
+ * retention run.
  */
 export async function runHourlyTasks(
   deps: { pool: DatabasePool; logger: Logger; retention: RetentionSettings }, signal?: AbortSignal,
 ): Promise<RetentionRun | undefined> {
-  await runHourlyUpkeep(deps.pool).catch((error: unknown) => deps.logger.error({ err: error }, 'hourly upkeep failed'));
+  try {
+    const upkeep = await runHourlyUpkeep(deps.pool, signal ? { signal } : {});
+    deps.logger.info(upkeep, upkeep.complete ? 'hourly upkeep done' : 'hourly upkeep stopped before the end; the next hour goes on');
+  } catch (error) {
+    deps.logger.error({ err: error }, 'hourly upkeep failed');
+  }
   if (signal?.aborted) return undefined;
   try {
     const run = await runRetention(deps.pool, deps.retention, signal ? { signal } : {});
