@@ -155,18 +155,23 @@ export async function firstAttempts(
     const xs = times.map(f).sort((x, y) => x - y);
     return { p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1) };
   };
-  // The first attempt's time (arrival - created) by the second of the phase its job was sent in.
+  // The first attempt's time (arrival - created) by the second of the phase its job was sent in,
+  // with the p50 of its stages sent → created, created → answered, answered → start, start → arrival.
   const t0 = Math.min(...times.map((t) => t.sentAt));
-  const seconds = new Map<number, number[]>();
+  const seconds = new Map<number, Times[]>();
   for (const t of times) {
     const second = Math.floor((t.sentAt - t0) / 1000);
-    const xs = seconds.get(second) ?? [];
-    xs.push(t.arrived - t.created);
-    seconds.set(second, xs);
+    seconds.set(second, [...seconds.get(second) ?? [], t]);
   }
-  const bySecond = [...seconds.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => {
-    xs.sort((x, y) => x - y);
-    return { second, p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1), max: +(xs.at(-1) ?? 0).toFixed(1) };
+  const p50Of = (ts: Times[], f: (t: Times) => number) => +percentile(ts.map(f).sort((x, y) => x - y), 50).toFixed(1);
+  const bySecond = [...seconds.entries()].sort(([a], [b]) => a - b).map(([second, ts]) => {
+    const xs = ts.map((t) => t.arrived - t.created).sort((x, y) => x - y);
+    return {
+      second, p50: +percentile(xs, 50).toFixed(1), p99: +percentile(xs, 99).toFixed(1), max: +(xs.at(-1) ?? 0).toFixed(1),
+      // Where that second's jobs spent their time, p50 of each stage (see above).
+      stages_p50: [p50Of(ts, (t) => t.created - t.sentAt), p50Of(ts, (t) => t.answeredAt - t.created), p50Of(ts, (t) => t.started - t.answeredAt),
+        p50Of(ts, (t) => t.arrived - t.started)],
+    };
   });
   return {
     first,
