@@ -108,7 +108,8 @@ try {
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
         cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
       })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n` +
-        `  first attempt by second sent, p50 / p99 / max (ms): ${bySecond.map((b) => `${b.p50}/${b.p99}/${b.max}`).join('  ')}\n`);
+        `  first attempt by second sent, p50 / p99 / max (ms): ${bySecond.map((b) => `${b.p50}/${b.p99}/${b.max}`).join('  ')}\n` +
+        `  its stages by second, p50 (ms) sent→created / created→answered / answered→start / start→arrival: ${bySecond.map((b) => b.stages_p50.join('/')).join('  ')}\n`);
       if (STATEMENTS) {
         const top = await s.db.query(`
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,
