@@ -91,8 +91,8 @@ comment on function move_application_success_windows(text, integer) is
   'Moves the 24 h success-rate windows of the next p_batch applications after p_cursor (id order) that have sums to move or recent stats; returns the cursor of the next call, null after the last application.';
 
 -- Per-minute stats older than 8 days: at most p_batch rows deleted. Returns how many; call
--- again while it returns p_batch, after every window (endpoints' and applications') has moved (a window that has not moved
--- for 8 days still has to take those minutes away).
+-- again while it returns p_batch, after every window (endpoints' and applications') has moved:
+-- a window that has not moved for 8 days still has to take those minutes away.
 create or replace function delete_old_attempt_stats(p_batch integer) returns integer
 language plpgsql as $$
 declare
@@ -100,7 +100,8 @@ declare
 begin
   delete from endpoint_attempt_stats s
   where s.ctid = any(array(
-    select s2.ctid from endpoint_attempt_stats s2 where s2.minute <= now() - interval '8 days' limit p_batch));
+    select s2.ctid from endpoint_attempt_stats s2 where s2.minute <= now() - interval '8 days' limit p_batch))
+    and s.minute <= now() - interval '8 days';
   get diagnostics v_count = row_count;
   return v_count;
 end;

@@ -7,7 +7,7 @@ import { z } from 'zod';
 
 export type HourlyUpkeepRun = {
   archived: number;
-  /** Calls of move_success_windows() and move_application_success_windows(): batches of endpoints, then of applications. */
+  /** Calls of move_success_windows(), then of move_application_success_windows(). */
   windowBatches: number;
   deletedStats: number;
   /** False when `signal` stopped it before the end: the next hour goes on. */
@@ -17,10 +17,11 @@ export type HourlyUpkeepRun = {
 /**
  * Runs the hourly upkeep's steps in batches: `batch` jobs archived or stats deleted per
  * transaction, the windows of `endpoints` endpoints, then of as many applications, moved per
- * transaction (which holds their rows, as a recording does, until it commits). Give it the pool, not
- * a transaction, or the whole hour's work would hold its locks to the end again. The old stats
- * are deleted only once every window has moved. Stops between batches when `signal` aborts
- * (shutdown).
+ * transaction (which holds their rows, as a recording does, until it commits). Give it the
+ * pool, not a transaction, or the whole hour's work would hold its locks to the end again. The
+ * old stats are deleted only once every window has moved. Stops between batches when `signal`
+ * aborts (shutdown). Two workers may run it at once: their batches wait for each other's rows
+ * or skip them, and every step ends when nothing is left to do.
  */
 export async function runHourlyUpkeep(
   db: CommonQueryMethods, options: { batch?: number; endpoints?: number; after?: string; signal?: AbortSignal } = {},
@@ -40,7 +41,8 @@ export async function runHourlyUpkeep(
   for (const step of [sql.identifier(['move_success_windows']), sql.identifier(['move_application_success_windows'])]) {
     let cursor: string | null = null;
     do {
-      cursor = await db.oneFirst(sql.type(z.object({ cursor: z.string().nullable() }))`select ${step}(${cursor}, ${endpoints}) as cursor`);
+      cursor = await db.oneFirst(sql.type(z.object({ cursor: z.string().nullable() }))`
+        select ${step}(${cursor}, ${endpoints}) as cursor`);
       run.windowBatches += 1;
       if (cursor !== null && stopped()) return run;
     } while (cursor !== null);
