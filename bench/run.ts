@@ -495,7 +495,9 @@ async function latencyPhase(b: Bench) {
     by_second_ms: bySecond,
     // The server's own work while the phase ran, by the second it was seen in (sampled every
     // 100 ms from the phase's start): autovacuum, checkpoints, the workers' queue analyze.
-    background: backgroundWork,
+    background: backgroundWork.work,
+    // By second: the server's WAL (full-page images, MB) and the machine's cores busy and stolen.
+    wal_by_second: backgroundWork.wal,
   };
 }
 

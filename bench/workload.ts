@@ -3,6 +3,7 @@
 // written in bulk by SQL. One definition, so the delivery floor (bench/delivery-floor.ts) POSTs
 // the same bytes the bench's deliveries carry.
 import { fork, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type autocannon from 'autocannon';
@@ -184,6 +185,15 @@ export async function firstAttempts(
   };
 }
 
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+/** The machine's CPU time so far, in clock ticks: busy (user, nice, system, irq, softirq) and stolen. */
+async function machineTicks(): Promise<{ busy: number; steal: number }> {
+  const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
+  const [, user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).map(Number);
+  return { busy: user + nice + system + irq + softirq, steal };
+}
+
 /**
  * What the database server did besides serving the processes, sampled every `everyMs` until
  * `stop()`: autovacuum workers (with their database and command), a checkpoint being written,
@@ -193,11 +203,17 @@ export async function firstAttempts(
  */
 export function watchBackground(connect: () => Promise<pg.Client>, startedAt: number, everyMs = 100) {
   const seen = new Map<string, Set<number>>();
+  // The server's WAL counters (pg_stat_wal: full-page images, bytes) and the machine's CPU time
+  // (/proc/stat: busy, and stolen by the hypervisor, in clock ticks) at the first sample of each second.
+  const wal = new Map<number, { fpi: number; bytes: number; busy: number; steal: number }>();
   let stopped = false;
   const running = (async () => {
     const db = await connect();
     try {
       while (!stopped) {
+        const { rows: [counters] } = await db.query<{ fpi: string; bytes: string }>('select wal_fpi as fpi, wal_bytes as bytes from pg_stat_wal');
+        const at = Math.floor((Date.now() - startedAt) / 1000);
+        if (counters && !wal.has(at)) wal.set(at, { fpi: Number(counters.fpi), bytes: Number(counters.bytes), ...await machineTicks() });
         const { rows } = await db.query<{ what: string }>(`
           select case
                    when backend_type = 'autovacuum worker' then coalesce(datname, '?') || ': ' || regexp_replace(query, '\\s+', ' ', 'g')
@@ -217,10 +233,28 @@ export function watchBackground(connect: () => Promise<pg.Client>, startedAt: nu
     }
   })();
   return {
-    async stop(): Promise<Array<{ what: string; seconds: number[] }>> {
+    /**
+     * Each kind of work with its seconds, and each second's WAL (full-page images and MB written
+     * from its first sample to the next second's: a checkpoint makes the first change of every
+     * page after it write the whole page) and the machine's CPU (cores busy, cores stolen).
+     */
+    async stop(): Promise<{
+      work: Array<{ what: string; seconds: number[] }>; wal: Array<{ second: number; fpi: number; mb: number; busy_cores: number; stolen_cores: number }>;
+    }> {
       stopped = true;
       await running;
-      return [...seen.entries()].map(([what, seconds]) => ({ what, seconds: [...seconds].sort((a, b) => a - b) }));
+      const seconds = [...wal.keys()].sort((a, b) => a - b);
+      return {
+        work: [...seen.entries()].map(([what, at]) => ({ what, seconds: [...at].sort((a, b) => a - b) })),
+        wal: seconds.slice(0, -1).map((second, i) => {
+          const from = wal.get(second)!;
+          const to = wal.get(seconds[i + 1]!)!;
+          return {
+            second, fpi: to.fpi - from.fpi, mb: +((to.bytes - from.bytes) / 1e6).toFixed(2),
+            busy_cores: +((to.busy - from.busy) / TICKS_PER_SECOND).toFixed(2), stolen_cores: +((to.steal - from.steal) / TICKS_PER_SECOND).toFixed(2),
+          };
+        }),
+      };
     },
   };
 }
