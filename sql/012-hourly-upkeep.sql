@@ -46,18 +46,17 @@ language plpgsql as $$
 declare
   v_recent timestamptz := now() - interval '25 hours';
   v_last text;
+  v_moving text[];
 begin
-  select max(e.id) into v_last
-  from (select e2.id from endpoints e2 where e2.id > coalesce(p_cursor, '') order by e2.id limit p_batch) e;
-  if v_last is null then
-    return null;
+  select max(e.id),
+         array_agg(e.id order by e.id) filter (
+           where exists (select 1 from endpoint_success_windows w where w.endpoint_id = e.id and w.attempts > 0)
+              or exists (select 1 from endpoint_attempt_stats s where s.endpoint_id = e.id and s.minute > v_recent))
+    into v_last, v_moving
+    from (select e2.id from endpoints e2 where e2.id > coalesce(p_cursor, '') order by e2.id limit p_batch) e;
+  if v_moving is not null then
+    perform add_to_success_rates(v_moving, '{}', '{}', '{}', '{}');
   end if;
-  perform add_to_success_rates(array_agg(e.id order by e.id), '{}', '{}', '{}', '{}')
-    from endpoints e
-    where e.id > coalesce(p_cursor, '') and e.id <= v_last
-      and (exists (select 1 from endpoint_success_windows w where w.endpoint_id = e.id and w.attempts > 0)
-           or exists (select 1 from endpoint_attempt_stats s where s.endpoint_id = e.id and s.minute > v_recent))
-    having count(*) > 0;
   return v_last;
 end;
 $$;
@@ -71,18 +70,17 @@ language plpgsql as $$
 declare
   v_recent timestamptz := now() - interval '25 hours';
   v_last text;
+  v_moving text[];
 begin
-  select max(a.id) into v_last
-  from (select a2.id from applications a2 where a2.id > coalesce(p_cursor, '') order by a2.id limit p_batch) a;
-  if v_last is null then
-    return null;
+  select max(a.id),
+         array_agg(a.id order by a.id) filter (
+           where exists (select 1 from application_success_windows w where w.application_id = a.id and w.attempts > 0)
+              or exists (select 1 from endpoint_attempt_stats s where s.application_id = a.id and s.minute > v_recent))
+    into v_last, v_moving
+    from (select a2.id from applications a2 where a2.id > coalesce(p_cursor, '') order by a2.id limit p_batch) a;
+  if v_moving is not null then
+    perform add_to_success_rates('{}', v_moving, '{}', '{}', '{}');
   end if;
-  perform add_to_success_rates('{}', array_agg(a.id order by a.id), '{}', '{}', '{}')
-    from applications a
-    where a.id > coalesce(p_cursor, '') and a.id <= v_last
-      and (exists (select 1 from application_success_windows w where w.application_id = a.id and w.attempts > 0)
-           or exists (select 1 from endpoint_attempt_stats s where s.application_id = a.id and s.minute > v_recent))
-    having count(*) > 0;
   return v_last;
 end;
 $$;
