@@ -9,16 +9,9 @@ import pg from 'pg';
 import { runHourlyUpkeep } from '../src/db/archiving.ts';
 import { startTestApp } from './helpers/app.ts';
 import { insertPlanJobs, planFixture, type PlanFixture } from './helpers/plans.ts';
+import { seedStats, startWindowsAnHourEarlier, sums } from './helpers/success-windows.ts';
 
 const app = startTestApp();
-
-/** Per-minute stats of the fixture's endpoint at these minutes before now. */
-async function seedStats(f: PlanFixture, minutesAgo: number[], attempts: number, successes: number): Promise<void> {
-  await f.db.query(`
-    insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
-    select $1, $2, date_trunc('minute', now()) - m * interval '1 minute', $3, $4 from unnest($5::int[]) m`,
-  [f.endpointId, f.applicationId, attempts, successes, minutesAgo]);
-}
 
 /**
  * The fixture's sums and rates as the last move of its window left them an hour ago: 10
@@ -28,23 +21,9 @@ async function windowAnHourBehind(f: PlanFixture): Promise<void> {
   await seedStats(f, [120], 10, 5);
   await seedStats(f, [24 * 60 + 30], 10, 0);
   await f.db.query('select refresh_success_rates($1)', [[f.endpointId]]);
-  for (const [table, key, id] of [['endpoint_success_windows', 'endpoint_id', f.endpointId], ['application_success_windows', 'application_id', f.applicationId]]) {
-    await f.db.query(`update ${table} set window_start = window_start - interval '1 hour', attempts = attempts + 10 where ${key} = $1`, [id]);
-  }
+  await startWindowsAnHourEarlier(f, 10, 0);
   await f.db.query('update endpoints set success_rate = 25 where id = $1', [f.endpointId]);
   await f.db.query('update applications set success_rate = 25 where id = $1', [f.applicationId]);
-}
-
-/** [window attempts, successes, rate] of the fixture's endpoint and of its application. */
-async function sums(f: PlanFixture): Promise<string[][]> {
-  const { rows: [row] } = await f.db.query<{ endpoint: string[]; application: string[] }>(`
-    select array[w.attempts::text, w.successes::text, e.success_rate::text] as endpoint,
-           array[aw.attempts::text, aw.successes::text, a.success_rate::text] as application
-    from endpoints e join applications a on a.id = e.application_id
-      join endpoint_success_windows w on w.endpoint_id = e.id
-      join application_success_windows aw on aw.application_id = a.id
-    where e.id = $1`, [f.endpointId]);
-  return [row!.endpoint, row!.application];
 }
 
 test.serial('in batches it archives, moves the windows and deletes old stats, as run_hourly_upkeep() does at once', async (t) => {
@@ -57,7 +36,7 @@ test.serial('in batches it archives, moves the windows and deletes old stats, as
       completed_at = now() - interval '31 days' where application_id = $1`, [f.applicationId]);
   }
   const [f0] = fixtures as [PlanFixture];
-  t.deepEqual(await sums(f0), [['20', '5', '25.00'], ['20', '5', '25.00']], 'the window an hour behind counts the failures that left it');
+  t.deepEqual(await sums(f0), { endpoint: ['20', '5', '25.00'], application: ['20', '5', '25.00'] }, 'the window an hour behind counts the failures that left it');
 
   const run = await runHourlyUpkeep(app.pool, { batch: 2, endpoints: 1 });
   t.true(run.complete);
@@ -70,7 +49,7 @@ test.serial('in batches it archives, moves the windows and deletes old stats, as
       (select count(*)::int from endpoint_attempt_stats where endpoint_id = $2 and minute < now() - interval '8 days') as old_stats`,
     [f.applicationId, f.endpointId]);
     t.deepEqual(left, { archived: 3, old_stats: 0 });
-    t.deepEqual(await sums(f), [['10', '5', '50.00'], ['10', '5', '50.00']], 'the 10 failures that left the window are taken away');
+    t.deepEqual(await sums(f), { endpoint: ['10', '5', '50.00'], application: ['10', '5', '50.00'] }, 'the 10 failures that left the window are taken away');
   }
 });
 
@@ -102,10 +81,10 @@ test.serial('while a batch waits for an endpoint a recording holds, the endpoint
   await other.query('select 1 from endpoints where id = $1 for share', [first.endpointId]);
   await other.query('select 1 from endpoint_success_windows where endpoint_id = $1 for update', [first.endpointId]);
   await other.query('commit');
-  t.deepEqual(await sums(first), [['10', '5', '50.00'], ['20', '5', '25.00']], 'its window moved; its application\'s not yet');
+  t.deepEqual(await sums(first), { endpoint: ['10', '5', '50.00'], application: ['20', '5', '25.00'] }, 'its window moved; its application\'s not yet');
 
   await recording.query('commit');
   t.true((await upkeep).complete);
-  t.deepEqual(await sums(second), [['10', '5', '50.00'], ['10', '5', '50.00']]);
-  t.deepEqual((await sums(first))[1], ['10', '5', '50.00']);
+  t.deepEqual(await sums(second), { endpoint: ['10', '5', '50.00'], application: ['10', '5', '50.00'] });
+  t.deepEqual((await sums(first)).application, ['10', '5', '50.00']);
 });
