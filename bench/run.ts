@@ -466,11 +466,7 @@ async function vacuumBeforeLatency(b: Bench, baselineUrl: string): Promise<numbe
 async function latencyPhase(b: Bench) {
   b.receiver.send('reset');
   b.receiver.send('track');
-  const background = watchBackground(async () => {
-    const db = new pg.Client({ connectionString: b.dbUrl });
-    await db.connect();
-    return db;
-  }, Date.now());
+  const background = watchBackground(b.dbUrl, Date.now());
   const sent = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
   const ok = sent.codes.filter((code) => code >= 200 && code < 300).length;
   const load = {

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type autocannon from 'autocannon';
-import type pg from 'pg';
+import pg from 'pg';
 import { Pool } from 'undici';
 
 export const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
@@ -201,14 +201,15 @@ async function machineTicks(): Promise<{ busy: number; steal: number }> {
  * kind of work with the seconds (from `startedAt`, epoch milliseconds) it was seen in, so a slow
  * second of a latency phase can be told from background work.
  */
-export function watchBackground(connect: () => Promise<pg.Client>, startedAt: number, everyMs = 100) {
+export function watchBackground(databaseUrl: string, startedAt: number, everyMs = 100) {
   const seen = new Map<string, Set<number>>();
   // The server's WAL counters (pg_stat_wal: full-page images, bytes) and the machine's CPU time
   // (/proc/stat: busy, and stolen by the hypervisor, in clock ticks) at the first sample of each second.
   const wal = new Map<number, { fpi: number; bytes: number; busy: number; steal: number }>();
   let stopped = false;
   const running = (async () => {
-    const db = await connect();
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
     try {
       while (!stopped) {
         const { rows: [counters] } = await db.query<{ fpi: string; bytes: string }>('select wal_fpi as fpi, wal_bytes as bytes from pg_stat_wal');
