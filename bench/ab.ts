@@ -111,7 +111,7 @@ export async function nodeArgsOf(dir: string, role: 'web' | 'worker', extra = ''
 /** The tree's `src/main.ts <role>`, with its own flags and `extraNodeArgs`, local destinations allowed and job creation unlimited. */
 export async function startRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, extraNodeArgs = ''): Promise<ChildProcess> {
   return spawn(process.execPath, [...await nodeArgsOf(dir, role, extraNodeArgs), path.join(dir, 'src/main.ts'), role], {
-    cwd: dir, stdio: ['ignore', 'ignore', 'inherit'],
+    cwd: dir, stdio: ['ignore', process.env.AB_ROLE_STDOUT === '1' ? 'inherit' : 'ignore', 'inherit'],
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
   });
 }

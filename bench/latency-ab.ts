@@ -8,8 +8,9 @@
 // 40,000) delivered jobs, as the bench's latency phase finds it. Per round it prints the POST's answer time and the
 // first attempt's time from the job's created_at (p50 / p99), how late this process sent
 // (p99), and the CPU cores each process and the database server used over the measured phase,
-// then where the jobs' time went (firstAttempts' stages). AB_NODE_ARGS (e.g. `--cpu-prof`) go to
-// both processes.
+// then where the jobs' time went (firstAttempts' stages) and the cores each process used in every
+// half second. AB_NODE_ARGS (e.g. `--cpu-prof`) go to both processes; AB_ROLE_STDOUT=1 shows their
+// stdout (V8's --trace-* flags print there).
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
 // the statements that took the most time during the measured phase, per job, and their planning
 // (AB_TOP of them, default 15; AB_TOPLEVEL=1: only those the processes sent, not those in functions).
@@ -49,6 +50,32 @@ async function history(db: pg.Client, count: number): Promise<void> {
   if (!to) throw new Error('no endpoint to write the history to');
   await insertJobs(db, to, { prefix: 'hist', from: 1, count, status: 'succeeded' });
   await db.query('analyze');
+}
+
+/**
+ * The cores each process, then the database server (all its processes), used in every half
+ * second until `stop()`: where a slow stretch of the phase (its first second, after a pause)
+ * spent the machine. A last stretch shorter than a quarter second is left out (the CPU times
+ * count in 10 ms ticks).
+ */
+function sampleCores(pids: number[], postmasterPid: number | null) {
+  const read = async () => [...await Promise.all(pids.map((pid) => cpuSeconds(pid).catch(() => 0))), await databaseCpuSeconds(postmasterPid) ?? 0];
+  const samples: Array<{ at: number; cpu: number[] }> = [];
+  const take = async () => { const at = performance.now(); samples.push({ at, cpu: await read() }); };
+  void take();
+  const timer = setInterval(() => void take(), 500);
+  return {
+    async stop(): Promise<number[][]> {
+      clearInterval(timer);
+      await take();
+      samples.sort((a, b) => a.at - b.at);
+      return samples.slice(1).flatMap((b, i) => {
+        const a = samples[i]!;
+        const seconds = (b.at - a.at) / 1000;
+        return seconds < 0.25 ? [] : [b.cpu.map((x, j) => +((x - a.cpu[j]!) / seconds).toFixed(2))];
+      });
+    },
+  };
 }
 
 const embedded = await startEmbeddedPostgres({
@@ -95,8 +122,10 @@ try {
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
       const before = { web: await cpuSeconds(s.web.pid ?? 0), worker: await cpuSeconds(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
+      const sampler = sampleCores([s.web.pid ?? 0, s.worker.pid ?? 0, receiver.pid ?? 0, process.pid], postmasterPid);
       const load = await steadyLoad(s.port, s.orgs, RATE, SECONDS);
       const seconds = (performance.now() - before.at) / 1000;
+      const byHalfSecond = await sampler.stop();
       const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
@@ -109,7 +138,8 @@ try {
         cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
       })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n` +
         `  first attempt by second sent, p50 / p99 / max (ms): ${bySecond.map((b) => `${b.p50}/${b.p99}/${b.max}`).join('  ')}\n` +
-        `  its stages by second, p50 (ms) sent→created / created→answered / answered→start / start→arrival: ${bySecond.map((b) => b.stages_p50.join('/')).join('  ')}\n`);
+        `  its stages by second, p50 (ms) sent→created / created→answered / answered→start / start→arrival: ${bySecond.map((b) => b.stages_p50.join('/')).join('  ')}\n` +
+        `  cores by half second, web / worker / receiver / load / database: ${byHalfSecond.map((c) => c.join('/')).join('  ')}\n`);
       if (STATEMENTS) {
         const top = await s.db.query(`
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,

@@ -18,7 +18,8 @@
 // Every endpoint starts with a day of per-minute attempt stats (1,440 minutes), as after a day of
 // steady traffic: the recordings' success rates once summed that whole window again, 2 to 11
 // times the cost of a recording with an empty stats table, which no fresh bench database shows.
-// STATEMENTS_HISTORY=0 leaves the stats empty.
+// STATEMENTS_HISTORY=0 leaves the stats empty. STATEMENTS_SIZES (e.g. `3,25`) replaces the batch sizes;
+// STATEMENTS_SESSION is SQL run first on each measuring connection (e.g. `set plan_cache_mode = force_generic_plan`).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -30,7 +31,7 @@ import { insertJobs, insertStatsHistory } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const logger = pino({ level: 'warn' }, pino.destination(2));
-const SIZES = [25, 100, 400];
+const SIZES = process.env.STATEMENTS_SIZES?.split(',').map(Number) ?? [25, 100, 400];
 const JOBS_PER_ENDPOINT = 400;
 const EXPLAIN = process.env.STATEMENTS_EXPLAIN === '1' || process.env.STATEMENTS_EXPLAIN === 'plans';
 const EXPLAIN_SIZE = Number(process.env.STATEMENTS_EXPLAIN_SIZE ?? 100);
@@ -38,6 +39,7 @@ const CALLS = ['claim', 'claim_next', 'record', 'record_failed'] as const;
 type Call = (typeof CALLS)[number];
 const chosen = process.env.STATEMENTS_CALLS?.split(',') ?? CALLS;
 const HISTORY = process.env.STATEMENTS_HISTORY !== '0';
+const SESSION = process.env.STATEMENTS_SESSION;
 
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(here, '.data', `statements-${process.pid}`), logger, ephemeral: true, durable: true,
@@ -101,6 +103,7 @@ try {
   for (const call of CALLS.filter((c) => chosen.includes(c))) {
     for (const size of SIZES) {
       const { db, ids } = await prepare(call);
+      if (SESSION) await db.query(SESSION);
       const times: number[] = [];
       for (let i = 0; (i + 1) * size <= ids.length && i < 150; i += 1) times.push(await run(db, call, ids, size, i));
       times.sort((a, b) => a - b);
@@ -111,6 +114,7 @@ try {
     }
     if (EXPLAIN) {
       const { db, ids } = await prepare(call);
+      if (SESSION) await db.query(SESSION);
       let shown = false;
       db.on('notice', (notice) => {
         const duration = /duration: ([\d.]+) ms/.exec(notice.message ?? '');
