@@ -13,7 +13,8 @@
 // (a claim of 400 cost 102 ms, and 39 once its update read each delivery once).
 // STATEMENTS_EXPLAIN=1 prints, for the last of 20 calls of STATEMENTS_EXPLAIN_SIZE deliveries
 // (100), each statement the call ran that took over 0.1 ms, from auto_explain (without per-node
-// timing, so durations hold); STATEMENTS_EXPLAIN=plans prints their whole plans.
+// timing, so durations hold, but without each statement's executor start-up, which they leave
+// out); STATEMENTS_EXPLAIN=plans prints their whole plans.
 // STATEMENTS_CALLS=claim_next (a comma-separated list) measures only those calls.
 // Every endpoint starts with a day of per-minute attempt stats (1,440 minutes), as after a day of
 // steady traffic: the recordings' success rates once summed that whole window again, 2 to 11
