@@ -14,7 +14,12 @@ export async function databaseCpuSeconds(postmasterPid: number | null): Promise<
   try {
     const own = await fields(String(postmasterPid));
     let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
-    for (const entry of await readdir('/proc')) {
+    // The postmaster's children from its own list (Linux 3.5+, CONFIG_PROC_CHILDREN), else every
+    // process of /proc: a bench that samples this every half second spent a fifth of its CPU
+    // reading all of /proc.
+    const children = await readFile(`/proc/${postmasterPid}/task/${postmasterPid}/children`, 'utf8')
+      .then((text) => text.split(' ').filter((pid) => pid.trim() !== ''), () => null);
+    for (const entry of children ?? await readdir('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
       const stat = await fields(entry).catch(() => null); // a process that ended meanwhile
       if (stat && Number(stat[1]) === postmasterPid) ticks += Number(stat[11]) + Number(stat[12]);
