@@ -1,4 +1,4 @@
-// POST /v1/webhook-jobs with a key the web process saw in the last minute skips the key lookup
+// POST /v1/webhook-jobs with a key the web process saw in the last ten minutes skips the key lookup
 // (src/api/app.ts, recentKeys) and confirms the key in the transaction that accepts the job
 // instead. Every test here runs a second web process on the same database, so a change made
 // through one is judged by the other, which still holds the key from before it: a deleted,
@@ -66,25 +66,25 @@ test('a recent key is used without a lookup: a key whose hash no longer matches 
   });
 });
 
-test('a job created with a recent key renews it: a key in steady use is not looked up again every minute', async (t) => {
+test('a job created with a recent key renews it: a key in steady use is not looked up again every ten minutes', async (t) => {
   const { writer, writerId, body, orgId } = await fixture(t);
   let now = 1_000_000;
   await withSecondWeb(async (second) => {
     ok(t, await second.post(writer, body), 201, 'create a job (the key is looked up, then recent)');
-    now += 45_000;
-    ok(t, await second.post(writer, body), 201, 'create a job with the recent key, 45 s later: confirmed, so renewed');
-    now += 45_000;
-    // 90 s after the lookup, 45 s after the confirmation. A lookup now would fail (as in the first test).
+    now += 450_000;
+    ok(t, await second.post(writer, body), 201, 'create a job with the recent key, 7.5 min later: confirmed, so renewed');
+    now += 450_000;
+    // 15 min after the lookup, 7.5 min after the confirmation. A lookup now would fail (as in the first test).
     await app.pool.query(sql.unsafe`update api_keys set key_hash = sha256(key_hash) where id = ${writerId}`);
     ok(t, await second.post(writer, body), 201, 'still recent: no lookup');
     t.is(await jobCount(orgId), 3);
-    now += 60_000;
-    assertError(t, await second.post(writer, body), 401, 'unauthorized'); // a minute without a confirmation: looked up
+    now += 600_000;
+    assertError(t, await second.post(writer, body), 401, 'unauthorized'); // ten minutes without a confirmation: looked up
     t.is(await jobCount(orgId), 3);
   }, () => now);
 });
 
-test('a key refused at its confirmation is not renewed', async (t) => {
+test('a key refused at its confirmation is forgotten: its next request looks it up', async (t) => {
   const { key, writer, writerId, body, orgId } = await fixture(t);
   let now = 1_000_000;
   await withSecondWeb(async (second) => {
@@ -94,11 +94,24 @@ test('a key refused at its confirmation is not renewed', async (t) => {
     assertError(t, await second.post(writer, body), 403, 'forbidden');
     ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:write'] } }), 200, 'widen it again');
     await app.pool.query(sql.unsafe`update api_keys set key_hash = sha256(key_hash) where id = ${writerId}`);
-    now += 45_000;
-    // 90 s after the lookup; the refusal 45 s ago renewed nothing, so the key is looked up (and no longer found).
+    // 45 s after the lookup, well within an entry's ten minutes: had the refusal left the entry,
+    // this request would go on without a lookup and its confirmation (by key id) would pass.
     assertError(t, await second.post(writer, body), 401, 'unauthorized');
     t.is(await jobCount(orgId), 1);
   }, () => now);
+});
+
+test('a key refused at its confirmation of a refused body is forgotten too', async (t) => {
+  const { key, writer, writerId, body, orgId } = await fixture(t);
+  await withSecondWeb(async (second) => {
+    ok(t, await second.post(writer, body), 201, 'create a job');
+    ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:read'] } }), 200, 'narrow the key');
+    assertError(t, await second.post(writer, { ...body, payload: 'not an object' }), 403, 'forbidden');
+    ok(t, await app.request('PATCH', `/v1/api-keys/${writerId}`, { key, body: { scopes: ['webhooks:write'] } }), 200, 'widen it again');
+    await app.pool.query(sql.unsafe`update api_keys set key_hash = sha256(key_hash) where id = ${writerId}`);
+    assertError(t, await second.post(writer, body), 401, 'unauthorized');
+    t.is(await jobCount(orgId), 1);
+  });
 });
 
 test('a key deleted through another process is refused by the next job creation, and the job is not created', async (t) => {
@@ -162,7 +175,7 @@ test('a recent key still records its use, at most once a minute', async (t) => {
   });
 });
 
-test('recentKeys holds at most 10,000 keys, the oldest dropped first, each for a minute', (t) => {
+test('recentKeys holds at most 10,000 keys, the oldest dropped first, each for ten minutes unless forgotten', (t) => {
   let now = 0;
   const recent = makeRecentKeys(() => now);
   const auth = (i: number) => ({ kind: 'api_key', keyId: `key_${i}`, orgId: 'org', environment: 'live', scopes: ['*'], readOnly: false }) as const;
@@ -170,8 +183,11 @@ test('recentKeys holds at most 10,000 keys, the oldest dropped first, each for a
   t.is(recent.size, 10_000);
   t.is(recent.get('h0'), undefined);
   t.is(recent.get('h1')?.keyId, 'key_1');
-  now = 59_999;
+  now = 599_999;
   t.is(recent.get('h2')?.keyId, 'key_2');
-  now = 60_000;
+  recent.forget('h3');
+  t.is(recent.get('h3'), undefined);
+  t.is(recent.get('h4')?.keyId, 'key_4');
+  now = 600_000;
   t.is(recent.get('h2'), undefined);
 });

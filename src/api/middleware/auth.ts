@@ -51,17 +51,21 @@ async function authenticateToken(pool: DatabasePool, token: string): Promise<Aut
 }
 
 const RECENT_KEYS = 10_000;
-const RECENT_KEY_MS = 60_000;
+const RECENT_KEY_MS = 600_000;
 
 /**
- * The API keys this web process authenticated or confirmed in the last minute, by the hash of
- * the key. Only a route that confirms the key in the transaction it writes in may skip the
+ * The API keys this web process authenticated or confirmed in the last ten minutes, by the hash
+ * of the key. Only a route that confirms the key in the transaction it writes in may skip the
  * lookup with it (POST /v1/webhook-jobs, where the lookup was most of a request's queries): an
- * entry is a guess, never an answer. Only keys the database found valid enter it, so a caller
- * cannot fill it with made-up keys; at most RECENT_KEYS entries, the oldest dropped first. A
- * confirmation renews its key's entry (renew): a key in steady use is not looked up again every
- * minute (the bench's 50 tenants all fell out at once, and their next requests each waited for
- * a lookup outside their group), and a key refused at its confirmation is not renewed.
+ * entry is a guess, never an answer, so how long it stays decides how often a key is looked up,
+ * not whether a revoked, expired or narrowed key is refused (the next confirmation refuses it,
+ * and forgets the entry). Only keys the database found valid enter it, so a caller cannot fill
+ * it with made-up keys; at most RECENT_KEYS entries, the oldest dropped first. A confirmation
+ * renews its key's entry (renew). Kept for one minute until 2026-11-27: a tenant quiet for a
+ * minute had its next job wait for a lookup outside its group, and the bench's 50 tenants all
+ * fell out at once after a pause, which made the web's first half second of load 0.40-0.55
+ * cores against 0.28-0.34 with ten minutes, and the first attempts of that second 25-41 ms at
+ * the median against 17-21 (bench/latency-ab.ts, 4 interleaved rounds after 75 s idle).
  */
 export type RecentKeys = ReturnType<typeof makeRecentKeys>;
 export function makeRecentKeys(now: () => number = Date.now) {
@@ -77,6 +81,10 @@ export function makeRecentKeys(now: () => number = Date.now) {
     renew(hash: string): void {
       const entry = entries.get(hash);
       if (entry) entry.until = now() + RECENT_KEY_MS;
+    },
+    /** The key of this entry was refused at its confirmation: its next request looks it up. */
+    forget(hash: string): void {
+      entries.delete(hash);
     },
     set(hash: string, auth: ApiKeyAuth): void {
       entries.delete(hash);
@@ -116,6 +124,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     if (recent && recentKeys && provisional && allows(recent.scopes, provisional.family, accessFor(req.method))) {
       res.locals.auth = { ...recent, provisional: true } satisfies Auth;
       res.locals.renewRecentKey = () => recentKeys.renew(recentKey);
+      res.locals.forgetRecentKey = () => recentKeys.forget(recentKey);
       return next();
     }
     const row = await findApiKeyByHash(pool, hash);
@@ -133,6 +142,11 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
 /** After a route confirmed the provisional key its request went on with: that key stays recent. */
 export function renewRecentKey(res: Response): void {
   (res.locals.renewRecentKey as (() => void) | undefined)?.();
+}
+
+/** After a route's confirmation refused the provisional key its request went on with: that key is looked up next time. */
+export function forgetRecentKey(res: Response): void {
+  (res.locals.forgetRecentKey as (() => void) | undefined)?.();
 }
 
 /** The path segments after the collection, decoded (so `%73ecret` is `secret`). */

@@ -11,8 +11,8 @@ import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
-import { notFound, validationError } from '../../errors.ts';
-import { authOf, renewRecentKey } from '../middleware/auth.ts';
+import { AppError, notFound, validationError } from '../../errors.ts';
+import { authOf, forgetRecentKey, renewRecentKey } from '../middleware/auth.ts';
 import { rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
@@ -72,17 +72,22 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
     const take = {
       key: rateLimitKey(jobCreation, tenant.orgId), at: requestTime(res), onTaken: (taken: Taken) => setRateLimitHeaders(res, jobCreation, taken),
     };
+    // A provisional key refused at its confirmation (the only 401 and 403 here) is looked up next time.
+    const refused = (error: unknown): never => {
+      if (key && error instanceof AppError && (error.status === 401 || error.status === 403)) forgetRecentKey(res);
+      throw error;
+    };
     let body: z.output<typeof createBody>;
     try {
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
     } catch (error) {
-      await checkAlone(pool, jobCreation, take, key);
+      await checkAlone(pool, jobCreation, take, key).catch(refused);
       throw error;
     }
     const { job, replayed } = await acceptJob(tenant, {
       applicationId: body.application_id, eventType: body.event_type, payload: body.payload, eventId: body.event_id, headers: body.headers,
-    }, take, key);
+    }, take, key).catch(refused);
     if (key) renewRecentKey(res); // the job's acceptance confirmed it
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(createdView(job));
