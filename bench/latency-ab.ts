@@ -35,6 +35,9 @@ const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = Number(process.env.LAT_HISTORY ?? 40_000);
 // A pause before the measured phase (after the warm-up), as the bench's phase follows others.
 const IDLE_SECONDS = Number(process.env.LAT_IDLE_SECONDS ?? 0);
+// LAT_ANALYZE_LAST=1: the analyze comes after the pause, just before the measured phase, as the
+// bench's vacuum (analyze) comes just before its latency phase; =alternate: in every other round.
+const analyzeLast = (round: number) => process.env.LAT_ANALYZE_LAST === '1' || (process.env.LAT_ANALYZE_LAST === 'alternate' && round % 2 === 1);
 const logger = pino({ level: process.env.AB_LOG_LEVEL ?? 'warn' }, pino.destination(2));
 
 /**
@@ -114,10 +117,12 @@ try {
       // fresh database's plans (cached per session) were made while deliveries was empty. With
       // LAT_IDLE_SECONDS, before the warm-up: an analyze invalidates every session's plans, and
       // what the pause costs is measured with the plans the warm-up made.
-      if (IDLE_SECONDS > 0) await s.db.query('analyze');
+      const last = analyzeLast(round);
+      if (IDLE_SECONDS > 0 && !last) await s.db.query('analyze');
       await steadyLoad(s.port, s.orgs, RATE, WARM_SECONDS);
-      if (IDLE_SECONDS === 0) await s.db.query('analyze');
+      if (IDLE_SECONDS === 0 && !last) await s.db.query('analyze');
       await sleep(500 + IDLE_SECONDS * 1000);
+      if (last) await s.db.query('analyze');
       receiver.send('reset');
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
@@ -131,7 +136,7 @@ try {
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
       const { first, stages, bySecond } = await firstAttempts(s.db, load.timeline, arrivals);
       const round1 = (x: number) => +x.toFixed(1);
-      process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify({
+      process.stderr.write(`round ${round + 1} ${s.name}${analyzeLast(round) ? ' (analyzed last)' : ''}: ${JSON.stringify({
         jobs: load.ids.length, arrived: first.length,
         answer_p50: round1(percentile(load.answerMs, 50)), answer_p99: round1(percentile(load.answerMs, 99)),
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),

@@ -62,10 +62,10 @@ const RECENT_KEY_MS = 600_000;
  * and forgets the entry). Only keys the database found valid enter it, so a caller cannot fill
  * it with made-up keys; at most RECENT_KEYS entries, the oldest dropped first. A confirmation
  * renews its key's entry (renew). Kept for one minute until 2026-11-27: a tenant quiet for a
- * minute had its next job wait for a lookup outside its group, and the bench's 50 tenants all
- * fell out at once after a pause, which made the web's first half second of load 0.40-0.55
- * cores against 0.28-0.34 with ten minutes, and the first attempts of that second 25-41 ms at
- * the median against 17-21 (bench/latency-ab.ts, 4 interleaved rounds after 75 s idle).
+ * minute had its next job wait for a lookup outside its group, and bench/latency-ab.ts's 50
+ * tenants all fell out at once during a pause, which made the web's first half second of load
+ * 0.34-0.55 cores against 0.28-0.36 with ten minutes, and the first attempts of that second
+ * 22.6-41.3 ms at the median against 17.2-24.0 (8 interleaved rounds after 75 s idle).
  */
 export type RecentKeys = ReturnType<typeof makeRecentKeys>;
 export function makeRecentKeys(now: () => number = Date.now) {
