@@ -57,26 +57,28 @@ async function history(db: pg.Client, count: number): Promise<void> {
 
 /**
  * The cores each process, then the database server (all its processes), used in every half
- * second until `stop()`: where a slow stretch of the phase (its first second, after a pause)
- * spent the machine. A last stretch shorter than a quarter second is left out (the CPU times
- * count in 10 ms ticks).
+ * second until `stop()` (where a slow stretch of the phase, its first second after a pause,
+ * spent the machine), and over the whole span. A last stretch shorter than a quarter second is
+ * left out of the halves (the CPU times count in 10 ms ticks).
  */
 function sampleCores(pids: number[], postmasterPid: number | null) {
   const read = async () => [...await Promise.all(pids.map((pid) => cpuSeconds(pid).catch(() => 0))), await databaseCpuSeconds(postmasterPid) ?? 0];
   const samples: Array<{ at: number; cpu: number[] }> = [];
   const take = async () => { const at = performance.now(); samples.push({ at, cpu: await read() }); };
-  void take();
+  const cores = (a: { at: number; cpu: number[] }, b: { at: number; cpu: number[] }) =>
+    b.cpu.map((x, j) => +((x - a.cpu[j]!) / ((b.at - a.at) / 1000)).toFixed(2));
+  const started = take();
   const timer = setInterval(() => void take(), 500);
   return {
-    async stop(): Promise<number[][]> {
+    async stop(): Promise<{ halves: number[][]; overall: number[] }> {
       clearInterval(timer);
+      await started;
       await take();
       samples.sort((a, b) => a.at - b.at);
-      return samples.slice(1).flatMap((b, i) => {
-        const a = samples[i]!;
-        const seconds = (b.at - a.at) / 1000;
-        return seconds < 0.25 ? [] : [b.cpu.map((x, j) => +((x - a.cpu[j]!) / seconds).toFixed(2))];
-      });
+      return {
+        halves: samples.slice(1).flatMap((b, i) => (b.at - samples[i]!.at < 250 ? [] : [cores(samples[i]!, b)])),
+        overall: cores(samples[0]!, samples.at(-1)!),
+      };
     },
   };
 }
@@ -126,25 +128,22 @@ try {
       receiver.send('reset');
       receiver.send('track');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset(), pg_stat_reset()');
-      const before = { web: await cpuSeconds(s.web.pid ?? 0), worker: await cpuSeconds(s.worker.pid ?? 0), db: await databaseCpuSeconds(postmasterPid) ?? 0, at: performance.now() };
       const sampler = sampleCores([s.web.pid ?? 0, s.worker.pid ?? 0, receiver.pid ?? 0, process.pid], postmasterPid);
       const load = await steadyLoad(s.port, s.orgs, RATE, SECONDS);
-      const seconds = (performance.now() - before.at) / 1000;
-      const byHalfSecond = await sampler.stop();
-      const used = { web: await cpuSeconds(s.web.pid ?? 0) - before.web, worker: await cpuSeconds(s.worker.pid ?? 0) - before.worker, db: (await databaseCpuSeconds(postmasterPid) ?? 0) - before.db };
+      const { halves, overall: [web, worker, , , db] } = await sampler.stop();
       for (let waited = 0; (await ask<{ count: number }>('stats')).count < load.ids.length && waited < 300; waited += 1) await sleep(100);
       const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>('arrivals');
       const { first, stages, bySecond } = await firstAttempts(s.db, load.timeline, arrivals);
       const round1 = (x: number) => +x.toFixed(1);
-      process.stderr.write(`round ${round + 1} ${s.name}${analyzeLast(round) ? ' (analyzed last)' : ''}: ${JSON.stringify({
+      process.stderr.write(`round ${round + 1} ${s.name}${last ? ' (analyzed last)' : ''}: ${JSON.stringify({
         jobs: load.ids.length, arrived: first.length,
         answer_p50: round1(percentile(load.answerMs, 50)), answer_p99: round1(percentile(load.answerMs, 99)),
         first_p50: round1(percentile(first, 50)), first_p99: round1(percentile(first, 99)), send_lag_p99: round1(percentile(load.lags, 99)),
-        cores: { web: +(used.web / seconds).toFixed(2), worker: +(used.worker / seconds).toFixed(2), db: +(used.db / seconds).toFixed(2) },
+        cores: { web, worker, db },
       })}\n  stages, p50 / p99 (ms): ${Object.entries(stages).map(([name, { p50, p99 }]) => `${name} ${p50} / ${p99}`).join(', ')}\n` +
         `  first attempt by second sent, p50 / p99 / max (ms): ${bySecond.map((b) => `${b.p50}/${b.p99}/${b.max}`).join('  ')}\n` +
         `  its stages by second, p50 (ms) sent→created / created→answered / answered→start / start→arrival: ${bySecond.map((b) => b.stages_p50.join('/')).join('  ')}\n` +
-        `  cores by half second, web / worker / receiver / load / database: ${byHalfSecond.map((c) => c.join('/')).join('  ')}\n`);
+        `  cores by half second, web / worker / receiver / load / database: ${halves.map((c) => c.join('/')).join('  ')}\n`);
       if (STATEMENTS) {
         const top = await s.db.query(`
           select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job, calls, round((total_exec_time / greatest(calls, 1))::numeric, 2) as ms_per_call,

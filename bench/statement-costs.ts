@@ -71,6 +71,7 @@ async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
   await db.query('vacuum analyze');
   const { rows } = await db.query<{ id: string }>(
     'select id from deliveries order by row_number() over (partition by endpoint_id order by id), endpoint_id');
+  if (SESSION) await db.query(SESSION);
   return { db, ids: rows.map((r) => Number(r.id)) };
 }
 
@@ -104,7 +105,6 @@ try {
   for (const call of CALLS.filter((c) => chosen.includes(c))) {
     for (const size of SIZES) {
       const { db, ids } = await prepare(call);
-      if (SESSION) await db.query(SESSION);
       const times: number[] = [];
       for (let i = 0; (i + 1) * size <= ids.length && i < 150; i += 1) times.push(await run(db, call, ids, size, i));
       times.sort((a, b) => a - b);
@@ -115,7 +115,6 @@ try {
     }
     if (EXPLAIN) {
       const { db, ids } = await prepare(call);
-      if (SESSION) await db.query(SESSION);
       let shown = false;
       db.on('notice', (notice) => {
         const duration = /duration: ([\d.]+) ms/.exec(notice.message ?? '');
