@@ -2,6 +2,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
+import { cpuSeconds } from './ab.ts';
 
 /**
  * The database server's CPU seconds so far: its postmaster and every backend and helper process
@@ -44,4 +45,32 @@ export async function postmasterPidOf(db: pg.Client): Promise<number | null> {
   } catch {
     return null;
   }
+}
+
+/**
+ * The cores each process, then the database server (all its processes), used in every half
+ * second until `stop()` (where a slow stretch of the phase, its first second after a pause,
+ * spent the machine), and over the whole span. A last stretch shorter than a quarter second is
+ * left out of the halves (the CPU times count in 10 ms ticks).
+ */
+export function sampleCores(pids: number[], postmasterPid: number | null) {
+  const read = async () => [...await Promise.all(pids.map((pid) => cpuSeconds(pid).catch(() => 0))), await databaseCpuSeconds(postmasterPid) ?? 0];
+  const samples: Array<{ at: number; cpu: number[] }> = [];
+  const take = async () => { const at = performance.now(); samples.push({ at, cpu: await read() }); };
+  const cores = (a: { at: number; cpu: number[] }, b: { at: number; cpu: number[] }) =>
+    b.cpu.map((x, j) => +((x - a.cpu[j]!) / ((b.at - a.at) / 1000)).toFixed(2));
+  const started = take();
+  const timer = setInterval(() => void take(), 500);
+  return {
+    async stop(): Promise<{ halves: number[][]; overall: number[] }> {
+      clearInterval(timer);
+      await started;
+      await take();
+      samples.sort((a, b) => a.at - b.at);
+      return {
+        halves: samples.slice(1).flatMap((b, i) => (b.at - samples[i]!.at < 250 ? [] : [cores(samples[i]!, b)])),
+        overall: cores(samples[0]!, samples.at(-1)!),
+      };
+    },
+  };
 }

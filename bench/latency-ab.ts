@@ -22,8 +22,8 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, createDatabase, freePort, healthy, prepareTree, sleep, startRole, stop } from './ab.ts';
-import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { createDatabase, freePort, healthy, prepareTree, sleep, startRole, stop } from './ab.ts';
+import { postmasterPidOf, sampleCores } from './database-cpu.ts';
 import { firstAttempts, insertJobs, percentile, startReceiver, steadyLoad, type JobTarget } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,34 +53,6 @@ async function history(db: pg.Client, count: number): Promise<void> {
   if (!to) throw new Error('no endpoint to write the history to');
   await insertJobs(db, to, { prefix: 'hist', from: 1, count, status: 'succeeded' });
   await db.query('analyze');
-}
-
-/**
- * The cores each process, then the database server (all its processes), used in every half
- * second until `stop()` (where a slow stretch of the phase, its first second after a pause,
- * spent the machine), and over the whole span. A last stretch shorter than a quarter second is
- * left out of the halves (the CPU times count in 10 ms ticks).
- */
-function sampleCores(pids: number[], postmasterPid: number | null) {
-  const read = async () => [...await Promise.all(pids.map((pid) => cpuSeconds(pid).catch(() => 0))), await databaseCpuSeconds(postmasterPid) ?? 0];
-  const samples: Array<{ at: number; cpu: number[] }> = [];
-  const take = async () => { const at = performance.now(); samples.push({ at, cpu: await read() }); };
-  const cores = (a: { at: number; cpu: number[] }, b: { at: number; cpu: number[] }) =>
-    b.cpu.map((x, j) => +((x - a.cpu[j]!) / ((b.at - a.at) / 1000)).toFixed(2));
-  const started = take();
-  const timer = setInterval(() => void take(), 500);
-  return {
-    async stop(): Promise<{ halves: number[][]; overall: number[] }> {
-      clearInterval(timer);
-      await started;
-      await take();
-      samples.sort((a, b) => a.at - b.at);
-      return {
-        halves: samples.slice(1).flatMap((b, i) => (b.at - samples[i]!.at < 250 ? [] : [cores(samples[i]!, b)])),
-        overall: cores(samples[0]!, samples.at(-1)!),
-      };
-    },
-  };
 }
 
 const embedded = await startEmbeddedPostgres({

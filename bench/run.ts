@@ -38,9 +38,9 @@ import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
-import { cpuPer, databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
-import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, watchBackground } from './workload.ts';
+import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, warmSteadyLoad, watchBackground } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
@@ -461,13 +461,17 @@ async function vacuumBeforeLatency(b: Bench, baselineUrl: string): Promise<numbe
 /**
  * Latency: jobs at a steady LATENCY_RATE per second (open loop: steadyLoad) into an idle service
  * (web + worker); for each job, the receiver's first arrival minus the job's created_at (one
- * machine, one clock).
+ * machine, one clock). This process's load generator is warmed first on a stand-in server
+ * (warmSteadyLoad; BENCH_WARM_LOAD=0 leaves that out), not on the service.
  */
-async function latencyPhase(b: Bench) {
+async function latencyPhase(b: Bench, worker: ChildProcess) {
+  if (process.env.BENCH_WARM_LOAD !== '0') await warmSteadyLoad(b.orgs, LATENCY_RATE, 3);
   b.receiver.send('reset');
   b.receiver.send('track');
   const background = watchBackground(b.dbUrl, Date.now());
+  const cores = sampleCores([b.web.pid ?? 0, worker.pid ?? 0, b.receiver.pid ?? 0, process.pid], b.postmasterPid);
   const sent = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
+  const { halves } = await cores.stop();
   const ok = sent.codes.filter((code) => code >= 200 && code < 300).length;
   const load = {
     ok, other: sent.codes.length - ok, sendLagP99Ms: +percentile(sent.lags, 99).toFixed(1),
@@ -494,6 +498,9 @@ async function latencyPhase(b: Bench) {
     background: backgroundWork.work,
     // By second: the server's WAL (full-page images, MB) and the machine's cores busy and stolen.
     wal_by_second: backgroundWork.wal,
+    // The cores each process used in every half second of the load (this process sends it and
+    // samples the server): which one a slow stretch kept busy.
+    cores_by_half_second: { columns: ['web', 'worker', 'receiver', 'bench (load)', 'database'], halves },
   };
 }
 
@@ -651,7 +658,7 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     progress('vacuum after the throughput phases');
     const vacuumSeconds = await vacuumBeforeLatency(b, baselineDb.url);
     progress(`latency at ${LATENCY_RATE} jobs/s`);
-    const latency = { ...await latencyPhase(b), vacuum_before_seconds: vacuumSeconds };
+    const latency = { ...await latencyPhase(b, worker), vacuum_before_seconds: vacuumSeconds };
     const workerPeakMb = (await usage(worker.pid ?? 0)).peakMb;
     await stopChild(worker);
 

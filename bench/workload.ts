@@ -4,6 +4,8 @@
 // the same bytes the bench's deliveries carry.
 import { fork, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type autocannon from 'autocannon';
@@ -122,6 +124,33 @@ export async function steadyLoad(port: number, orgs: Sender[], rate: number, sec
     /** Each created job's send and answer (epoch milliseconds, this machine's clock, as the database's). */
     timeline: settled.flatMap(({ id, sentAt, answeredAt }) => (id === null ? [] : [{ id, sentAt, answeredAt }])),
   };
+}
+
+/**
+ * steadyLoad for `seconds` against a stand-in server in this process that answers every request
+ * as the API answers a created job (201, a JSON body with an id), so that this process's own
+ * first requests of the kind (undici's code compiled and optimized, its parser, the timers) are
+ * not paid for during a measured phase. Touches no part of the service. The bench's latency
+ * phase, without it, found its load generator at 0.3-0.4 cores in its first 2 seconds against
+ * about 0.2 after (bench/results/2026-11-27T10-49-37.757Z.json): compiling while the service
+ * it measured had no core to spare.
+ */
+export async function warmSteadyLoad(orgs: Sender[], rate: number, seconds: number): Promise<void> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const body = JSON.stringify({ id: 'job_warm', status: 'created', attempt_count: 0 });
+      res.writeHead(201, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await steadyLoad((server.address() as AddressInfo).port, orgs, rate, seconds);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 }
 
 /** A job's way to its first attempt, in milliseconds at its p50 and p99: see firstAttempts. */
