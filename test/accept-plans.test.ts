@@ -29,7 +29,7 @@ test('job creation, the claim and the fetch of messages plan generically (and th
     { name: 'claim_next_deliveries', config: null },
     // Its plan does not know the claim's size, so it may only read pg-boss's fetch index in
     // order: test/claim-fetch-plan.test.ts.
-    { name: 'fetch_due_messages', config: ['plan_cache_mode=force_generic_plan', 'enable_seqscan=off', 'enable_bitmapscan=off'] },
+    { name: 'fetch_due_messages', config: ['plan_cache_mode=force_generic_plan', 'enable_seqscan=off', 'enable_bitmapscan=off', 'enable_sort=off'] },
   ]);
 });
 
