@@ -40,7 +40,7 @@ import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startA
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
 import { goalRows, judge } from './goals.ts';
-import { firstAttempts, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, warmSteadyLoad, watchBackground } from './workload.ts';
+import { firstAttempts, insertGiveUps, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, warmSteadyLoad, watchBackground } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
@@ -558,35 +558,13 @@ async function drainedBy(b: Bench, worker: ChildProcess, what: string) {
 }
 
 /**
- * The outage that ended in give-ups: BACKLOG jobs of one endpoint whose deliveries failed an
- * hour ago (written in bulk by SQL, as exhaustion would have left them).
- */
-async function seedGiveUps(org: Fixture, db: pg.Client): Promise<void> {
-  const payload = JSON.stringify(PAYLOAD);
-  for (let start = 0; start < BACKLOG; start += 100_000) {
-    await db.query(`
-      with jobs as (
-        insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at, status,
-                                  attempt_count, completed_at, discarded_at, discard_reason)
-        select 'job_gaveup' || lpad(g::text, 21, '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() - interval '1 hour',
-               'discarded', 7, now() - interval '1 hour', now() - interval '1 hour', 'failed'
-        from generate_series($4::int, $5::int) g
-        returning id)
-      insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count, last_attempt_at, gave_up_at, gave_up_xact)
-      select id, $6, $1, $2, 'failed', 7, now() - interval '1 hour', now() - interval '1 hour', pg_current_xact_id() from jobs`,
-    [org.orgId, org.applicationId, payload, start + 1, Math.min(BACKLOG, start + 100_000), org.endpointId]);
-  }
-  await db.query('analyze webhook_jobs; analyze deliveries');
-}
-
-/**
  * Recovery: BACKLOG deliveries that gave up, recovered by one request while a worker runs: the
  * request's time (it records the recovery and counts its deliveries), the time until the
  * workers' batches re-queued the last one, and the rate at which they arrive at the receiver.
  */
 async function recoverPhase(b: Bench, deliveriesPerSecond: number) {
   const org = b.orgs[1] as Fixture;
-  await seedGiveUps(org, b.db);
+  await insertGiveUps(b.db, org, { prefix: 'gaveup', count: BACKLOG });
   b.receiver.send('reset');
   const worker = startRole('worker', b.env);
   b.children.push(worker);

@@ -51,6 +51,29 @@ export async function insertJobs(
 }
 
 /**
+ * The outage that ended in give-ups: `count` jobs of `to`'s endpoint whose deliveries failed an
+ * hour ago, written by SQL as exhaustion would have left them (ids `job_<prefix><n>`), then the
+ * two tables analyzed. What POST /v1/endpoints/{id}/recover finds after an outage.
+ */
+export async function insertGiveUps(db: pg.Client, to: JobTarget, options: { prefix: string; count: number }): Promise<void> {
+  const payload = JSON.stringify(PAYLOAD);
+  for (let start = 0; start < options.count; start += 100_000) {
+    await db.query(`
+      with jobs as (
+        insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at, status,
+                                  attempt_count, completed_at, discarded_at, discard_reason)
+        select 'job_' || $7 || lpad(g::text, 27 - length($7), '0'), $1, 'live', $2, 'invoice.paid', $3::json, now() - interval '1 hour',
+               'discarded', 7, now() - interval '1 hour', now() - interval '1 hour', 'failed'
+        from generate_series($4::int, $5::int) g
+        returning id)
+      insert into deliveries (job_id, endpoint_id, org_id, application_id, status, attempt_count, last_attempt_at, gave_up_at, gave_up_xact)
+      select id, $6, $1, $2, 'failed', 7, now() - interval '1 hour', now() - interval '1 hour', pg_current_xact_id() from jobs`,
+    [to.orgId, to.applicationId, payload, start + 1, Math.min(options.count, start + 100_000), to.endpointId, options.prefix]);
+  }
+  await db.query('analyze webhook_jobs; analyze deliveries');
+}
+
+/**
  * A day of per-minute attempt stats (1,440 minutes, 99 of 100 attempts succeeded) behind every
  * endpoint, as after a day of steady traffic, with the success rates recomputed from them: a
  * fresh database has none, and the recording's cost once grew with them (bench/statement-costs.ts).

@@ -1,0 +1,131 @@
+// `node bench/recovery-ab.ts <other worktree>...`: the bench's recovery phase alone, this tree
+// against others (e.g. checkouts of the commits before a change), interleaved in one run on one
+// database server so the machine's load falls on all alike. Each tree gets a database migrated by
+// its own code and the 50 tenants of bench/ab.ts at one receiver. Each round, for each tree in a
+// rotating order: AB_BACKLOG (100,000) deliveries of one endpoint that gave up an hour ago are
+// written by SQL (bench/workload.ts insertGiveUps, as the bench's phase writes them), the
+// database is vacuumed and analyzed, the tree's web and worker start, and one
+// POST /v1/endpoints/{id}/recover takes them all back; the worker's upkeep re-queues them in
+// batches while it delivers them. Per round: the request's time, the re-queue's (requested_at
+// to completed_at of the recovery), the deliveries' rate from the first arrival to the last, and
+// the worker's and the database server's CPU per delivery from the first arrival on. Each role
+// runs with the Node flags of its tree's `npm run web` / `npm run worker`; AB_NODE_ARGS is added
+// to the worker's. With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and
+// each round prints the ten statements that took the most time, per delivery.
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { pino } from 'pino';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, sleep, startRole, stop } from './ab.ts';
+import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
+import { insertGiveUps, startReceiver, type JobTarget } from './workload.ts';
+
+const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
+const BACKLOG = Number(process.env.AB_BACKLOG ?? 100_000);
+const STATEMENTS = process.env.AB_STATEMENTS === '1';
+const logger = pino({ level: 'warn' }, pino.destination(2));
+type Stats = { count: number; first: number; last: number };
+
+const embedded = await startEmbeddedPostgres({
+  dataDir: path.join(here, '.data', `recovery-ab-${process.pid}`), logger, ephemeral: true, durable: true,
+  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } } : {}),
+});
+const admin = new pg.Client({ connectionString: embedded.url });
+await admin.connect();
+const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
+const ask = () => new Promise<Stats>((resolve) => { receiver.once('message', (m) => resolve(m as Stats)); receiver.send('stats'); });
+const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+const setups = [];
+for (const [i, tree] of trees.entries()) {
+  const url = await createDatabase(admin, embedded.url, `rab_${i}`);
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
+  const [org] = await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger);
+  const { rows: [target] } = await db.query<JobTarget>(
+    'select org_id as "orgId", application_id as "applicationId", id as "endpointId" from endpoints where application_id = $1', [org!.applicationId]);
+  setups.push({ ...tree, url, db, key: org!.key, target: target! });
+}
+const postmasterPid = await postmasterPidOf(admin);
+type Row = { request_ms: number; requeue_seconds: number; deliveries_per_second: number; worker_us: number; db_us: number; worker_peak_mb: number };
+const rows: Record<string, Row[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+try {
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const s of [...setups.slice(round % setups.length), ...setups.slice(0, round % setups.length)]) {
+      await insertGiveUps(s.db, s.target, { prefix: `gaveup${round}r`, count: BACKLOG });
+      await s.db.query('vacuum analyze');
+      receiver.send('reset');
+      if (STATEMENTS) await s.db.query('select pg_stat_statements_reset()');
+      const port = await freePort();
+      const web = await startRole(s.dir, 'web', { DATABASE_URL: s.url, PORT: String(port) });
+      const worker = await startRole(s.dir, 'worker', { DATABASE_URL: s.url }, process.env.AB_NODE_ARGS);
+      try {
+        await healthy(port);
+        const since = new Date(Date.now() - 2 * 3_600_000).toISOString();
+        const requested = performance.now();
+        const res = await fetch(`http://127.0.0.1:${port}/v1/endpoints/${s.target.endpointId}/recover`, {
+          method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ since }),
+        });
+        const requestMs = performance.now() - requested;
+        const answer = await res.json() as { deliveries?: number };
+        if (answer.deliveries !== BACKLOG) throw new Error(`${s.name}: recover answered ${res.status} ${JSON.stringify(answer)}`);
+        let stats = await ask();
+        for (let waited = 0; stats.count === 0; waited += 1) {
+          if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
+          await sleep(100);
+          stats = await ask();
+        }
+        const firstCount = stats.count;
+        const before = await cpuSeconds(worker.pid ?? 0);
+        const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
+        for (let idle = 0; stats.count < BACKLOG; ) {
+          await sleep(100);
+          const next = await ask();
+          idle = next.count > stats.count ? 0 : idle + 1;
+          if (idle > 300) throw new Error(`${s.name}: stalled at ${next.count} of ${BACKLOG}`);
+          stats = next;
+        }
+        const used = await cpuSeconds(worker.pid ?? 0) - before;
+        const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
+        const { rows: [recovery] } = await s.db.query<{ seconds: number }>(`
+          select extract(epoch from completed_at - requested_at)::float8 as seconds from endpoint_recoveries
+          where endpoint_id = $1 order by id desc limit 1`, [s.target.endpointId]);
+        const counted = Math.max(1, stats.count - firstCount);
+        const row = {
+          request_ms: Math.round(requestMs), requeue_seconds: +(recovery?.seconds ?? NaN).toFixed(1),
+          deliveries_per_second: Math.round(stats.count / Math.max(0.001, (stats.last - stats.first) / 1000)),
+          worker_us: Math.round(used * 1e6 / counted), db_us: Math.round(dbUsed * 1e6 / counted), worker_peak_mb: await peakMb(worker.pid ?? 0),
+        };
+        rows[s.name]!.push(row);
+        process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(row)}\n`);
+      } finally {
+        await stop(worker);
+        await stop(web);
+      }
+      if (STATEMENTS) {
+        const top = await s.db.query(`
+          select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+          order by total_exec_time desc limit 10`, [BACKLOG]);
+        console.table(top.rows);
+      }
+      await s.db.query('vacuum');
+    }
+  }
+} finally {
+  for (const s of setups) await s.db.end();
+  receiver.kill();
+  await admin.end();
+  await embedded.stop();
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+for (const [name, list] of Object.entries(rows)) {
+  console.log(name, {
+    request_ms: median(list.map((r) => r.request_ms)), requeue_seconds: median(list.map((r) => r.requeue_seconds)),
+    deliveries_per_second: median(list.map((r) => r.deliveries_per_second)), worker_us: median(list.map((r) => r.worker_us)),
+    db_us: median(list.map((r) => r.db_us)), worker_peak_mb: Math.max(...list.map((r) => r.worker_peak_mb)),
+  });
+}
+process.exit(0);
