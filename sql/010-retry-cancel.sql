@@ -19,10 +19,29 @@ language plpgsql as $$
 declare
   v_jobs text[] := array(select distinct d.job_id from deliveries d where d.id = any(p_delivery_ids) order by d.job_id);
 begin
-  -- The jobs first, so none is ever finished without completed_at (or the reverse) in between:
-  -- the deliveries' trigger then derives each status from the reopened deliveries.
-  update webhook_jobs j set status = 'created', expires_at = now() + interval '48 hours',
-                            completed_at = null, discarded_at = null, discard_reason = null
+  -- The jobs' other finished targets count from attempt 0 too. First, while the reopened ones
+  -- still hold their attempts: a job's state seldom changes here, so the trigger's refresh
+  -- seldom writes it (and a recovery's jobs seldom have other targets).
+  update deliveries d set attempt_count = 0
+    where d.job_id = any(v_jobs) and d.attempt_count > 0 and d.status not in ('pending', 'in_flight', 'held')
+      and d.id not in (select unnest(p_delivery_ids));
+
+  -- Then the jobs, so none is ever finished without completed_at (or the reverse) in between,
+  -- each written once with the state its deliveries are about to have: the reopened ones at
+  -- attempt 0, the others as they are. The deliveries' trigger then derives that state
+  -- (refresh_webhook_jobs, the one authority) and, finding the rows unchanged, writes nothing
+  -- (webhook_jobs_skip_unchanged); were this prediction ever wrong, the refresh would correct it
+  -- with a second write. Reopened here and then given their attempt_count by the refresh, the
+  -- jobs of a recovery's batch of 10,000 were written twice, a third of the batch's time.
+  update webhook_jobs j set (status, attempt_count) = (
+        -- Per job through the (job_id, endpoint_id) index, as refresh_webhook_jobs reads them:
+        -- with the status in the WHERE clause the planner read every open delivery for each job.
+        select case when coalesce(bool_or(o.attempt_count > 0) filter (where o.open), false) then 'awaiting_retry' else 'created' end,
+               coalesce(max(o.attempt_count) filter (where o.open), 0)
+        from (select d.attempt_count,
+                     d.status in ('pending', 'in_flight', 'held') and d.id not in (select unnest(p_delivery_ids)) as open -- hashed once
+              from deliveries d where d.job_id = j.id) o),
+      expires_at = now() + interval '48 hours', completed_at = null, discarded_at = null, discard_reason = null
     where j.id = any(v_jobs);
 
   return query
@@ -33,10 +52,6 @@ begin
       returning d.id, d.round, d.next_attempt_at
     )
     select r.id, r.round, r.next_attempt_at from restarted r order by r.id;
-
-  update deliveries d set attempt_count = 0
-    where d.job_id = any(v_jobs) and d.attempt_count > 0 and d.status not in ('pending', 'in_flight', 'held');
-  perform refresh_webhook_jobs(v_jobs);
 end;
 $$;
 

@@ -146,3 +146,34 @@ test.serial('a failed delivery of a cancelled job is not recovered; a recovered 
   t.deepEqual(cancelledRows, [{ status: 'failed', round: 1 }, { status: 'cancelled', round: 1 }]);
   t.is((await app.request('GET', `/v1/webhook-jobs/${cancelled}`, { key: ctx.key })).body.status, 'discarded');
 });
+
+test.serial('a batch writes each job it reopens once, with the state its deliveries then give it', async (t) => {
+  const ctx = await setup(t);
+  const target = await createEndpoint(t, ctx);
+  const other = await createEndpoint(t, ctx);
+  const since = new Date(Date.now() - 60_000).toISOString();
+  // Gave up towards `target`; towards `other` one waits for its 4th attempt, one succeeded.
+  const waiting = await createJob(t, ctx);
+  const succeeded = await createJob(t, ctx);
+  await fail([waiting, succeeded], target);
+  await app.pool.query(sql.unsafe`update deliveries set attempt_count = 3, next_attempt_at = now() + interval '1 hour'
+    where job_id = ${waiting} and endpoint_id = ${other}`);
+  await app.pool.query(sql.unsafe`update deliveries set status = 'succeeded', attempt_count = 2 where job_id = ${succeeded} and endpoint_id = ${other}`);
+
+  t.is(await recover(t, ctx, target, { since }), 2);
+  // The backend's counts not yet reported to the statistics are in the figure too: the difference.
+  const updated = sql.type(z.object({ n: z.number() }))`select pg_stat_get_xact_tuples_updated('webhook_jobs'::regclass)::int as n`;
+  const writes = await app.pool.transaction(async (tx) => {
+    const before = await tx.oneFirst(updated);
+    const { rowCount } = await tx.query(sql.unsafe`select * from run_endpoint_recoveries(1000)`);
+    t.is(rowCount, 2);
+    return await tx.oneFirst(updated) - before;
+  });
+  t.is(writes, 2, 'one row version per job');
+  const jobs = await app.pool.any(sql.type(z.object({ id: z.string(), status: z.string(), attempt_count: z.number(), completed_at: z.unknown() }))`
+    select id, status, attempt_count, completed_at from webhook_jobs where id in (${waiting}, ${succeeded}) order by id = ${waiting} desc`);
+  t.deepEqual(jobs, [
+    { id: waiting, status: 'awaiting_retry', attempt_count: 3, completed_at: null },
+    { id: succeeded, status: 'created', attempt_count: 0, completed_at: null },
+  ]);
+});
