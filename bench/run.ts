@@ -423,8 +423,15 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
   const perSecond = stats.count / Math.max(0.001, (stats.last - stats.first) / 1000);
   const workerCpu = Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count));
   const databaseCpu = cpuPer(dbBefore, dbAfter, stats.count - first.count);
+  // Counted once the worker has recorded its last batches (10 s at most): counted at the last
+  // arrival, a few hundred of them were still being recorded, which read like lost deliveries.
+  let succeeded = await countDeliveries(b.db, `status = 'succeeded'`);
+  for (let waited = 0; succeeded < backlog && waited < 100; waited += 1) {
+    await sleep(100);
+    succeeded = await countDeliveries(b.db, `status = 'succeeded'`);
+  }
   return {
-    deliveries: stats.count, succeeded: await countDeliveries(b.db, `status = 'succeeded'`), backlog,
+    deliveries: stats.count, succeeded, backlog,
     deliveries_per_second: Math.round(perSecond),
     ratio_to_post_ceiling: +(perSecond / ceilings.posts_per_second).toFixed(3),
     cpu_us_per_delivery: workerCpu,

@@ -256,8 +256,9 @@ async function machineTicks(): Promise<{ busy: number; steal: number }> {
 export function watchBackground(databaseUrl: string, startedAt: number, everyMs = 100) {
   const seen = new Map<string, Set<number>>();
   // The server's WAL counters (pg_stat_wal: full-page images, bytes) and the machine's CPU time
-  // (/proc/stat: busy, and stolen by the hypervisor, in clock ticks) at the first sample of each second.
-  const wal = new Map<number, { fpi: number; bytes: number; busy: number; steal: number }>();
+  // (/proc/stat: busy, and stolen by the hypervisor, in clock ticks) at the first sample of each
+  // second, with the time it was taken (the first comes after the sampler connects).
+  const wal = new Map<number, { fpi: number; bytes: number; busy: number; steal: number; taken: number }>();
   let stopped = false;
   const running = (async () => {
     const db = new pg.Client({ connectionString: databaseUrl });
@@ -266,7 +267,7 @@ export function watchBackground(databaseUrl: string, startedAt: number, everyMs 
       while (!stopped) {
         const { rows: [counters] } = await db.query<{ fpi: string; bytes: string }>('select wal_fpi as fpi, wal_bytes as bytes from pg_stat_wal');
         const at = Math.floor((Date.now() - startedAt) / 1000);
-        if (counters && !wal.has(at)) wal.set(at, { fpi: Number(counters.fpi), bytes: Number(counters.bytes), ...await machineTicks() });
+        if (counters && !wal.has(at)) wal.set(at, { fpi: Number(counters.fpi), bytes: Number(counters.bytes), ...await machineTicks(), taken: Date.now() });
         const { rows } = await db.query<{ what: string }>(`
           select case
                    when backend_type = 'autovacuum worker' then coalesce(datname, '?') || ': ' || regexp_replace(query, '\\s+', ' ', 'g')
@@ -288,11 +289,13 @@ export function watchBackground(databaseUrl: string, startedAt: number, everyMs 
   return {
     /**
      * Each kind of work with its seconds, and each second's WAL (full-page images and MB written
-     * from its first sample to the next second's: a checkpoint makes the first change of every
-     * page after it write the whole page) and the machine's CPU (cores busy, cores stolen).
+     * from its first sample to the next second's, `span_seconds` apart: a checkpoint makes the
+     * first change of every page after it write the whole page) and the machine's CPU over that
+     * span (cores busy, cores stolen). Second 0's span is shorter by the sampler's connection.
      */
     async stop(): Promise<{
-      work: Array<{ what: string; seconds: number[] }>; wal: Array<{ second: number; fpi: number; mb: number; busy_cores: number; stolen_cores: number }>;
+      work: Array<{ what: string; seconds: number[] }>;
+      wal: Array<{ second: number; span_seconds: number; fpi: number; mb: number; busy_cores: number; stolen_cores: number }>;
     }> {
       stopped = true;
       await running;
@@ -302,9 +305,11 @@ export function watchBackground(databaseUrl: string, startedAt: number, everyMs 
         wal: seconds.slice(0, -1).map((second, i) => {
           const from = wal.get(second)!;
           const to = wal.get(seconds[i + 1]!)!;
+          const span = Math.max(0.001, (to.taken - from.taken) / 1000);
           return {
-            second, fpi: to.fpi - from.fpi, mb: +((to.bytes - from.bytes) / 1e6).toFixed(2),
-            busy_cores: +((to.busy - from.busy) / TICKS_PER_SECOND).toFixed(2), stolen_cores: +((to.steal - from.steal) / TICKS_PER_SECOND).toFixed(2),
+            second, span_seconds: +span.toFixed(2), fpi: to.fpi - from.fpi, mb: +((to.bytes - from.bytes) / 1e6).toFixed(2),
+            busy_cores: +((to.busy - from.busy) / TICKS_PER_SECOND / span).toFixed(2),
+            stolen_cores: +((to.steal - from.steal) / TICKS_PER_SECOND / span).toFixed(2),
           };
         }),
       };
