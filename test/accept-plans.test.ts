@@ -1,4 +1,5 @@
-// Job creation and the claim run with generic plans (accept_job_group, claim_deliveries):
+// Job creation, the claim and its fetch run with generic plans (accept_job_group,
+// claim_deliveries, fetch_due_messages):
 // with the default plan_cache_mode, groups and claims of one item made their statements look
 // cheaper planned for their arrays, and they were planned on every call, on the way to every
 // first attempt (a one-delivery claim 1.8-2.0 ms against 0.23 generic; a one-job group 2.96
@@ -16,16 +17,19 @@ import { flushedStats, insertPlanJobs, planFixture } from './helpers/plans.ts';
 const app = startTestApp();
 const TABLE = 3000;
 
-test('job creation and the claim plan generically (and the functions they call), the fetch of messages does not', async (t) => {
+test('job creation, the claim and the fetch of messages plan generically (and the functions they call), the fetch by its index alone', async (t) => {
   const { db } = await planFixture(t, app);
   const { rows } = await db.query<{ name: string; config: string[] | null }>(`
     select proname as name, proconfig as config from pg_proc
-    where proname in ('accept_job_group', 'claim_deliveries', 'claim_next_deliveries') order by proname`);
+    where proname in ('accept_job_group', 'claim_deliveries', 'claim_next_deliveries', 'fetch_due_messages') order by proname`);
   t.deepEqual(rows, [
     { name: 'accept_job_group', config: ['plan_cache_mode=force_generic_plan'] },
     { name: 'claim_deliveries', config: ['plan_cache_mode=force_generic_plan'] },
-    // Its fetch does not know the claim's size generically: test/claim-plans.test.ts.
+    // It calls the two below.
     { name: 'claim_next_deliveries', config: null },
+    // Its plan does not know the claim's size, so it may only read pg-boss's fetch index in
+    // order: test/claim-fetch-plan.test.ts.
+    { name: 'fetch_due_messages', config: ['plan_cache_mode=force_generic_plan', 'enable_seqscan=off', 'enable_bitmapscan=off', 'enable_sort=off'] },
   ]);
 });
 

@@ -81,9 +81,11 @@ test.serial('claim_deliveries updates its batch by one primary-key read a delive
   for (const read of reads) t.true(read <= 4 * LARGE_BATCH, `a claim of ${LARGE_BATCH} fetched ${read} index tuples of deliveries: ${reads.join(', ')}`);
 });
 
-// The fetch in claim_next_deliveries keeps the default plan_cache_mode (sql/006-claim.sql): a
-// generic plan of it does not know the claim's size, and in a bench run one read the whole
-// queue table by sequential scan on every claim of a drain (77,000 rows, ~100 ms a claim).
+// The fetch in claim_next_deliveries (fetch_due_messages, sql/006-claim.sql) plans generically
+// without sequential scans, bitmap scans or sorts: a generic plan of it does not know the
+// claim's size, and in a bench run one read the whole queue table by sequential scan on every
+// claim of a drain (77,000 rows, ~100 ms a claim). Planned on other statistics:
+// test/claim-fetch-plan.test.ts.
 test('claim_next_deliveries takes a few messages of a large due backlog by index, not by a scan of the queue table', async (t) => {
   const { db } = await planFixture(t, app);
   const { fetched, read } = await claimsFromBacklog(db, 900_000_001, 10, 7);
