@@ -120,3 +120,51 @@ export async function startRole(dir: string, role: 'web' | 'worker', env: Record
 export async function healthy(port: number): Promise<void> {
   for (let i = 0; i < 200 && !(await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)); i += 1) await sleep(100);
 }
+
+/** What bench/receiver.ts reports: requests seen, first and last arrival (epoch ms). */
+export type ReceiverStats = { count: number; first: number; last: number };
+
+/** Polls `ask` every 100 ms until the receiver has seen a request (60 s at most). */
+export async function firstArrival(ask: () => Promise<ReceiverStats>, name: string): Promise<ReceiverStats> {
+  let stats = await ask();
+  for (let waited = 0; stats.count === 0; waited += 1) {
+    if (waited > 600) throw new Error(`${name}: no delivery within 60 s`);
+    await sleep(100);
+    stats = await ask();
+  }
+  return stats;
+}
+
+/** Polls `ask` every 100 ms until the receiver has seen `target` requests; fails after 30 s without one. */
+export async function allArrived(ask: () => Promise<ReceiverStats>, from: ReceiverStats, target: number, name: string): Promise<ReceiverStats> {
+  let stats = from;
+  for (let idle = 0; stats.count < target; ) {
+    await sleep(100);
+    const next = await ask();
+    idle = next.count > stats.count ? 0 : idle + 1;
+    if (idle > 300) throw new Error(`${name}: stalled at ${next.count} of ${target}`);
+    stats = next;
+  }
+  return stats;
+}
+
+/** The ten statements of `db`'s database that took the most time (pg_stat_statements), in µs per one of `count`. */
+export async function topStatements(db: pg.Client, count: number): Promise<unknown[]> {
+  const { rows } = await db.query(`
+    select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
+    from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+    order by total_exec_time desc limit 10`, [count]);
+  return rows;
+}
+
+/** Each tree's rounds summed up: the median of every figure, the highest of a peak (`*_peak_mb`). */
+export function printMedians(rows: Record<string, Array<Record<string, number>>>): void {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  for (const [name, list] of Object.entries(rows)) {
+    const keys = Object.keys(list[0] ?? {});
+    console.log(name, Object.fromEntries(keys.map((key) => {
+      const values = list.map((r) => r[key] ?? NaN);
+      return [key, key.endsWith('_peak_mb') ? Math.max(...values) : median(values)];
+    })));
+  }
+}

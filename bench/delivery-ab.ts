@@ -22,7 +22,10 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, sleep, startRole, stop, type Fixture } from './ab.ts';
+import {
+  allArrived, cpuSeconds, createDatabase, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startRole, stop, topStatements,
+  type Fixture, type ReceiverStats,
+} from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { insertStatsHistory, jobRequests, startReceiver } from './workload.ts';
 
@@ -32,7 +35,6 @@ const JOBS = Number(process.env.AB_JOBS ?? 15_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const HISTORY = process.env.AB_HISTORY === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
-type Stats = { count: number; first: number; last: number };
 
 /** Posts exactly `count` jobs through the tree's web process (50 connections). */
 async function accept(dir: string, url: string, orgs: Fixture[], count: number): Promise<void> {
@@ -54,7 +56,7 @@ const embedded = await startEmbeddedPostgres({
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
 const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
-const ask = (message: string) => new Promise<Stats>((resolve) => { receiver.once('message', (m) => resolve(m as Stats)); receiver.send(message); });
+const ask = () => new Promise<ReceiverStats>((resolve) => { receiver.once('message', (m) => resolve(m as ReceiverStats)); receiver.send('stats'); });
 const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 for (const [i, tree] of trees.entries()) {
@@ -77,22 +79,11 @@ try {
       receiver.send('reset');
       if (STATEMENTS) await s.db.query('select pg_stat_statements_reset()');
       const worker = await startRole(s.dir, 'worker', { DATABASE_URL: s.url }, process.env.AB_NODE_ARGS);
-      let stats = await ask('stats');
-      for (let waited = 0; stats.count === 0; waited += 1) {
-        if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
-        await sleep(100);
-        stats = await ask('stats');
-      }
-      const firstCount = stats.count;
+      const started = await firstArrival(ask, s.name);
+      const firstCount = started.count;
       const before = await cpuSeconds(worker.pid ?? 0);
       const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
-      for (let idle = 0; stats.count < JOBS; ) {
-        await sleep(100);
-        const next = await ask('stats');
-        idle = next.count > stats.count ? 0 : idle + 1;
-        if (idle > 300) throw new Error(`${s.name}: stalled at ${next.count} of ${JOBS}`);
-        stats = next;
-      }
+      const stats = await allArrived(ask, started, JOBS, s.name);
       const used = await cpuSeconds(worker.pid ?? 0) - before;
       const peak = await peakMb(worker.pid ?? 0);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
@@ -105,13 +96,7 @@ try {
       };
       rows[s.name]!.push(row);
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(row)}\n`);
-      if (STATEMENTS) {
-        const top = await s.db.query(`
-          select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
-          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
-          order by total_exec_time desc limit 10`, [stats.count]);
-        console.table(top.rows);
-      }
+      if (STATEMENTS) console.table(await topStatements(s.db, stats.count));
     }
   }
 } finally {
@@ -120,11 +105,5 @@ try {
   await admin.end();
   await embedded.stop();
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-for (const [name, list] of Object.entries(rows)) {
-  console.log(name, {
-    deliveries_per_second: median(list.map((r) => r.deliveries_per_second)), worker_us: median(list.map((r) => r.worker_us)),
-    db_us: median(list.map((r) => r.db_us)), worker_peak_mb: Math.max(...list.map((r) => r.worker_peak_mb)),
-  });
-}
+printMedians(rows);
 process.exit(0);

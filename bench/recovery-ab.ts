@@ -17,7 +17,10 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareTree, sleep, startRole, stop } from './ab.ts';
+import {
+  allArrived, cpuSeconds, createDatabase, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startRole, stop, topStatements,
+  type ReceiverStats,
+} from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { insertGiveUps, startReceiver, type JobTarget } from './workload.ts';
 
@@ -26,7 +29,6 @@ const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
 const BACKLOG = Number(process.env.AB_BACKLOG ?? 100_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
-type Stats = { count: number; first: number; last: number };
 
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(here, '.data', `recovery-ab-${process.pid}`), logger, ephemeral: true, durable: true,
@@ -35,7 +37,7 @@ const embedded = await startEmbeddedPostgres({
 const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
 const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
-const ask = () => new Promise<Stats>((resolve) => { receiver.once('message', (m) => resolve(m as Stats)); receiver.send('stats'); });
+const ask = () => new Promise<ReceiverStats>((resolve) => { receiver.once('message', (m) => resolve(m as ReceiverStats)); receiver.send('stats'); });
 const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 for (const [i, tree] of trees.entries()) {
@@ -71,22 +73,11 @@ try {
         const requestMs = performance.now() - requested;
         const answer = await res.json() as { deliveries?: number };
         if (answer.deliveries !== BACKLOG) throw new Error(`${s.name}: recover answered ${res.status} ${JSON.stringify(answer)}`);
-        let stats = await ask();
-        for (let waited = 0; stats.count === 0; waited += 1) {
-          if (waited > 600) throw new Error(`${s.name}: no delivery within 60 s`);
-          await sleep(100);
-          stats = await ask();
-        }
-        const firstCount = stats.count;
+        const started = await firstArrival(ask, s.name);
+        const firstCount = started.count;
         const before = await cpuSeconds(worker.pid ?? 0);
         const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
-        for (let idle = 0; stats.count < BACKLOG; ) {
-          await sleep(100);
-          const next = await ask();
-          idle = next.count > stats.count ? 0 : idle + 1;
-          if (idle > 300) throw new Error(`${s.name}: stalled at ${next.count} of ${BACKLOG}`);
-          stats = next;
-        }
+        const stats = await allArrived(ask, started, BACKLOG, s.name);
         const used = await cpuSeconds(worker.pid ?? 0) - before;
         const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
         const { rows: [recovery] } = await s.db.query<{ seconds: number }>(`
@@ -104,13 +95,7 @@ try {
         await stop(worker);
         await stop(web);
       }
-      if (STATEMENTS) {
-        const top = await s.db.query(`
-          select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
-          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
-          order by total_exec_time desc limit 10`, [BACKLOG]);
-        console.table(top.rows);
-      }
+      if (STATEMENTS) console.table(await topStatements(s.db, BACKLOG));
       await s.db.query('vacuum');
     }
   }
@@ -120,12 +105,5 @@ try {
   await admin.end();
   await embedded.stop();
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-for (const [name, list] of Object.entries(rows)) {
-  console.log(name, {
-    request_ms: median(list.map((r) => r.request_ms)), requeue_seconds: median(list.map((r) => r.requeue_seconds)),
-    deliveries_per_second: median(list.map((r) => r.deliveries_per_second)), worker_us: median(list.map((r) => r.worker_us)),
-    db_us: median(list.map((r) => r.db_us)), worker_peak_mb: Math.max(...list.map((r) => r.worker_peak_mb)),
-  });
-}
+printMedians(rows);
 process.exit(0);
