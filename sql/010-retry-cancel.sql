@@ -34,13 +34,14 @@ begin
   -- with a second write. Reopened here and then given their attempt_count by the refresh, the
   -- jobs of a recovery's batch of 10,000 were written twice, and a batch took 1.2-1.4 times as
   -- long.
+  -- awaiting_retry exactly when one of the others under way has had an attempt.
   update webhook_jobs j set (status, attempt_count) = (
+        select case when o.max_attempt > 0 then 'awaiting_retry' else 'created' end, o.max_attempt
         -- Per job through the (job_id, endpoint_id) index, as refresh_webhook_jobs reads them:
         -- with the status in the WHERE clause the planner read every open delivery for each job.
-        select case when coalesce(bool_or(o.attempt_count > 0) filter (where o.open), false) then 'awaiting_retry' else 'created' end,
-               coalesce(max(o.attempt_count) filter (where o.open), 0)
-        from (select d.attempt_count,
-                     d.status in ('pending', 'in_flight', 'held') and d.id not in (select unnest(p_delivery_ids)) as open -- hashed once
+        from (select coalesce(max(d.attempt_count) filter (
+                       where d.status in ('pending', 'in_flight', 'held') and d.id not in (select unnest(p_delivery_ids))), 0) -- hashed once
+                       as max_attempt
               from deliveries d where d.job_id = j.id) o),
       expires_at = now() + interval '48 hours', completed_at = null, discarded_at = null, discard_reason = null
     where j.id = any(v_jobs);
