@@ -5,17 +5,18 @@ import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_pr
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import type { Logger } from 'pino';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { createEndpoint } from '../src/core/endpoints.ts';
 import { insertApplication } from '../src/db/applications.ts';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { insertEventType } from '../src/db/event-types.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { startQueue } from '../src/queue.ts';
-import type { Sender } from './workload.ts';
+import { startReceiver, type Sender } from './workload.ts';
 
 export type Fixture = Sender;
 
@@ -167,4 +168,33 @@ export function printMedians(rows: Record<string, Array<Record<string, number>>>
       return [key, key.endsWith('_peak_mb') ? Math.max(...values) : median(values)];
     })));
   }
+}
+
+/**
+ * What the delivery, recovery and latency A/Bs start with: one embedded server of their own
+ * (`.data/<name>-<pid>`, `settings` added), a client of it, bench/receiver.ts in a process of its
+ * own with `ask` (a message to it, 'stats' by default, and its answer), and the trees: this one
+ * (`here`), then each directory on the command line.
+ */
+export async function startAbRun(here: string, name: string, logger: Logger, settings: Record<string, string> = {}) {
+  const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `${name}-${process.pid}`), logger, ephemeral: true, durable: true, settings });
+  const admin = new pg.Client({ connectionString: embedded.url });
+  await admin.connect();
+  const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
+  const ask = <T = ReceiverStats>(message = 'stats') =>
+    new Promise<T>((resolve) => { receiver.once('message', (m) => resolve(m as T)); receiver.send(message); });
+  const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+  return { embedded, admin, receiver, receiverPort, ask, trees };
+}
+
+/** The settings that load pg_stat_statements, tracking nested statements too (AB_STATEMENTS=1). */
+export const STATEMENT_SETTINGS = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' };
+
+/** A database of the run's server named `name`, with a client of it (pg_stat_statements created when `statements`). */
+export async function treeDatabase(admin: pg.Client, serverUrl: string, name: string, statements: boolean): Promise<{ url: string; db: pg.Client }> {
+  const url = await createDatabase(admin, serverUrl, name);
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  if (statements) await db.query('create extension if not exists pg_stat_statements');
+  return { url, db };
 }

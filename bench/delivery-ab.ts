@@ -19,15 +19,13 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import pg from 'pg';
 import { pino } from 'pino';
-import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import {
-  allArrived, cpuSeconds, createDatabase, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startRole, stop, topStatements,
-  type Fixture, type ReceiverStats,
+  allArrived, cpuSeconds, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startAbRun, startRole, STATEMENT_SETTINGS, stop,
+  topStatements, treeDatabase, type Fixture,
 } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { insertStatsHistory, jobRequests, startReceiver } from './workload.ts';
+import { insertStatsHistory, jobRequests } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -49,21 +47,10 @@ async function accept(dir: string, url: string, orgs: Fixture[], count: number):
   }
 }
 
-const embedded = await startEmbeddedPostgres({
-  dataDir: path.join(here, '.data', `delivery-ab-${process.pid}`), logger, ephemeral: true, durable: true,
-  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } } : {}),
-});
-const admin = new pg.Client({ connectionString: embedded.url });
-await admin.connect();
-const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
-const ask = () => new Promise<ReceiverStats>((resolve) => { receiver.once('message', (m) => resolve(m as ReceiverStats)); receiver.send('stats'); });
-const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'delivery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
 const setups = [];
 for (const [i, tree] of trees.entries()) {
-  const url = await createDatabase(admin, embedded.url, `dab_${i}`);
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
+  const { url, db } = await treeDatabase(admin, embedded.url, `dab_${i}`, STATEMENTS);
   setups.push({ ...tree, url, db, orgs: await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger) });
   if (HISTORY) await insertStatsHistory(db);
 }

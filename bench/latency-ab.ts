@@ -19,12 +19,11 @@
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { pino } from 'pino';
-import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { createDatabase, freePort, healthy, prepareTree, sleep, startRole, stop } from './ab.ts';
+import { freePort, healthy, prepareTree, sleep, startAbRun, startRole, STATEMENT_SETTINGS, stop, treeDatabase } from './ab.ts';
 import { postmasterPidOf, sampleCores } from './database-cpu.ts';
-import { firstAttempts, insertJobs, percentile, startReceiver, steadyLoad, type JobTarget } from './workload.ts';
+import { firstAttempts, insertJobs, percentile, steadyLoad, type JobTarget } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -55,26 +54,15 @@ async function history(db: pg.Client, count: number): Promise<void> {
   await db.query('analyze');
 }
 
-const embedded = await startEmbeddedPostgres({
-  dataDir: path.join(here, '.data', `latency-ab-${process.pid}`), logger, ephemeral: true, durable: true,
-  settings: {
-    ...(STATEMENTS ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' } : {}),
-    ...JSON.parse(process.env.AB_SETTINGS ?? '{}') as Record<string, string>,
-  },
+const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'latency-ab', logger, {
+  ...(STATEMENTS ? { ...STATEMENT_SETTINGS, 'pg_stat_statements.track_planning': 'on' } : {}),
+  ...JSON.parse(process.env.AB_SETTINGS ?? '{}') as Record<string, string>,
 });
-const admin = new pg.Client({ connectionString: embedded.url });
-await admin.connect();
-const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
-const ask = <T>(message: string) => new Promise<T>((resolve) => { receiver.once('message', (m) => resolve(m as T)); receiver.send(message); });
-const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
 const setups = [];
 const children: ChildProcess[] = [];
 try {
   for (const [i, tree] of trees.entries()) {
-    const url = await createDatabase(admin, embedded.url, `lab_${i}`);
-    const db = new pg.Client({ connectionString: url });
-    await db.connect();
-    if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
+    const { url, db } = await treeDatabase(admin, embedded.url, `lab_${i}`, STATEMENTS);
     const orgs = await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger);
     await history(db, HISTORY);
     const port = await freePort();

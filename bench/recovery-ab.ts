@@ -14,15 +14,13 @@
 // each round prints the ten statements that took the most time, per delivery.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { pino } from 'pino';
-import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import {
-  allArrived, cpuSeconds, createDatabase, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startRole, stop, topStatements,
-  type ReceiverStats,
+  allArrived, cpuSeconds, firstArrival, freePort, healthy, peakMb, prepareTree, printMedians, startAbRun, startRole, STATEMENT_SETTINGS, stop,
+  topStatements, treeDatabase,
 } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
-import { insertGiveUps, startReceiver, type JobTarget } from './workload.ts';
+import { insertGiveUps, type JobTarget } from './workload.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 3);
@@ -30,21 +28,10 @@ const BACKLOG = Number(process.env.AB_BACKLOG ?? 100_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
 
-const embedded = await startEmbeddedPostgres({
-  dataDir: path.join(here, '.data', `recovery-ab-${process.pid}`), logger, ephemeral: true, durable: true,
-  ...(STATEMENTS ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } } : {}),
-});
-const admin = new pg.Client({ connectionString: embedded.url });
-await admin.connect();
-const { receiver, port: receiverPort } = await startReceiver(['ignore', 'inherit', 'inherit', 'ipc']);
-const ask = () => new Promise<ReceiverStats>((resolve) => { receiver.once('message', (m) => resolve(m as ReceiverStats)); receiver.send('stats'); });
-const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
+const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'recovery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
 const setups = [];
 for (const [i, tree] of trees.entries()) {
-  const url = await createDatabase(admin, embedded.url, `rab_${i}`);
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  if (STATEMENTS) await db.query('create extension if not exists pg_stat_statements');
+  const { url, db } = await treeDatabase(admin, embedded.url, `rab_${i}`, STATEMENTS);
   const [org] = await prepareTree(tree.dir, url, `http://127.0.0.1:${receiverPort}/hook`, logger);
   const { rows: [target] } = await db.query<JobTarget>(
     'select org_id as "orgId", application_id as "applicationId", id as "endpointId" from endpoints where application_id = $1', [org!.applicationId]);
