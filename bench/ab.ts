@@ -173,8 +173,8 @@ export function printMedians(rows: Record<string, Array<Record<string, number>>>
 /**
  * What the delivery, recovery and latency A/Bs start with: one embedded server of their own
  * (`.data/<name>-<pid>`, `settings` added), a client of it, bench/receiver.ts in a process of its
- * own with `ask` (a message to it, 'stats' by default, and its answer), and the trees: this one
- * (`here`), then each directory on the command line.
+ * own with `ask` (a message to it, 'stats' by default, and its answer), the trees: this one
+ * (`here`), then each directory on the command line, and `close` for the end.
  */
 export async function startAbRun(here: string, name: string, logger: Logger, settings: Record<string, string> = {}) {
   const embedded = await startEmbeddedPostgres({ dataDir: path.join(here, '.data', `${name}-${process.pid}`), logger, ephemeral: true, durable: true, settings });
@@ -184,7 +184,14 @@ export async function startAbRun(here: string, name: string, logger: Logger, set
   const ask = <T = ReceiverStats>(message = 'stats') =>
     new Promise<T>((resolve) => { receiver.once('message', (m) => resolve(m as T)); receiver.send(message); });
   const trees = [{ name: 'this', dir: here }, ...process.argv.slice(2).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir) }))];
-  return { embedded, admin, receiver, receiverPort, ask, trees };
+  /** Closes the trees' clients `dbs`, then the receiver, the client and the server. */
+  const close = async (dbs: pg.Client[]) => {
+    for (const db of dbs) await db.end();
+    receiver.kill();
+    await admin.end();
+    await embedded.stop();
+  };
+  return { embedded, admin, receiver, receiverPort, ask, trees, close };
 }
 
 /** The settings that load pg_stat_statements, tracking nested statements too (AB_STATEMENTS=1). */

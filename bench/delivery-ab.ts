@@ -47,7 +47,7 @@ async function accept(dir: string, url: string, orgs: Fixture[], count: number):
   }
 }
 
-const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'delivery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
+const { embedded, admin, receiver, receiverPort, ask, trees, close } = await startAbRun(here, 'delivery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
 const setups = [];
 for (const [i, tree] of trees.entries()) {
   const { url, db } = await treeDatabase(admin, embedded.url, `dab_${i}`, STATEMENTS);
@@ -87,10 +87,7 @@ try {
     }
   }
 } finally {
-  for (const s of setups) await s.db.end();
-  receiver.kill();
-  await admin.end();
-  await embedded.stop();
+  await close(setups.map((s) => s.db));
 }
 printMedians(rows);
 process.exit(0);

@@ -54,7 +54,7 @@ async function history(db: pg.Client, count: number): Promise<void> {
   await db.query('analyze');
 }
 
-const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'latency-ab', logger, {
+const { embedded, admin, receiver, receiverPort, ask, trees, close } = await startAbRun(here, 'latency-ab', logger, {
   ...(STATEMENTS ? { ...STATEMENT_SETTINGS, 'pg_stat_statements.track_planning': 'on' } : {}),
   ...JSON.parse(process.env.AB_SETTINGS ?? '{}') as Record<string, string>,
 });
@@ -120,9 +120,6 @@ try {
   }
 } finally {
   for (const child of children) await stop(child);
-  for (const s of setups) await s.db.end();
-  receiver.kill();
-  await admin.end();
-  await embedded.stop();
+  await close(setups.map((s) => s.db));
 }
 process.exit(0);

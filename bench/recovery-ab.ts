@@ -28,7 +28,7 @@ const BACKLOG = Number(process.env.AB_BACKLOG ?? 100_000);
 const STATEMENTS = process.env.AB_STATEMENTS === '1';
 const logger = pino({ level: 'warn' }, pino.destination(2));
 
-const { embedded, admin, receiver, receiverPort, ask, trees } = await startAbRun(here, 'recovery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
+const { embedded, admin, receiver, receiverPort, ask, trees, close } = await startAbRun(here, 'recovery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
 const setups = [];
 for (const [i, tree] of trees.entries()) {
   const { url, db } = await treeDatabase(admin, embedded.url, `rab_${i}`, STATEMENTS);
@@ -87,10 +87,7 @@ try {
     }
   }
 } finally {
-  for (const s of setups) await s.db.end();
-  receiver.kill();
-  await admin.end();
-  await embedded.stop();
+  await close(setups.map((s) => s.db));
 }
 printMedians(rows);
 process.exit(0);
