@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive } from './helpers/process.ts';
+import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive, signalPid } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
@@ -15,7 +15,8 @@ const postmasterPid = () => Number(readFileSync(pidFile, 'utf8').split('\n')[0])
 
 test.after.always(async () => {
   for (const server of started) server.child.kill('SIGKILL');
-  if (existsSync(pidFile) && alive(postmasterPid())) process.kill(postmasterPid(), 'SIGKILL');
+  const leftover = existsSync(pidFile) ? postmasterPid() : 0;
+  if (alive(leftover)) signalPid(leftover, 'SIGKILL');
   await rm(dataDir, { recursive: true, force: true });
 });
 
@@ -77,7 +78,7 @@ test.serial('a postmaster.pid left by a cluster that died with its owner does no
   const { server } = await startServer();
   const postmaster = postmasterPid();
   server.child.kill('SIGKILL');
-  process.kill(postmaster, 'SIGKILL');
+  signalPid(postmaster, 'SIGKILL');
   await server.exited;
   while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
   t.true(existsSync(pidFile), 'the stale lock file is still there');

@@ -43,6 +43,9 @@ try {
     };
     for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => killGroup(signal));
     ava.on('exit', (exitCode, signal) => {
+      // A crash (SIGSEGV, SIGABRT) or a kill ends ava without its summary: say which, or the
+      // log just stops and CI only sees the exit code.
+      if (signal) console.error(`ava ended by ${signal}, without its summary`);
       killGroup('SIGKILL');
       resolve(exitCode ?? (signal ? 1 : 0));
     });

@@ -7,14 +7,14 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { childEnv, healthy, ROOT, alive } from './helpers/process.ts';
+import { childEnv, healthy, ROOT, alive, signalPid } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-signals-${randomBytes(4).toString('hex')}`);
 const leftovers: number[] = [];
 
 
 test.after.always(async () => {
-  for (const pid of leftovers) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const pid of leftovers) if (alive(pid)) signalPid(pid, 'SIGKILL');
   await rm(dataDir, { recursive: true, force: true });
 });
 
@@ -51,8 +51,11 @@ async function goneWithin(pids: number[], ms: number): Promise<boolean> {
 }
 
 const cases = [
-  { name: 'SIGTERM to npm (a platform stopping the process it started)', send: (npmPid: number) => process.kill(npmPid, 'SIGTERM'), reason: 'SIGTERM' },
-  { name: 'Ctrl-C (SIGINT to the whole process group)', send: (npmPid: number) => process.kill(-npmPid, 'SIGINT'), reason: 'SIGINT' },
+  { name: 'SIGTERM to npm (a platform stopping the process it started)', send: (npmPid: number) => signalPid(npmPid, 'SIGTERM'), reason: 'SIGTERM' },
+  { name: 'Ctrl-C (SIGINT to the whole process group)', send: (npmPid: number) => {
+    if (!(npmPid > 0)) throw new Error(`not a process id: ${npmPid}`); // -0 would be ava's own group
+    process.kill(-npmPid, 'SIGINT');
+  }, reason: 'SIGINT' },
 ];
 
 for (const { name, send, reason } of cases) {

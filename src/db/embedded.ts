@@ -150,6 +150,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   // way out rather than leave an orphan for the next start to clean up.
   const postmasterPid = Number(readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const onExit = () => {
+    if (!(postmasterPid > 0)) return; // process.kill(0) would signal this process's own group
     try {
       process.kill(postmasterPid, 'SIGINT');
     } catch {

@@ -62,6 +62,8 @@ async function asServer(file: string, args: string[], user: { uid: number; gid: 
 
 async function pidsOf(dataDir: string): Promise<number[]> {
   const postmaster = Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  // A file still being written reads as pid 0, and a signal to 0 would reach ava's whole process group.
+  if (!Number.isInteger(postmaster) || postmaster <= 0) throw new Error(`no postmaster pid in ${dataDir}/postmaster.pid`);
   const { stdout } = await run('ps', ['-o', 'pid=', '--ppid', String(postmaster)]);
   return [postmaster, ...stdout.split('\n').map((s) => Number(s.trim())).filter((n) => n > 0)];
 }

@@ -82,6 +82,7 @@ export function startScript(script: string, args: string[], env: Record<string, 
 
 /** Whether a process with this pid is still running. */
 export function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false; // 0 and below name process groups, ava's own among them
   try {
     process.kill(pid, 0);
     return true;
@@ -114,4 +115,14 @@ export async function healthy(baseUrl: string, timeoutMs = STARTUP_TIMEOUT_MS): 
     if (answer.status === 200 || Date.now() > deadline) return answer;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+}
+
+/**
+ * Sends `signal` to one process. A pid read from a file being written (postmaster.pid between its
+ * creation and its first line) is 0, and process.kill(0) signals the caller's whole process
+ * group: ava, every test file and every server they started. Refused instead.
+ */
+export function signalPid(pid: number, signal: NodeJS.Signals): void {
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`not a process id: ${pid}`);
+  process.kill(pid, signal);
 }
