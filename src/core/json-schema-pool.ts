@@ -20,17 +20,21 @@ let ready: Promise<unknown> | null = null;
 
 // A thread is started (and loads Ajv) before budgets run, so a cold start never counts against one.
 function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: Promise<unknown> } {
-  pool ??= new Piscina<ValidationTask, ValidationResult>({
-    filename: new URL('./json-schema-worker.ts', import.meta.url).href,
-    minThreads: 1,
-    maxThreads: 2,
-    idleTimeout: 60_000,
-    maxQueue: 1_000,
-    resourceLimits: { maxOldGenerationSizeMb: 64 },
-  });
-  // A thread that dies outside a task (out of memory while its aborted task unwinds) is replaced
-  // by piscina; unhandled, the pool's 'error' event would end the whole process.
-  pool.on('error', () => {});
+  if (!pool) {
+    pool = new Piscina<ValidationTask, ValidationResult>({
+      filename: new URL('./json-schema-worker.ts', import.meta.url).href,
+      minThreads: 1,
+      maxThreads: 2,
+      idleTimeout: 60_000,
+      maxQueue: 1_000,
+      resourceLimits: { maxOldGenerationSizeMb: 64 },
+    });
+    // A thread that dies outside a task (out of memory while its aborted task unwinds) is replaced
+    // by piscina; unhandled, the pool's 'error' event would end the whole process. Once per pool:
+    // added on every call (as it was), each validation off the main thread left one more listener
+    // behind, for the life of the process.
+    pool.on('error', () => {});
+  }
   ready ??= pool.run({ ping: true }).catch(() => undefined);
   return { pool, ready };
 }
