@@ -11,7 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import type pg from 'pg';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
 import { startTestApp } from './helpers/app.ts';
-import { flushedStats, planFixture } from './helpers/plans.ts';
+import { enqueueDueMessages, flushedStats, planFixture, rolledBackClaims } from './helpers/plans.ts';
 
 const app = startTestApp();
 const LARGE_BACKLOG = 100_000;
@@ -20,7 +20,7 @@ const LARGE_BACKLOG = 100_000;
 test.serial('claim_next_deliveries, planned on an empty queue, reads about what it takes of a large due backlog', async (t) => {
   const { db } = await planFixture(t, app);
   // The session's plan, made now: nothing is due.
-  t.deepEqual(await claims(db, 10, 2), [0, 0]);
+  t.deepEqual(await rolledBackClaims(db, 10, 2), [0, 0]);
 
   await enqueue(db, LARGE_BACKLOG);
   await claimsReadWhatTheyTake(t, db);
@@ -34,7 +34,7 @@ test.serial('claim_next_deliveries, planned on an analyzed nearly empty queue, r
   await db.query('delete from pgboss.job where name = $1', [DELIVERY_QUEUE]);
   await enqueue(db, 20);
   await db.query('analyze pgboss.job');
-  t.deepEqual(await claims(db, 10, 2), [10, 10]);
+  t.deepEqual(await rolledBackClaims(db, 10, 2), [10, 10]);
 
   await enqueue(db, LARGE_BACKLOG);
   await claimsReadWhatTheyTake(t, db);
@@ -53,10 +53,7 @@ test.serial('claim_next_deliveries, planned on a large analyzed backlog, reads a
 /** `count` due messages more, for deliveries that do not exist (the claim skips them, so only the fetch reads). */
 let enqueued = 0;
 async function enqueue(db: pg.Client, count: number): Promise<void> {
-  await db.query(`
-    select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
-                                     array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
-  [DELIVERY_QUEUE, enqueued + 1, enqueued + count, count]);
+  await enqueueDueMessages(db, enqueued + 1, count);
   enqueued += count;
 }
 
@@ -68,7 +65,7 @@ async function enqueue(db: pg.Client, count: number): Promise<void> {
 async function claimsReadWhatTheyTake(t: ExecutionContext, db: pg.Client): Promise<void> {
   for (const size of [10, 400]) {
     const before = await readSoFar(db);
-    const fetched = await claims(db, size, 3);
+    const fetched = await rolledBackClaims(db, size, 3);
     const read = (await readSoFar(db)) - before;
 
     t.deepEqual(fetched, Array(3).fill(size), `claims of ${size}`);
@@ -81,16 +78,4 @@ async function readSoFar(db: pg.Client): Promise<number> {
   return Number((await flushedStats<{ n: string }>(db, `
     select (coalesce(sum(seq_tup_read), 0) + coalesce(sum(idx_tup_fetch), 0))::text as n
     from pg_stat_all_tables where schemaname = 'pgboss'`)).n);
-}
-
-/** `count` claims of `size` in this session, each rolled back (the messages stay due): the messages each fetched. */
-async function claims(db: pg.Client, size: number, count: number): Promise<number[]> {
-  const fetched: number[] = [];
-  for (let i = 0; i < count; i += 1) {
-    await db.query('begin');
-    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, size]);
-    fetched.push(Number(rows[0]?.n));
-    await db.query('rollback');
-  }
-  return fetched;
 }

@@ -6,9 +6,8 @@
 // a fresh database. The count of tuples read is exact and needs no timing.
 import test from 'ava';
 import type pg from 'pg';
-import { DELIVERY_QUEUE } from '../src/queue.ts';
 import { startTestApp } from './helpers/app.ts';
-import { flushedStats, insertPlanJobs, planFixture } from './helpers/plans.ts';
+import { enqueueDueMessages, flushedStats, insertPlanJobs, planFixture, rolledBackClaims } from './helpers/plans.ts';
 
 const app = startTestApp();
 const TABLE = 3000;
@@ -112,20 +111,11 @@ test.serial('claim_next_deliveries takes hundreds of messages of a large due bac
  * messages each fetched, and the queue rows they read by sequential scan in all.
  */
 async function claimsFromBacklog(db: pg.Client, first: number, size: number, claims: number): Promise<{ fetched: number[]; read: number }> {
-  await db.query(`
-    select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
-                                     array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
-  [DELIVERY_QUEUE, first, first + BACKLOG - 1, BACKLOG]);
+  await enqueueDueMessages(db, first, BACKLOG);
   await db.query('analyze pgboss.job');
   const seqRead = async () => Number((await flushedStats<{ seq: string }>(db,
     `select coalesce(sum(seq_tup_read), 0)::text as seq from pg_stat_all_tables where schemaname = 'pgboss'`)).seq);
   const before = await seqRead();
-  const fetched: number[] = [];
-  for (let i = 0; i < claims; i += 1) {
-    await db.query('begin');
-    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, size]);
-    fetched.push(Number(rows[0]?.n));
-    await db.query('rollback');
-  }
+  const fetched = await rolledBackClaims(db, size, claims);
   return { fetched, read: (await seqRead()) - before };
 }

@@ -3,6 +3,7 @@
 // the statistics views read after this session's own counts reached them.
 import type { ExecutionContext } from 'ava';
 import pg from 'pg';
+import { DELIVERY_QUEUE } from '../../src/queue.ts';
 import type { TestApp } from './app.ts';
 import { createApplication, createEndpoint, createEventType } from './fixtures.ts';
 
@@ -49,4 +50,27 @@ export async function insertPlanJobs(fixture: PlanFixture, count: number, status
     insert into deliveries (job_id, endpoint_id, org_id, application_id, status, next_attempt_at)
     select id, $3, $1, $2, $5, case when $5 = 'pending' then now() end from jobs`,
   [fixture.orgId, fixture.applicationId, fixture.endpointId, count, status, prefix]);
+}
+
+/**
+ * `count` due messages of the delivery queue for delivery ids `first` on, deliveries that do not
+ * exist: a claim skips them, so only its fetch reads.
+ */
+export async function enqueueDueMessages(db: pg.Client, first: number, count: number): Promise<void> {
+  await db.query(`
+    select enqueue_delivery_messages($1, array(select g::bigint from generate_series($2::bigint, $3::bigint) g),
+                                     array_fill(1, array[$4::int]), array_fill(null::timestamptz, array[$4::int]))`,
+  [DELIVERY_QUEUE, first, first + count - 1, count]);
+}
+
+/** `count` claims of `size` in this session, each rolled back (the messages stay due): the messages each fetched. */
+export async function rolledBackClaims(db: pg.Client, size: number, count: number): Promise<number[]> {
+  const fetched: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    await db.query('begin');
+    const { rows } = await db.query<{ n: string }>('select count(*)::text as n from claim_next_deliveries($1, $2, 1000, 100, 1000000)', [DELIVERY_QUEUE, size]);
+    fetched.push(Number(rows[0]?.n));
+    await db.query('rollback');
+  }
+  return fetched;
 }
