@@ -1,7 +1,8 @@
 // The validation pool of a web process lives as long as the process: validations off the main
 // thread (large payloads, expensive schemas) must leave nothing behind on it. Each one used to
 // add an 'error' listener to the pool, so a tenant posting large payloads grew the process's
-// memory without bound (Node's MaxListenersExceededWarning named it after the tenth).
+// memory without bound (Node's MaxListenersExceededWarning named it after the tenth). And a
+// validation that runs out of memory on its thread must end that thread alone, never the process.
 import test from 'ava';
 import { INLINE_MAX_PAYLOAD, prepareValidator, validatePayload, type PayloadValidator } from '../src/core/json-schema.ts';
 import { stopValidationPool } from '../src/core/json-schema-pool.ts';
@@ -33,4 +34,29 @@ test('validations on the pool\'s threads add no listener to the pool, however ma
     process.off('warning', onWarning);
   }
   t.deepEqual(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning').map(String), []);
+});
+
+// A schema whose `anyOf` re-enters the root 100 times at each level of the payload: a payload 4
+// levels deep makes Ajv collect over 100 million errors, about 245 bytes each, faster than the
+// CPU budget stops it. The thread's heap limit stops it, but with V8's default young generation
+// (tens of MB for a thread) one scavenge could promote more than the 16 MB Node grants a thread
+// to finish when it reaches its limit, and V8 then aborted the whole process ("Reached heap
+// limit"): the third such validation ended a web process (with web and worker, as `npm start`
+// runs them). A 4 MB young generation keeps what a scavenge promotes within that grant.
+test('validations that run out of memory on their threads are refused, and the process lives on', async (t) => {
+  t.timeout(300_000); // 12 validations of about 2 s of CPU each, on a busy 2-core machine
+  const prepared = await prepareValidator({
+    type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } },
+  }, 'pool-test-fan-out');
+  if ('problems' in prepared) return t.fail(JSON.stringify(prepared.problems));
+  const payload = { x: { x: { x: { x: 1 } } } };
+  for (let round = 0; round < 3; round += 1) {
+    const outcomes = await Promise.all(Array.from({ length: 4 }, () => validatePayload(prepared, payload, JSON.stringify(payload))));
+    for (const problems of outcomes) {
+      t.regex(problems?.[0]?.message ?? '', /could not be validated: it (needed more memory than one validation may use|took longer than the \d+ ms budget)/);
+    }
+  }
+  // The pool works on: a payload that is valid against the same schema.
+  const valid = { x: { x: {} } };
+  t.is(await validatePayload(prepared, valid, JSON.stringify(valid)), null);
 });

@@ -27,7 +27,12 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
       maxThreads: 2,
       idleTimeout: 60_000,
       maxQueue: 1_000,
-      resourceLimits: { maxOldGenerationSizeMb: 64 },
+      // A thread that reaches its heap limit is ended by Node, which lets V8 go 16 MB past the
+      // limit meanwhile; past that V8 aborts the whole process. With V8's default young
+      // generation a single scavenge could promote more than that (a validation collecting
+      // millions of errors keeps every object alive), and one such validation in a few ended
+      // the web process; a 4 MB young generation keeps a promotion within the 16 MB.
+      resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 4 },
     });
     // A thread that dies outside a task (out of memory while its aborted task unwinds) is replaced
     // by piscina; unhandled, the pool's 'error' event would end the whole process. Once per pool:
