@@ -67,7 +67,7 @@ export function hostileValues(type: string | undefined): string[] {
       return [...common, `[${Array(20_000).fill(JSON.stringify(NUL)).join(',')}]`, '[null]', '[{}]', '"x"',
         `[${Array(5000).fill('"nope"').join(',')}]`];
     case 'object':
-      return [...common, `{${JSON.stringify(NUL)}:1}`, `{"k":${JSON.stringify(NUL)}}`, nestedObjects(3000), '"x"',
+      return [...common, `{${JSON.stringify(NUL)}:1}`, `{"k":${JSON.stringify(NUL)}}`, '{"k":"\\ud800"}', '{"\\udfff":1}', nestedObjects(3000), '"x"',
         `{${Array.from({ length: 5000 }, (_, i) => `"k${i}":${JSON.stringify(NUL)}`).join(',')}}`];
     default:
       return common;

@@ -2,7 +2,9 @@
 // costs bounded memory and reaches nothing that would choke on it: at most BODY_LIMIT_BYTES
 // both as sent (Content-Length) and after Content-Encoding is undone, UTF-8 only, nested at
 // most MAX_JSON_DEPTH deep, and no string or key holding U+0000 (PostgreSQL text and jsonb
-// cannot store it). Depth and U+0000 are found by one pass over the raw bytes before parsing.
+// cannot store it) or an unpaired UTF-16 surrogate (a `\ud800` escape without its pair: jsonb
+// refuses it, text would keep U+FFFD in its place, and many receivers' JSON parsers fail on
+// it). Depth, U+0000 and surrogates are found by one pass over the raw bytes before parsing.
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { payloadTooLarge, unsupportedMediaType, validationError } from '../../errors.ts';
 
@@ -20,6 +22,18 @@ export class RejectedBody extends Error {}
 const BACKSLASH = 0x5c;
 const QUOTE = 0x22;
 const ZERO = 0x30;
+const LOWER_U = 0x75;
+
+/** The code unit of a `\uXXXX` escape whose backslash is at `i`, or -1 when none is there. */
+function escapedUnit(bytes: Uint8Array, i: number): number {
+  if (bytes[i] !== BACKSLASH || bytes[i + 1] !== LOWER_U || i + 5 >= bytes.length) return -1;
+  const hex = String.fromCharCode(bytes[i + 2] ?? 0, bytes[i + 3] ?? 0, bytes[i + 4] ?? 0, bytes[i + 5] ?? 0);
+  return /^[0-9a-fA-F]{4}$/.test(hex) ? Number.parseInt(hex, 16) : -1;
+}
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
+const UNPAIRED = 'Strings in the request body must not contain an unpaired UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair).';
 
 /** Why these JSON bytes are refused before parsing, or null. Invalid JSON is left to the parser. */
 export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): string | null {
@@ -29,8 +43,15 @@ export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): strin
     const c = bytes[i];
     if (inString) {
       if (c === BACKSLASH) {
-        if (bytes[i + 1] === 0x75 && bytes[i + 2] === ZERO && bytes[i + 3] === ZERO && bytes[i + 4] === ZERO && bytes[i + 5] === ZERO) {
+        if (bytes[i + 1] === LOWER_U && bytes[i + 2] === ZERO && bytes[i + 3] === ZERO && bytes[i + 4] === ZERO && bytes[i + 5] === ZERO) {
           return 'Strings in the request body must not contain the character U+0000.';
+        }
+        const unit = escapedUnit(bytes, i);
+        if (isLowSurrogate(unit)) return UNPAIRED;
+        if (isHighSurrogate(unit)) {
+          if (!isLowSurrogate(escapedUnit(bytes, i + 6))) return UNPAIRED;
+          i += 11; // both escapes
+          continue;
         }
         i++; // the escaped character, so that \" does not end the string
       } else if (c === QUOTE) {
