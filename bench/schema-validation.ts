@@ -5,7 +5,7 @@ import { prepareValidator, validatePayload, type PayloadValidator } from '../src
 import { stopValidationPool } from '../src/core/json-schema-pool.ts';
 
 async function compiled(schema: Record<string, unknown>): Promise<PayloadValidator> {
-  const result = await prepareValidator(schema, 'bench');
+  const result = await prepareValidator(schema, 'bench', 'bench');
   if ('problems' in result) throw new Error(JSON.stringify(result.problems));
   return result;
 }
@@ -64,7 +64,7 @@ let worst = 0;
 for (const [label, schema, body] of hostile) {
   const t0 = performance.now();
   const cpu0 = process.threadCpuUsage();
-  const result = await prepareValidator(schema, label);
+  const result = await prepareValidator(schema, label, 'bench');
   const outcome = 'problems' in result ? `refused at creation: ${result.problems[0]?.message}`
     : await validatePayload(result, body, JSON.stringify(body)).then((p) => (p ? `400: ${p[0]?.message}` : 'valid'));
   const ms = performance.now() - t0;

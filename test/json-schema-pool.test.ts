@@ -17,7 +17,7 @@ test('validations on the pool\'s threads add no listener to the pool, however ma
   try {
     const prepared = await prepareValidator({
       type: 'object', properties: { note: { type: 'string' }, amount: { type: 'integer' } }, required: ['amount'],
-    }, 'pool-test-1');
+    }, 'pool-test-1', 'org_pool_test');
     if ('problems' in prepared) return t.fail(JSON.stringify(prepared.problems));
     const validator: PayloadValidator = prepared;
     // Past INLINE_MAX_PAYLOAD, so every one goes to a thread.
@@ -47,7 +47,7 @@ test('validations that run out of memory on their threads are refused, and the p
   t.timeout(300_000); // 12 validations of about 2 s of CPU each, on a busy 2-core machine
   const prepared = await prepareValidator({
     type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } },
-  }, 'pool-test-fan-out');
+  }, 'pool-test-fan-out', 'org_pool_test');
   if ('problems' in prepared) return t.fail(JSON.stringify(prepared.problems));
   const payload = { x: { x: { x: { x: 1 } } } };
   for (let round = 0; round < 3; round += 1) {
@@ -59,4 +59,31 @@ test('validations that run out of memory on their threads are refused, and the p
   // The pool works on: a payload that is valid against the same schema.
   const valid = { x: { x: {} } };
   t.is(await validatePayload(prepared, valid, JSON.stringify(valid)), null);
+});
+
+// Two threads serve every tenant of a web process. Waiting work used to queue in one line, so a
+// tenant that sent 40 expensive validations at once held every other tenant's validations for
+// up to 30 s and then had them answered 503. Lanes by tenant take turns now, the one holding
+// fewest threads first.
+test.serial('one tenant\'s flood of expensive validations delays another tenant\'s by one validation at most', async (t) => {
+  t.timeout(300_000);
+  const flood = await prepareValidator({
+    type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } },
+  }, 'pool-test-flood', 'org_flood');
+  const other = await prepareValidator({ type: 'object', properties: { note: { type: 'string' } } }, 'pool-test-other', 'org_other');
+  if ('problems' in flood || 'problems' in other) return t.fail('schemas refused');
+  const deep = { x: { x: { x: { x: 1 } } } };
+  const large = { note: 'x'.repeat(INLINE_MAX_PAYLOAD) }; // past the inline limit: to a thread
+  t.is(await validatePayload(other, large, JSON.stringify(large)), null, 'threads up, the other tenant\'s schema compiled');
+  const finished: string[] = [];
+  const floods = Array.from({ length: 6 }, (_, i) => validatePayload(flood, deep, JSON.stringify(deep)).then((problems) => {
+    finished.push(`flood ${i}`);
+    return problems;
+  }));
+  await new Promise((resolve) => setImmediate(resolve)); // the flood is running and waiting
+  const problems = await validatePayload(other, large, JSON.stringify(large));
+  finished.push('other');
+  t.is(problems, null);
+  for (const refused of await Promise.all(floods)) t.regex(refused?.[0]?.message ?? '', /could not be validated/);
+  t.true(finished.indexOf('other') <= 2, `finished in this order: ${finished.join(', ')}`);
 });

@@ -1,6 +1,8 @@
 // Schema work off the main thread, within time budgets: a small piscina pool, started on first
 // use. Work past its budget has its thread terminated (piscina starts another) and the caller
-// gets a 400-worthy answer: never a 500, and /health never waits.
+// gets a 400-worthy answer: never a 500, and /health never waits. Work waits for a thread in a
+// lane of its own tenant's, and the lanes take turns (fairShare): one tenant's flood of
+// expensive validations delays another tenant's by one validation at most, not by the flood.
 import { readFileSync } from 'node:fs';
 import { Piscina } from 'piscina';
 import { serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors.ts';
@@ -15,6 +17,11 @@ export const WALL_BUDGET_MS = 20_000;
 /** Milliseconds a task may wait for a free thread before the request is answered 503. */
 export const QUEUE_BUDGET_MS = 30_000;
 
+/** Threads of the pool; as many tasks run at once, the rest wait in their lanes. */
+const THREADS = 2;
+/** Tasks waiting in all lanes at most; past that a request is answered 503 at once. */
+const MAX_WAITING = 1_000;
+
 let pool: Piscina<ValidationTask, ValidationResult> | null = null;
 let ready: Promise<unknown> | null = null;
 
@@ -24,9 +31,8 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
     pool = new Piscina<ValidationTask, ValidationResult>({
       filename: new URL('./json-schema-worker.ts', import.meta.url).href,
       minThreads: 1,
-      maxThreads: 2,
+      maxThreads: THREADS,
       idleTimeout: 60_000,
-      maxQueue: 1_000,
       // A thread that reaches its heap limit is ended by Node, which lets V8 go 16 MB past the
       // limit meanwhile; past that V8 aborts the whole process. With V8's default young
       // generation a single scavenge could promote more than that (a validation collecting
@@ -43,6 +49,79 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
   ready ??= pool.run({ ping: true }).catch(() => undefined);
   return { pool, ready };
 }
+
+const tooManyWaiting = () => serviceUnavailable(`Too many schema validations are waiting; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
+
+type Waiter = { go: (release: () => void) => void; timer: NodeJS.Timeout };
+
+/**
+ * Turns at the pool's threads, by lane (a tenant): at most THREADS tasks hold one. When one is
+ * released, the next task comes from the waiting lane that holds the fewest turns, and among
+ * those from the one served longest ago (the map's order: a lane served goes to its end). So a
+ * tenant's flood of expensive work delays another tenant's task by one task at most. A task that
+ * waits QUEUE_BUDGET_MS without a turn is answered 503, as is any past MAX_WAITING waiting.
+ */
+function makeFairShare() {
+  const lanes = new Map<string, Waiter[]>();
+  const holding = new Map<string, number>();
+  let running = 0;
+  let waiting = 0;
+  const releaser = (lane: string) => () => {
+    running -= 1;
+    const held = (holding.get(lane) ?? 1) - 1;
+    if (held === 0) holding.delete(lane);
+    else holding.set(lane, held);
+    dispatch();
+  };
+  const hold = (lane: string) => {
+    running += 1;
+    holding.set(lane, (holding.get(lane) ?? 0) + 1);
+    return releaser(lane);
+  };
+  function dispatch(): void {
+    while (running < THREADS && waiting > 0) {
+      let chosen: [string, Waiter[]] | undefined;
+      for (const entry of lanes) {
+        if (!chosen || (holding.get(entry[0]) ?? 0) < (holding.get(chosen[0]) ?? 0)) chosen = entry;
+        if ((holding.get(entry[0]) ?? 0) === 0) break;
+      }
+      if (!chosen) return;
+      const [lane, queue] = chosen;
+      const waiter = queue.shift() as Waiter;
+      lanes.delete(lane);
+      if (queue.length > 0) lanes.set(lane, queue);
+      waiting -= 1;
+      clearTimeout(waiter.timer);
+      waiter.go(hold(lane));
+    }
+  }
+  return {
+    /** Resolves with the function that gives the turn back, once `lane` has one. */
+    turn(lane: string): Promise<() => void> {
+      if (running < THREADS && waiting === 0) return Promise.resolve(hold(lane));
+      if (waiting >= MAX_WAITING) return Promise.reject(tooManyWaiting());
+      return new Promise((resolve, reject) => {
+        const queue = lanes.get(lane) ?? [];
+        const waiter: Waiter = {
+          go: resolve,
+          timer: setTimeout(() => {
+            const at = queue.indexOf(waiter);
+            if (at < 0) return;
+            queue.splice(at, 1);
+            waiting -= 1;
+            if (queue.length === 0 && lanes.get(lane) === queue) lanes.delete(lane);
+            reject(tooManyWaiting());
+          }, QUEUE_BUDGET_MS),
+        };
+        queue.push(waiter);
+        waiting += 1;
+        if (!lanes.has(lane)) lanes.set(lane, queue);
+      });
+    },
+  };
+}
+
+const fairShare = makeFairShare();
 
 // CPU time (user + system) of a thread of this process, from Linux's /proc (clock ticks of 10 ms).
 function threadCpuMs(tid: number): number | null {
@@ -61,13 +140,22 @@ export type ThreadOutcome = { result: ValidationResult } | { over: 'compile' | '
 type Task = { check: true; schemaText: string; root: string } | { key: string; schemaText: string; payloadText: string };
 
 /**
- * Runs a task on a thread. Budgets are the CPU time the thread spends on it (wall time where
- * /proc is missing), so neither waiting behind another tenant's work nor a busy machine uses
- * them up.
+ * Runs a task on a thread, when its lane (the tenant it is for) has its turn. Budgets are the
+ * CPU time the thread spends on it (wall time where /proc is missing), so neither waiting
+ * behind another tenant's work nor a busy machine uses them up.
  */
-export async function runOnThread(task: Task): Promise<ThreadOutcome> {
+export async function runOnThread(task: Task, lane: string): Promise<ThreadOutcome> {
   const warm = warmPool();
   await warm.ready;
+  const release = await fairShare.turn(lane);
+  try {
+    return await runWithBudgets(warm, task);
+  } finally {
+    release();
+  }
+}
+
+async function runWithBudgets(warm: ReturnType<typeof warmPool>, task: Task): Promise<ThreadOutcome> {
   const clock = new Float64Array(new SharedArrayBuffer(24));
   const controller = new AbortController();
   const submitted = Date.now();
@@ -94,9 +182,7 @@ export async function runOnThread(task: Task): Promise<ThreadOutcome> {
   try {
     return { result: await warm.pool.run({ ...task, clock }, { signal: controller.signal }) };
   } catch (error) {
-    if ((error as Error).message === 'Task queue is at limit' || (controller.signal.aborted && !over)) {
-      throw serviceUnavailable(`Too many schema validations are waiting; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
-    }
+    if (controller.signal.aborted && !over) throw tooManyWaiting();
     if (over && (error as Error).name === 'AbortError') {
       ready = warm.pool.run({ ping: true }).catch(() => undefined);
       return { over };

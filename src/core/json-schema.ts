@@ -15,8 +15,11 @@ export type { SchemaProblem } from './json-schema-engine.ts';
 /** Payloads up to this many characters of JSON are validated inline against a cheap schema. */
 export const INLINE_MAX_PAYLOAD = 8_192;
 
-/** A checked event type schema; `validate` (inline) only when it is known to be cheap. */
-export type PayloadValidator = { key: string; schemaText: string; validate: ValidateFunction | null };
+/**
+ * A checked event type schema; `validate` (inline) only when it is known to be cheap. `lane`: the
+ * tenant whose turn at the validation threads its work takes (json-schema-pool.ts).
+ */
+export type PayloadValidator = { key: string; schemaText: string; validate: ValidateFunction | null; lane: string };
 
 const tooExpensive = (path: string, what: string, why: string): SchemaProblem[] => [{
   path, message: `could not be ${what}: ${why}; the event type's schema is too expensive${path === 'payload' ? ' for this payload' : ''} (fewer nested anyOf/oneOf branches, patterns or properties help)`,
@@ -35,7 +38,7 @@ const isCheap = (shape: SchemaShape, schemaText: string) => !shape.recursive && 
 
 // A small schema is checked and compiled inline (its size bounds the work); a larger one on a
 // thread within the compile budget, and it is then never compiled on the main thread.
-async function check(schema: Record<string, unknown>, root: string): Promise<Checked> {
+async function check(schema: Record<string, unknown>, root: string, lane: string): Promise<Checked> {
   const sized = checkSizeAndDepth(schema, root);
   if (sized) return { problems: sized };
   const schemaText = JSON.stringify(schema);
@@ -44,7 +47,7 @@ async function check(schema: Record<string, unknown>, root: string): Promise<Che
     if ('problems' in result) return result;
     return { cheap: isCheap(result.shape, schemaText) ? result.validate : null };
   }
-  const outcome = await runOnThread({ check: true, schemaText, root });
+  const outcome = await runOnThread({ check: true, schemaText, root }, lane);
   if ('over' in outcome) return { problems: overBudget(outcome, root, 'compiled') };
   const { result } = outcome;
   if ('problems' in result) return { problems: result.problems ?? [] };
@@ -52,17 +55,23 @@ async function check(schema: Record<string, unknown>, root: string): Promise<Che
   return { cheap: null };
 }
 
-/** Problems (under `root`, e.g. "schema") when the schema is not a valid JSON Schema or breaks a limit; null when fine. */
-export async function checkSchema(schema: Record<string, unknown>, root = 'schema'): Promise<SchemaProblem[] | null> {
-  const checked = await check(schema, root);
+/**
+ * Problems (under `root`, e.g. "schema") when the schema is not a valid JSON Schema or breaks a
+ * limit; null when fine. `lane`: the tenant it is checked for.
+ */
+export async function checkSchema(schema: Record<string, unknown>, lane: string, root = 'schema'): Promise<SchemaProblem[] | null> {
+  const checked = await check(schema, root, lane);
   return 'problems' in checked ? checked.problems : null;
 }
 
-/** A validator for a stored schema (`key` names its version), or the problems it has today. */
-export async function prepareValidator(schema: Record<string, unknown>, key: string): Promise<PayloadValidator | { problems: SchemaProblem[] }> {
-  const checked = await check(schema, 'event_type.schema');
+/**
+ * A validator for a stored schema (`key` names its version), or the problems it has today.
+ * `lane`: the tenant whose event type it is.
+ */
+export async function prepareValidator(schema: Record<string, unknown>, key: string, lane: string): Promise<PayloadValidator | { problems: SchemaProblem[] }> {
+  const checked = await check(schema, 'event_type.schema', lane);
   if ('problems' in checked) return checked;
-  return { key, schemaText: JSON.stringify(schema), validate: checked.cheap };
+  return { key, schemaText: JSON.stringify(schema), validate: checked.cheap, lane };
 }
 
 /**
@@ -79,7 +88,7 @@ export async function validatePayload(validator: PayloadValidator, payload: unkn
       return [{ path: 'payload', message: 'is nested too deeply for the event type\'s schema' }];
     }
   }
-  const outcome = await runOnThread({ key: validator.key, schemaText: validator.schemaText, payloadText });
+  const outcome = await runOnThread({ key: validator.key, schemaText: validator.schemaText, payloadText }, validator.lane);
   if ('over' in outcome) return overBudget(outcome, 'payload', 'validated');
   const { result } = outcome;
   if ('tooDeep' in result) return tooExpensive('payload', 'validated', 'the payload is nested too deeply for it');

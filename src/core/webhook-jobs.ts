@@ -37,7 +37,7 @@ async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: str
     eventTypes.delete(key);
     return null;
   }
-  const prepared = row.schema ? await prepareValidator(row.schema, `${row.id}@${row.version}`) : null;
+  const prepared = row.schema ? await prepareValidator(row.schema, `${row.id}@${row.version}`, tenant.orgId) : null;
   const known = {
     id: row.id, version: row.version,
     validator: prepared && 'problems' in prepared ? null : prepared,

@@ -32,9 +32,9 @@ export const eventTypeRequests = { createBody, patchBody, listQuery, deleteQuery
 const toEventType = shaper(eventType);
 
 /** A schema must compile; its problems become the 400's details. */
-async function assertValidSchema(schema: Record<string, unknown> | null | undefined): Promise<void> {
+async function assertValidSchema(schema: Record<string, unknown> | null | undefined, orgId: string): Promise<void> {
   if (!schema) return;
-  const problems = await checkSchema(schema);
+  const problems = await checkSchema(schema, orgId);
   if (problems) throw validationError('schema is not a valid JSON Schema.', problems);
 }
 
@@ -46,7 +46,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
 
   router.post('/', async (req, res) => {
     const body = parseBody(createBody, req.body);
-    await assertValidSchema(body.schema);
+    await assertValidSchema(body.schema, authOf(res).orgId);
     res.status(201).json(toEventType(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body })));
   });
 
@@ -69,7 +69,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
       throw validationError('The request body is invalid.', [{ path: 'name', message: 'cannot be changed after creation' }]);
     }
     const body = parseBody(patchBody, req.body);
-    await assertValidSchema(body.schema);
+    await assertValidSchema(body.schema, authOf(res).orgId);
     const updated = await updateEventType(pool, authOf(res), req.params.id, body);
     if (!updated) throw notFound('Event type');
     res.json(toEventType(updated));
