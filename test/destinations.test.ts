@@ -152,6 +152,8 @@ const reason = {
   address: /private, loopback/,
   whitespace: /spaces or control characters/,
   noHost: /must have a host name/,
+  emptyLabel: /empty label/,
+  port: /port must be between 1 and 65535/,
 };
 
 type Expected = { href: string } | { reason: RegExp };
@@ -198,6 +200,13 @@ const urls: Array<[string, string, boolean, Expected]> = [
   ['2049 characters refused with allowPrivate', longUrl(2049), true, { reason: reason.length }],
 
   ['empty string', '', false, { reason: reason.invalid }],
+  ['a name with a trailing dot', 'https://example.com./', false, { href: 'https://example.com./' }],
+  ['a name starting with a dot', 'https://.example.com/', false, { reason: reason.emptyLabel }],
+  ['a name with two dots in a row', 'https://example..com/', true, { reason: reason.emptyLabel }],
+  ['port 0', 'https://example.com:0/', false, { reason: reason.port }],
+  ['port 0 with allowPrivate', 'http://127.0.0.1:0/', true, { reason: reason.port }],
+  ['port 65535', 'https://example.com:65535/', false, { href: 'https://example.com:65535/' }],
+  ['port 65536', 'https://example.com:65536/', false, { reason: reason.invalid }],
   ['no scheme', 'example.com', false, { reason: reason.invalid }],
   ['scheme-relative', '//example.com/', false, { reason: reason.invalid }],
   ['no host', 'https://', false, { reason: reason.invalid }],
@@ -218,7 +227,7 @@ const urls: Array<[string, string, boolean, Expected]> = [
   ['localhost', 'https://localhost/', false, { reason: reason.localhost }],
   ['localhost with port', 'https://localhost:8443/x', false, { reason: reason.localhost }],
   ['LOCALHOST. uppercase with trailing dot', 'https://LOCALHOST./', false, { reason: reason.localhost }],
-  ['localhost with two trailing dots', 'https://localhost../', false, { reason: reason.localhost }],
+  ['localhost with two trailing dots (an empty label)', 'https://localhost../', false, { reason: reason.emptyLabel }],
   ['subdomain of localhost', 'https://api.localhost/', false, { reason: reason.localhost }],
   ['subdomain of localhost mixed case with trailing dot', 'https://Api.LocalHost./', false, { reason: reason.localhost }],
   ['percent-encoded localhost', 'https://local%68ost/', false, { reason: reason.localhost }],

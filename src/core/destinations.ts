@@ -130,6 +130,10 @@ export function checkDestinationUrl(value: string, allowPrivate: boolean): Desti
   if (url.username !== '' || url.password !== '') return { ok: false, reason: 'URL must not contain a username or password' };
   // "https://./" parses; a host made only of dots names nothing.
   if (url.hostname.replace(/\.+$/, '') === '') return { ok: false, reason: 'URL must have a host name' };
+  // ".example.com" and "example..com" parse too, and resolve to nothing; a trailing dot is fine.
+  if (url.hostname.replace(/\.$/, '').split('.').includes('')) return { ok: false, reason: 'URL host name must not have an empty label' };
+  // Port 0 parses, and no connection can be made to it.
+  if (url.port === '0') return { ok: false, reason: 'URL port must be between 1 and 65535' };
   if (allowPrivate) return { ok: true, url };
   if (isLocalhostName(url.hostname)) return { ok: false, reason: 'URL must not point to localhost' };
   // The parser has already turned every IPv4 spelling (decimal, octal, hex, short) into a dotted
