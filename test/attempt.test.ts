@@ -9,7 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { makeAttempter } from '../src/worker/attempt.ts';
 import type { AttemptRequest, Lookup } from '../src/worker/attempt.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
-import { closedPort, startReceiver, type Arrival } from './helpers/receiver.ts';
+import { refusedPort, startReceiver, type Arrival } from './helpers/receiver.ts';
 
 type TestServer = { port: number; url: string; requests: Arrival[]; connections: () => number };
 
@@ -144,7 +144,7 @@ test('a body that stalls after a 200 is a timeout, not a success', async (t) => 
 });
 
 test('a closed port is a connection_error', async (t) => {
-  const port = await closedPort();
+  const port = await refusedPort();
   const outcome = await attempter(t).attempt(request(`http://127.0.0.1:${port}/`));
   t.like(outcome, { success: false, statusCode: null, error: 'connection_error' });
 });

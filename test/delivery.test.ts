@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import { webhookRequestProblems } from './helpers/conformance.ts';
 import * as fixtures from './helpers/fixtures.ts';
-import { startReceiver as receiver, closedPort, rawHeader, type Arrival, type Receiver } from './helpers/receiver.ts';
+import { startReceiver as receiver, refusedPort, rawHeader, type Arrival, type Receiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
 const FAST = { ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '1,1,1,1,1,1' };
@@ -363,7 +363,7 @@ test('a receiver that never answers: the attempt ends at the endpoint timeout (1
 
 test('a closed port: error connection_error, no status code', async (t) => {
   const ctx = await setup(t);
-  const port = await closedPort();
+  const port = await refusedPort();
   const ep = await createEndpoint(t, ctx, `http://127.0.0.1:${port}/nobody`);
   const jobId = await createJob(t, ctx);
   const job = await waitJob(ctx, jobId, 'a first attempt record', (j) => j.deliveries.length >= 1);

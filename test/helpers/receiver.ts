@@ -1,8 +1,9 @@
 // A recording receiver: a real HTTP server on an ephemeral loopback port that keeps every
 // request it gets (arrival time, headers, raw body) and answers as the test says.
 import test from 'ava';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 
 export type Arrival = {
   /** Epoch ms when the request arrived (before its body was read). */
@@ -113,11 +114,47 @@ export async function startReceiver(reply: Reply = ok): Promise<Receiver> {
   return receiver;
 }
 
-/** A loopback port nobody listens on (bound, then closed). */
+/**
+ * A loopback port free to listen on (bound, then closed). Not for "nobody listens here": any
+ * listen(0) of another test may be given it next (refusedPort).
+ */
 export async function closedPort(): Promise<number> {
   const server = http.createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** The lowest port the kernel hands out to listen(0) and outgoing connections. */
+function ephemeralLow(): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Whether a connection to this loopback port is refused (nothing listens on it). */
+function refused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(false); });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+  });
+}
+
+/**
+ * A loopback port that refuses connections for as long as the test runs: below the kernel's
+ * ephemeral range, where no test's listen(0) is ever given a port, and refused when checked. A
+ * port taken by closedPort() was once handed to another test's receiver a moment later, which
+ * then got the "closed port" test's attempts (a 500 where a connection error was expected).
+ */
+export async function refusedPort(): Promise<number> {
+  const high = ephemeralLow() - 1;
+  for (let tries = 0; tries < 50; tries += 1) {
+    const port = 10_000 + Math.floor(Math.random() * (high - 10_000));
+    if (await refused(port)) return port;
+  }
+  throw new Error('no refused loopback port found below the ephemeral range');
 }
