@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { LookupAddress } from 'node:dns';
 import http from 'node:http';
 import { Webhook } from 'standardwebhooks';
-import { makeAttempter } from '../src/worker/attempt.ts';
+import { makeAttempter, parseHttpDate, parseRetryAfter } from '../src/worker/attempt.ts';
 import type { AttemptRequest, Lookup } from '../src/worker/attempt.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
 import { refusedPort, startReceiver, type Arrival } from './helpers/receiver.ts';
@@ -403,5 +403,24 @@ test('a secret that is not base64 after whsec_ is refused, as the library refuse
   for (const secret of ['whsec_not*base64!', 'whsec_', 'whsec_ab', 'whsec_abcd====']) {
     t.throws(() => new Webhook(secret), undefined, `library accepts ${secret}`);
     t.throws(() => signatureHeader([secret], 'job_x', 1, 'b'), undefined, secret);
+  }
+});
+
+// A receiver's Retry-After is read as delta-seconds or as one of RFC 9110's three date forms,
+// and nothing else: Date.parse read "in 2030" as 1 January 2030 (past the 48 h window, so the
+// delivery gave up after its first attempt) and "x 5" as a day in 2001.
+test('parseRetryAfter: seconds and HTTP dates (IMF-fixdate, RFC 850, asctime); anything else is null', (t) => {
+  const now = Date.UTC(2026, 10, 27, 12, 0, 0);
+  t.is(parseRetryAfter('120', now), 120);
+  t.is(parseRetryAfter(' 7 ', now), 7);
+  t.is(parseRetryAfter('Fri, 27 Nov 2026 12:01:00 GMT', now), 60);
+  t.is(parseRetryAfter('Friday, 27-Nov-26 12:02:00 GMT', now), 120);
+  t.is(parseRetryAfter('Fri Nov 27 12:03:00 2026', now), 180);
+  t.is(parseRetryAfter('Fri Nov  6 12:00:00 2026', now), 0, 'a date in the past is 0');
+  t.is(parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT', now), 0);
+  t.is(parseHttpDate('Sunday, 06-Nov-94 08:49:37 GMT', now), Date.UTC(1994, 10, 6, 8, 49, 37), 'a two-digit year 50+ years ahead is last century');
+  for (const garbage of ['in 2030', 'x 5', 'retry 10', 'soon', '-1', '1.5', '1e12', '', 'Fri, 27 Nov 2026 12:01:00', 'Fri, 31 Feb 2026 12:00:00 GMT',
+    'Fri, 27 Nov 2026 25:00:00 GMT', '2026-11-27T12:01:00Z', 'Fri, 27 Nov 2026 12:01:00 GMT junk', 'fri, 27 nov 2026 12:01:00 gmt']) {
+    t.is(parseRetryAfter(garbage, now), null, garbage);
   }
 });

@@ -101,14 +101,47 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const MONTH = `(${MONTHS.join('|')})`;
+const TIME = '(\\d{2}):(\\d{2}):(\\d{2})';
+// RFC 9110 section 5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient
+// must still accept. Nothing else: Date.parse reads "in 2030" as 1 January 2030 and "x 5" as a
+// day in 2001, and a receiver's garbage must not put a delivery past its window.
+const IMF_FIXDATE = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\\d{2}) ${MONTH} (\\d{4}) ${TIME} GMT$`);
+const RFC_850 = new RegExp(`^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-${MONTH}-(\\d{2}) ${TIME} GMT$`);
+const ASCTIME = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ${MONTH} ( \\d|\\d{2}) ${TIME} (\\d{4})$`);
+
+/** An HTTP date in milliseconds since the epoch, or NaN when the text is not one. */
+export function parseHttpDate(text: string, now = Date.now()): number {
+  let fields: { day: string; month: string; year: number; time: string[] } | null = null;
+  const imf = IMF_FIXDATE.exec(text);
+  const rfc850 = imf ? null : RFC_850.exec(text);
+  const asctime = imf || rfc850 ? null : ASCTIME.exec(text);
+  if (imf) fields = { day: imf[1] ?? '', month: imf[2] ?? '', year: Number(imf[3]), time: imf.slice(4, 7) };
+  if (rfc850) {
+    // A two-digit year more than 50 years ahead is in the past century (RFC 9110).
+    const thisYear = new Date(now).getUTCFullYear();
+    let year = Math.floor(thisYear / 100) * 100 + Number(rfc850[3]);
+    if (year > thisYear + 50) year -= 100;
+    fields = { day: rfc850[1] ?? '', month: rfc850[2] ?? '', year, time: rfc850.slice(4, 7) };
+  }
+  if (asctime) fields = { day: (asctime[2] ?? '').trim(), month: asctime[1] ?? '', year: Number(asctime[6]), time: asctime.slice(3, 6) };
+  if (!fields) return Number.NaN;
+  const day = Number(fields.day);
+  const [hour, minute, second] = fields.time.map(Number) as [number, number, number];
+  if (day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return Number.NaN;
+  const at = new Date(0);
+  at.setUTCFullYear(fields.year, MONTHS.indexOf(fields.month), day);
+  at.setUTCHours(hour, minute, Math.min(second, 59), 0); // a leap second as :59
+  return at.getUTCDate() === day ? at.getTime() : Number.NaN; // 31 Feb rolls over: not a date
+}
+
 /** Seconds to wait from a `Retry-After` value: delta-seconds or an HTTP date; `null` if neither. */
 export function parseRetryAfter(value: string | undefined, now = Date.now()): number | null {
   if (value === undefined) return null;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text);
-  // Only dates: a bare number with a sign or a fraction is not valid delta-seconds either.
-  if (!/[a-z]/i.test(text)) return null;
-  const at = Date.parse(text);
+  const at = parseHttpDate(text, now);
   if (Number.isNaN(at)) return null;
   return Math.max(0, Math.ceil((at - now) / 1000));
 }
