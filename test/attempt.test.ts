@@ -162,7 +162,16 @@ test('a connection broken in the middle of a body is a connection_error that kee
     res.write('partial', () => req.socket.destroy());
   });
   const outcome = await attempter(t).attempt(request(server.url));
-  t.like(outcome, { success: false, statusCode: 200, error: 'connection_error' });
+  t.like(outcome, { success: false, statusCode: 200, error: 'connection_error', responseBody: 'partial' });
+});
+
+test('an answer that stalls in its body times out and keeps what it said', async (t) => {
+  const server = await startServer(t, (_req, res) => {
+    res.writeHead(200, { 'content-length': '100' });
+    res.write('half'); // and nothing more
+  });
+  const outcome = await attempter(t).attempt(request(server.url, { timeoutMs: 1000 }));
+  t.like(outcome, { success: false, statusCode: 200, error: 'timeout', responseBody: 'half' });
 });
 
 test('an informational answer before the final one is not the answer', async (t) => {

@@ -270,7 +270,8 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
         (code, retryAfter) => {
           statusCode = code;
           if (code === 429 || code === 503) retryAfterSeconds = parseRetryAfter(retryAfter);
-        });
+        },
+        (partial) => { responseBody = partial; });
       return finish(statusCode !== null && statusCode >= 200 && statusCode < 300 ? null : 'http_status');
     } catch (err) {
       const error = classify(err, signal.aborted);
@@ -294,7 +295,9 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
 /**
  * One POST through `agent`: `onStatus` gets the answer's status and Retry-After when it starts,
  * and the promise the first RESPONSE_BODY_LIMIT bytes of its body as UTF-8 text (a character cut
- * at the limit is dropped whole). Reading stops at the limit and the exchange is aborted there
+ * at the limit is dropped whole); when the exchange fails after part of the body came,
+ * `onPartial` gets that part the same way first (an answer cut off or stalled keeps what it
+ * said). Reading stops at the limit and the exchange is aborted there
  * (its connection closed), so a huge answer is neither read nor buffered. Rejects with undici's
  * error, or with the signal's reason as soon as it aborts.
  *
@@ -306,6 +309,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
 function post(
   agent: Agent, options: { origin: string; path: string; headers: Record<string, string>; body: string }, signal: AbortSignal,
   onStatus: (statusCode: number, retryAfter: string | undefined) => void,
+  onPartial: (body: string) => void,
 ): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
@@ -323,12 +327,15 @@ function post(
       signal.removeEventListener('abort', onAbort);
       return true;
     };
+    // `stream: true` holds back an incomplete trailing sequence, and nothing flushes it.
+    const text = () => new TextDecoder('utf-8').decode(Buffer.concat(chunks, size), { stream: true });
     const fail = (error: unknown) => {
-      if (end()) reject(error);
+      if (!end()) return;
+      if (size > 0) onPartial(text());
+      reject(error);
     };
     const succeed = () => {
-      // `stream: true` holds back an incomplete trailing sequence, and nothing flushes it.
-      if (end()) resolve(new TextDecoder('utf-8').decode(Buffer.concat(chunks, size), { stream: true }));
+      if (end()) resolve(text());
     };
     signal.addEventListener('abort', onAbort, { once: true });
     agent.dispatch({ ...options, method: 'POST' }, {
