@@ -21,14 +21,26 @@ export class RejectedBody extends Error {}
 
 const BACKSLASH = 0x5c;
 const QUOTE = 0x22;
-const ZERO = 0x30;
 const LOWER_U = 0x75;
+
+/** The value of one hexadecimal digit's byte, or -1. */
+function hexValue(byte: number | undefined): number {
+  if (byte === undefined) return -1;
+  if (byte >= 0x30 && byte <= 0x39) return byte - 0x30;
+  const lower = byte | 0x20; // A-F to a-f
+  return lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
+}
 
 /** The code unit of a `\uXXXX` escape whose backslash is at `i`, or -1 when none is there. */
 function escapedUnit(bytes: Uint8Array, i: number): number {
-  if (bytes[i] !== BACKSLASH || bytes[i + 1] !== LOWER_U || i + 5 >= bytes.length) return -1;
-  const hex = String.fromCharCode(bytes[i + 2] ?? 0, bytes[i + 3] ?? 0, bytes[i + 4] ?? 0, bytes[i + 5] ?? 0);
-  return /^[0-9a-fA-F]{4}$/.test(hex) ? Number.parseInt(hex, 16) : -1;
+  if (bytes[i] !== BACKSLASH || bytes[i + 1] !== LOWER_U) return -1;
+  let unit = 0;
+  for (let k = 2; k < 6; k++) {
+    const digit = hexValue(bytes[i + k]);
+    if (digit < 0) return -1;
+    unit = unit * 16 + digit;
+  }
+  return unit;
 }
 
 const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
@@ -43,10 +55,8 @@ export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): strin
     const c = bytes[i];
     if (inString) {
       if (c === BACKSLASH) {
-        if (bytes[i + 1] === LOWER_U && bytes[i + 2] === ZERO && bytes[i + 3] === ZERO && bytes[i + 4] === ZERO && bytes[i + 5] === ZERO) {
-          return 'Strings in the request body must not contain the character U+0000.';
-        }
         const unit = escapedUnit(bytes, i);
+        if (unit === 0) return 'Strings in the request body must not contain the character U+0000.';
         if (isLowSurrogate(unit)) return UNPAIRED;
         if (isHighSurrogate(unit)) {
           if (!isLowSurrogate(escapedUnit(bytes, i + 6))) return UNPAIRED;
