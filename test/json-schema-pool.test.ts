@@ -36,10 +36,14 @@ test('validations on the pool\'s threads add no listener to the pool, however ma
   t.deepEqual(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning').map(String), []);
 });
 
-// A schema whose `anyOf` re-enters the root 100 times at each level of the payload: a payload 4
-// levels deep makes Ajv collect over 100 million errors, about 245 bytes each, faster than the
-// CPU budget stops it. The thread's heap limit stops it, but with V8's default young generation
-// (tens of MB for a thread) one scavenge could promote more than the 16 MB Node grants a thread
+// A schema whose `anyOf` re-enters the root 100 times at each level of the payload, and a payload
+// 4 levels deep: about 2 s of a thread's CPU each, whatever budget or limit stops it first.
+const FAN_OUT = { type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } } };
+const FOUR_DEEP = { x: { x: { x: { x: 1 } } } };
+
+// With FAN_OUT, a payload 4 levels deep makes Ajv collect over 100 million errors, about 245
+// bytes each, faster than the CPU budget stops it. The thread's heap limit stops it, but with
+// V8's default young generation (tens of MB for a thread) one scavenge could promote more than the 16 MB Node grants a thread
 // to finish when it reaches its limit, and V8 then aborted the whole process ("Reached heap
 // limit"): one such validation in 3 to 20 ended a web process (with web and worker, as `npm
 // start` runs them). A 4 MB young generation keeps what a scavenge promotes within that grant.
@@ -48,13 +52,10 @@ test('validations on the pool\'s threads add no listener to the pool, however ma
 // after 3, 5 and 19, the new one lived through 60).
 test('validations that run out of memory on their threads are refused, and the process lives on', async (t) => {
   t.timeout(300_000); // 8 validations of about 2 s of CPU each, on a busy 2-core machine
-  const prepared = await prepareValidator({
-    type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } },
-  }, 'pool-test-fan-out', 'org_pool_test');
+  const prepared = await prepareValidator(FAN_OUT, 'pool-test-fan-out', 'org_pool_test');
   if ('problems' in prepared) return t.fail(JSON.stringify(prepared.problems));
-  const payload = { x: { x: { x: { x: 1 } } } };
   for (let round = 0; round < 2; round += 1) {
-    const outcomes = await Promise.all(Array.from({ length: 4 }, () => validatePayload(prepared, payload, JSON.stringify(payload))));
+    const outcomes = await Promise.all(Array.from({ length: 4 }, () => validatePayload(prepared, FOUR_DEEP, JSON.stringify(FOUR_DEEP))));
     for (const problems of outcomes) {
       t.regex(problems?.[0]?.message ?? '', /could not be validated: it (needed more memory than one validation may use|took longer than the \d+ ms budget)/);
     }
@@ -70,16 +71,13 @@ test('validations that run out of memory on their threads are refused, and the p
 // fewest threads first.
 test.serial('one tenant\'s flood of expensive validations delays another tenant\'s by one validation at most', async (t) => {
   t.timeout(300_000);
-  const flood = await prepareValidator({
-    type: 'object', properties: { x: { anyOf: Array.from({ length: 100 }, () => ({ $ref: '#' })) } },
-  }, 'pool-test-flood', 'org_flood');
+  const flood = await prepareValidator(FAN_OUT, 'pool-test-flood', 'org_flood');
   const other = await prepareValidator({ type: 'object', properties: { note: { type: 'string' } } }, 'pool-test-other', 'org_other');
   if ('problems' in flood || 'problems' in other) return t.fail('schemas refused');
-  const deep = { x: { x: { x: { x: 1 } } } };
   const large = { note: 'x'.repeat(INLINE_MAX_PAYLOAD) }; // past the inline limit: to a thread
   t.is(await validatePayload(other, large, JSON.stringify(large)), null, 'threads up, the other tenant\'s schema compiled');
   const finished: string[] = [];
-  const floods = Array.from({ length: 4 }, (_, i) => validatePayload(flood, deep, JSON.stringify(deep)).then((problems) => {
+  const floods = Array.from({ length: 4 }, (_, i) => validatePayload(flood, FOUR_DEEP, JSON.stringify(FOUR_DEEP)).then((problems) => {
     finished.push(`flood ${i}`);
     return problems;
   }));
