@@ -183,6 +183,59 @@ test('an informational answer before the final one is not the answer', async (t)
   t.like(outcome, { success: true, statusCode: 201, error: null, responseBody: 'made' });
 });
 
+test('a 100 Continue nobody asked for is an interim answer too (RFC 9110 section 15.2)', async (t) => {
+  // undici refused it as a 'bad response' (a connection_error for a receiver that said 200):
+  // patches/undici+8.12.4.patch.
+  const server = await startServer(t, (_req, res) => {
+    res.writeContinue();
+    res.writeHead(200).end('fine');
+  });
+  const made = attempter(t);
+  t.like(await made.attempt(request(server.url)), { success: true, statusCode: 200, error: null, responseBody: 'fine' });
+  t.like(await made.attempt(request(server.url)), { success: true, statusCode: 200, responseBody: 'fine' }, 'the connection is still usable');
+});
+
+/** Counts the errors given `code` while `run` runs (an accessor on Error.prototype sees every `this.code = ...`). */
+async function countErrorCodes(code: string, run: () => Promise<void>): Promise<number> {
+  const codes = new WeakMap<object, unknown>();
+  let count = 0;
+  Object.defineProperty(Error.prototype, 'code', {
+    configurable: true,
+    get(this: object) { return codes.get(this); },
+    set(this: object, value: unknown) {
+      codes.set(this, value);
+      if (value === code) count += 1;
+    },
+  });
+  try {
+    await run();
+  } finally {
+    delete (Error.prototype as { code?: unknown }).code;
+  }
+  return count;
+}
+
+// Serial: nothing else runs while Error.prototype has the counting accessor.
+test.serial('a flood of tiny headers past the limit stops at the limit: one overflow, not one per header', async (t) => {
+  // 20,000 four-byte headers (80 KB counted, five times undici's 16 KB limit) in one write.
+  // Unpatched, undici kept parsing the chunk after the overflow and made a new
+  // HeadersOverflowError for every header left: about 40 µs each, some 190 ms of the worker's
+  // CPU per attempt that one receiver could ask for at every delivery.
+  const flood = `HTTP/1.1 200 OK\r\n${'a:b\r\n'.repeat(20_000)}content-length: 2\r\n\r\nok`;
+  const server = await startServer(t, (req) => { req.socket.end(flood); });
+  let outcome: Awaited<ReturnType<ReturnType<typeof makeAttempter>['attempt']>> | undefined;
+  const overflows = await countErrorCodes('UND_ERR_HEADERS_OVERFLOW', async () => {
+    outcome = await attempter(t).attempt(request(server.url));
+  });
+  t.like(outcome, { success: false, statusCode: null, error: 'connection_error' });
+  t.is(overflows, 1, `overflows: ${overflows}`);
+});
+
+test('headers under the limit are read, however many', async (t) => {
+  const server = await startServer(t, (req) => { req.socket.end(`HTTP/1.1 200 OK\r\n${'a:b\r\n'.repeat(3_000)}content-length: 2\r\n\r\nok`); });
+  t.like(await attempter(t).attempt(request(server.url)), { success: true, statusCode: 200, responseBody: 'ok' });
+});
+
 test('https to a plain-http server is a tls_error', async (t) => {
   const server = await startServer(t, (_req, res) => res.end());
   const outcome = await attempter(t).attempt(request(`https://127.0.0.1:${server.port}/`));
