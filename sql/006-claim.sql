@@ -40,7 +40,8 @@ create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer,
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text,
+  org_id text
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan
@@ -68,12 +69,12 @@ begin
     -- the partial index of open deliveries instead, i.e. every pending delivery per claim,
     -- whenever statistics still said few were pending (right after an outage's release):
     -- drains of 20,000 ran at ~470/s instead of ~2,500/s in one run out of two.
-    select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.status
+    select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.status, d.org_id
     from items join deliveries d on d.id = items.id and d.round = items.round and d.id = any(v_ids)
     order by d.id
     for update of d
   ), open as (
-    select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe
+    select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe, l.org_id
     from locked l where l.status in ('pending', 'in_flight')
   ), decided as (
     select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers, j.event_type,
@@ -146,7 +147,8 @@ begin
   select f.id, f.round, f.act, case when f.act = 'defer' then f.defer_at else f.slot_at end,
          greatest(0, ceil(extract(epoch from f.slot_at - clock_timestamp()) * 1000))::integer,
          f.attempt_count + 1, f.job_id, f.endpoint_id, f.url, f.timeout_ms,
-         case when f.act = 'send' then f.payload else '' end, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type
+         case when f.act = 'send' then f.payload else '' end, f.endpoint_headers, f.job_headers, f.secrets, f.expires_at, f.rate_limit_rps, f.event_type,
+         f.org_id
   from final f order by f.id;
 end;
 $$;
@@ -167,7 +169,13 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint) is
 -- holds a claim to reading about what it takes of a backlog of 100,000, planned on a queue table
 -- never analyzed, analyzed nearly empty and analyzed with that backlog (the present form of the
 -- fetch passes all three without those settings too: they keep it so for statistics not tried).
-create or replace function fetch_due_messages(p_queue text, p_limit integer)
+--
+-- p_busy_orgs: organizations whose messages this fetch passes over (left due, for a later fetch
+-- or another worker): those whose attempts hold more than their share of the calling worker's
+-- slots (src/worker/delivery-loop.ts), so that one tenant's hanging endpoints cannot take every
+-- slot. Empty (the usual case), the condition costs nothing; otherwise each message read is
+-- checked by its delivery's primary key, and the fetch reads past the busy ones in its order.
+create or replace function fetch_due_messages(p_queue text, p_limit integer, p_busy_orgs text[] default '{}')
 returns jsonb
 language plpgsql
 set plan_cache_mode = force_generic_plan
@@ -182,6 +190,8 @@ begin
     select j.id
     from pgboss.job j
     where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
+      and (cardinality(p_busy_orgs) = 0 or not exists (
+        select from deliveries d where d.id = (j.data->>'deliveryId')::bigint and d.org_id = any(p_busy_orgs)))
     order by j.priority desc, j.created_on
     limit p_limit
     for update of j skip locked
@@ -205,8 +215,8 @@ begin
 end;
 $$;
 
-comment on function fetch_due_messages(text, integer) is
-  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them; returns their ids, retry counts, deliveries and rounds.';
+comment on function fetch_due_messages(text, integer, text[]) is
+  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs; returns their ids, retry counts, deliveries and rounds.';
 
 -- The worker's fetch and claim in one call (src/worker/delivery-loop.ts): up to p_limit due
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of
@@ -219,18 +229,21 @@ comment on function fetch_due_messages(text, integer) is
 -- claim that fails leaves the messages as they were instead of leased to nobody.
 -- test/claim-next.test.ts holds the fetch to what pg-boss's own writes. plpgsql: sql/ is applied
 -- before pg-boss creates its schema. The fetch is fetch_due_messages(), for its own plan settings.
-create or replace function claim_next_deliveries(p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
+create or replace function claim_next_deliveries(
+  p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint, p_busy_orgs text[] default '{}'
+)
 returns table (
   message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer,
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
-  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text
+  endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text,
+  org_id text
 )
 language plpgsql as $$
 declare
   v_messages jsonb;
 begin
-  v_messages := fetch_due_messages(p_queue, p_limit);
+  v_messages := fetch_due_messages(p_queue, p_limit, p_busy_orgs);
   if jsonb_array_length(v_messages) = 0 then
     return;
   end if;
@@ -254,8 +267,8 @@ begin
 end;
 $$;
 
-comment on function claim_next_deliveries(text, integer, integer, integer, bigint) is
-  'Fetches up to p_limit due messages of a pg-boss queue as pg-boss fetches them, and claims their deliveries (claim_deliveries), in one call.';
+comment on function claim_next_deliveries(text, integer, integer, integer, bigint, text[]) is
+  'Fetches up to p_limit due messages of a pg-boss queue as pg-boss fetches them (passing over those of p_busy_orgs), and claims their deliveries (claim_deliveries), in one call.';
 
 -- New slots for attempts their worker could not start within p_late_ms of their own: the
 -- endpoint's next p_count slots in the same sequence (after every slot taken so far, never

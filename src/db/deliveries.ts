@@ -27,6 +27,8 @@ const claimRow = z.object({
   rate_limit_rps: z.number(),
   /** The job's event type name (webhook-event-type). */
   event_type: z.string(),
+  /** The organization the delivery belongs to (the worker shares its slots among them). */
+  org_id: z.string(),
 });
 export type Claim = z.infer<typeof claimRow>;
 
@@ -70,9 +72,12 @@ export type NextClaim = { message: Message; claim: Claim | null };
  */
 export async function claimNextDeliveries(
   db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = Number.MAX_SAFE_INTEGER,
+  /** Organizations whose due messages the fetch passes over (fetch_due_messages): none unless given. */
+  busyOrgs: readonly string[] = [],
 ): Promise<NextClaim[]> {
   const rows = await db.any(sql.type(nextRow)`
-    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
+    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes},
+                                        ${sql.array(busyOrgs, 'text')})`);
   return rows.map(({ message_id, retry_count, message_delivery_id, message_round, ...claim }) => ({
     message: { id: message_id, retryCount: retry_count, data: { deliveryId: message_delivery_id, round: message_round } },
     claim: claim.action === null ? null : claim as Claim,

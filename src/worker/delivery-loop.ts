@@ -14,6 +14,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
+import { makeOrganizationShare } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import type { Wakeup } from './wakeup.ts';
@@ -91,6 +92,11 @@ export function startDeliveryLoop(deps: {
     resolve?.();
   };
 
+  // Organizations whose hanging receivers hold their share of the slots are passed over by the
+  // claims until they hold fewer (organization-share.ts).
+  const share = makeOrganizationShare(config.workerConcurrency);
+  let passedOver = new Set<string>();
+
   // Late starts of one endpoint that come together take their new slots in one query.
   const retaker = makeSlotRetaker((endpointId, count, graceMs) =>
     takeSendSlots(pool, endpointId, count, { lateMs: LATE_LIMIT_MS, graceMs }).catch((error: unknown) => {
@@ -109,7 +115,12 @@ export function startDeliveryLoop(deps: {
   // and notify nobody), so the next claim can wait for a notification or the poll.
   async function claimNext(limit: number, maxBytes: number): Promise<{ sends: Send[]; drained: boolean } | null> {
     const sentAt = Date.now();
-    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes);
+    const busy = share.busy(sentAt);
+    for (const orgId of busy) {
+      if (!passedOver.has(orgId)) logger.warn({ org_id: orgId }, 'organization holds its share of the worker\'s slots with attempts waiting for their receivers: its due deliveries wait');
+    }
+    passedOver = new Set(busy);
+    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, busy);
     const claimedAt = Date.now();
     metrics.observeClaim(fetched.length > 0);
     if (fetched.length === 0) return null;
@@ -165,6 +176,7 @@ export function startDeliveryLoop(deps: {
     const startAt = await startWhenAllowed(claimed, slot);
     if (startAt === null) return null;
     const started = new Date(startAt);
+    const ended = share.started(claimed.org_id, startAt);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
@@ -172,7 +184,7 @@ export function startDeliveryLoop(deps: {
       // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
       timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
       allowPrivate: config.allowPrivateDestinations,
-    });
+    }).finally(ended);
     metrics.observeAttempt(outcome);
     const retryAt = outcome.success ? null : nextAttemptAt({
       attempt: claimed.attempt,
