@@ -1,10 +1,11 @@
 -- Up Migration
--- The claim returns each delivery's organization, and its fetch can pass over the messages of
--- organizations whose attempts hold more than their share of a worker's slots (sql/006-claim.sql,
--- src/worker/delivery-loop.ts): claim_deliveries and claim_next_deliveries return one more
--- column, claim_next_deliveries and fetch_due_messages take one more parameter, and sql/ creates
--- them anew so. The old signatures go, so that no call can reach a claim without them.
+-- A worker shares its slots among organizations (sql/006-claim.sql,
+-- src/worker/organization-share.ts): claim_deliveries and claim_next_deliveries take each
+-- organization's share and holdings and return each delivery's organization, and
+-- fetch_due_messages takes the organizations to pass over; sql/ creates them anew so. The old
+-- signatures go, so that no call can reach a claim that shares nothing.
 drop function if exists claim_next_deliveries(text, integer, integer, integer, bigint);
+drop function if exists claim_next_deliveries(text, integer, integer, integer, bigint, text[]);
 drop function if exists claim_deliveries(jsonb, integer, integer, bigint);
 drop function if exists fetch_due_messages(text, integer);
 

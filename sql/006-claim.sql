@@ -36,7 +36,18 @@ comment on function send_slot_spacing(integer, integer) is
 -- cheaper planned for its arrays, so it was planned on every call, 1.8-2.0 ms a call against
 -- 0.23 ms generic (1,000 calls in one session); test/claim-plans.test.ts holds the generic plan
 -- to primary-key reads of a small table.
-create or replace function claim_deliveries(p_items jsonb, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint)
+--
+-- p_org_holding ({org_id: slots}) names the organizations held to a share of the calling
+-- worker's slots (those whose receivers are slow) and the slots each holds there now, and
+-- p_org_share is that share: such an organization's sends past its room (the share less what it
+-- holds) are deferred to now, before any rate-limit slot is taken, so that one tenant's hanging
+-- receivers cannot take every slot of a worker in one claim (src/worker/organization-share.ts;
+-- the fetch passes over one at its share). Other organizations, and all when p_org_share is
+-- null, are not bounded.
+create or replace function claim_deliveries(
+  p_items jsonb, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint,
+  p_org_share integer default null, p_org_holding jsonb default '{}'
+)
 returns table (
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
@@ -93,12 +104,21 @@ begin
     -- A status change (un-pause, reset-circuit) holds the endpoint row while it releases held
     -- deliveries: waiting for it here means a delivery is never held after its release ran.
     for share of e
+  ), shared as (
+    -- The n-th send of an organization held to a share, past its room in the worker: 'share'.
+    select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.org_id, d.expires_at, d.payload,
+           d.job_headers, d.event_type, d.url, d.timeout_ms, d.endpoint_headers, d.rate_limit_rps, d.secrets,
+           case when d.verdict = 'send'
+                 and row_number() over (partition by d.org_id, d.verdict = 'send' order by d.id)
+                     > p_org_share - (p_org_holding->>d.org_id)::integer
+                then 'share' else d.verdict end as verdict
+    from decided d
   ), slots as (
     -- The endpoint's next free slot, or now when its slots are all past: no lead, so an idle
     -- endpoint's attempt starts as soon as the claim's answer is read.
     select s.endpoint_id, greatest(s.next_slot_at, v_now) as frontier
     from endpoint_send_slots s
-    where s.endpoint_id in (select d.endpoint_id from decided d where d.verdict = 'send')
+    where s.endpoint_id in (select d.endpoint_id from shared d where d.verdict = 'send')
     order by s.endpoint_id
     for update
   ), frontiers as materialized (
@@ -115,14 +135,16 @@ begin
              + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
                * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at,
            case when d.verdict = 'send' then sum(octet_length(d.payload)) over (partition by d.verdict = 'send' order by d.id) end as bytes_through
-    from decided d cross join frontiers f
+    from shared d cross join frontiers f
   ), final as materialized (
     select s.*,
-           case when s.verdict <> 'send' then s.verdict
+           case when s.verdict = 'share' then 'defer'
+                when s.verdict <> 'send' then s.verdict
                 when h.past_horizon then 'defer'
                 when s.bytes_through > p_max_bytes and s.bytes_through > octet_length(s.payload) then 'defer'
                 else 'send' end as act,
-           -- When a deferral is due: the slot past the horizon, or now (past the byte budget).
+           -- When a deferral is due: the slot past the horizon, or now (past the byte budget or
+           -- the organization's share).
            case when h.past_horizon then s.slot_at else v_now end as defer_at
     from sends s cross join lateral (select s.slot_at > v_now + p_horizon_ms * interval '1 millisecond' as past_horizon) h
   ), slot_update as (
@@ -153,8 +175,8 @@ begin
 end;
 $$;
 
-comment on function claim_deliveries(jsonb, integer, integer, bigint) is
-  'Claims queued deliveries for attempts: send (with a rate-limit slot, within a budget of payload bytes), defer, hold, drop or expire each one.';
+comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, jsonb) is
+  'Claims queued deliveries for attempts: send (with a rate-limit slot, within a budget of payload bytes and each organization''s share of the worker), defer, hold, drop or expire each one.';
 
 -- pg-boss's fetch (its fetchNextJob for a queue of policy standard), for claim_next_deliveries:
 -- up to p_limit due messages of queue p_queue, leased, as a jsonb array of their ids,
@@ -171,10 +193,11 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint) is
 -- fetch passes all three without those settings too: they keep it so for statistics not tried).
 --
 -- p_busy_orgs: organizations whose messages this fetch passes over (left due, for a later fetch
--- or another worker): those whose attempts hold more than their share of the calling worker's
--- slots (src/worker/delivery-loop.ts), so that one tenant's hanging endpoints cannot take every
--- slot. Empty (the usual case), the condition costs nothing; otherwise each message read is
--- checked by its delivery's primary key, and the fetch reads past the busy ones in its order.
+-- or another worker): those holding their share of the calling worker's slots
+-- (claim_next_deliveries, src/worker/organization-share.ts), so that one tenant's hanging
+-- endpoints cannot take every slot. Empty (the usual case), the condition costs nothing;
+-- otherwise each message read is checked by its delivery's primary key, and the fetch reads past
+-- the busy ones in its order.
 create or replace function fetch_due_messages(p_queue text, p_limit integer, p_busy_orgs text[] default '{}')
 returns jsonb
 language plpgsql
@@ -230,7 +253,8 @@ comment on function fetch_due_messages(text, integer, text[]) is
 -- test/claim-next.test.ts holds the fetch to what pg-boss's own writes. plpgsql: sql/ is applied
 -- before pg-boss creates its schema. The fetch is fetch_due_messages(), for its own plan settings.
 create or replace function claim_next_deliveries(
-  p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint, p_busy_orgs text[] default '{}'
+  p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint,
+  p_org_share integer default null, p_org_holding jsonb default '{}'
 )
 returns table (
   message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer,
@@ -243,7 +267,9 @@ language plpgsql as $$
 declare
   v_messages jsonb;
 begin
-  v_messages := fetch_due_messages(p_queue, p_limit, p_busy_orgs);
+  -- The organizations at their share (none without one) are not fetched at all.
+  v_messages := fetch_due_messages(p_queue, p_limit, coalesce(array(
+    select h.key from jsonb_each_text(p_org_holding) h where h.value::integer >= p_org_share), '{}'));
   if jsonb_array_length(v_messages) = 0 then
     return;
   end if;
@@ -262,13 +288,13 @@ begin
   return query
     select (m->>'id')::uuid, (m->>'retry_count')::integer, (m->>'delivery_id')::bigint, (m->>'round')::integer, c.*
     from jsonb_array_elements(v_messages) m
-    left join claim_deliveries(v_messages, p_horizon_ms, p_late_ms, p_max_bytes) c
+    left join claim_deliveries(v_messages, p_horizon_ms, p_late_ms, p_max_bytes, p_org_share, p_org_holding) c
       on c.delivery_id = (m->>'delivery_id')::bigint and c.round = (m->>'round')::integer;
 end;
 $$;
 
-comment on function claim_next_deliveries(text, integer, integer, integer, bigint, text[]) is
-  'Fetches up to p_limit due messages of a pg-boss queue as pg-boss fetches them (passing over those of p_busy_orgs), and claims their deliveries (claim_deliveries), in one call.';
+comment on function claim_next_deliveries(text, integer, integer, integer, bigint, integer, jsonb) is
+  'Fetches up to p_limit due messages of a pg-boss queue as pg-boss fetches them (passing over those of the organizations at their share), and claims their deliveries (claim_deliveries), in one call.';
 
 -- New slots for attempts their worker could not start within p_late_ms of their own: the
 -- endpoint's next p_count slots in the same sequence (after every slot taken so far, never

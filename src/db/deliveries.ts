@@ -72,12 +72,16 @@ export type NextClaim = { message: Message; claim: Claim | null };
  */
 export async function claimNextDeliveries(
   db: CommonQueryMethods, limit: number, horizonMs: number, lateMs: number, maxBytes = Number.MAX_SAFE_INTEGER,
-  /** Organizations whose due messages the fetch passes over (fetch_due_messages): none unless given. */
-  busyOrgs: readonly string[] = [],
+  /**
+   * The slots each organization may hold in this worker and those each holds
+   * (worker/organization-share.ts): sends past an organization's room are deferred to now, and
+   * an organization with none is not fetched. No bound unless given.
+   */
+  organizations: { share: number; holding: Record<string, number> } | null = null,
 ): Promise<NextClaim[]> {
   const rows = await db.any(sql.type(nextRow)`
     select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes},
-                                        ${sql.array(busyOrgs, 'text')})`);
+                                        ${organizations?.share ?? null}, ${sql.jsonb(organizations?.holding ?? {})})`);
   return rows.map(({ message_id, retry_count, message_delivery_id, message_round, ...claim }) => ({
     message: { id: message_id, retryCount: retry_count, data: { deliveryId: message_delivery_id, round: message_round } },
     claim: claim.action === null ? null : claim as Claim,

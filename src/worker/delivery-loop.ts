@@ -115,12 +115,14 @@ export function startDeliveryLoop(deps: {
   // and notify nobody), so the next claim can wait for a notification or the poll.
   async function claimNext(limit: number, maxBytes: number): Promise<{ sends: Send[]; drained: boolean } | null> {
     const sentAt = Date.now();
-    const busy = share.busy(sentAt);
-    for (const orgId of busy) {
-      if (!passedOver.has(orgId)) logger.warn({ org_id: orgId }, 'organization holds its share of the worker\'s slots with attempts waiting for their receivers: its due deliveries wait');
+    const limits = share.limits(sentAt);
+    for (const orgId of limits.busy) {
+      if (!passedOver.has(orgId)) {
+        logger.warn({ org_id: orgId, share: limits.share }, 'organization holds its share of the worker\'s slots with attempts waiting for their receivers: its due deliveries wait');
+      }
     }
-    passedOver = new Set(busy);
-    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, busy);
+    passedOver = new Set(limits.busy);
+    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, limits);
     const claimedAt = Date.now();
     metrics.observeClaim(fetched.length > 0);
     if (fetched.length === 0) return null;

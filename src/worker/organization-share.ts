@@ -1,26 +1,35 @@
 // How a worker shares its WORKER_CONCURRENCY slots among organizations (tenants). An attempt
 // whose receiver hangs holds its slot until its timeout (up to 120 s): one tenant with enough
 // hanging endpoints held every slot of a worker, and every other tenant's deliveries waited
-// behind them, again at each of its retry waves. So an organization whose attempts have been
-// waiting for their receivers for HELD_AFTER_MS or more hold at least its share of the slots,
-// the worker's claims pass over its due messages (fetch_due_messages, sql/006-claim.sql) until it
-// holds fewer: they stay due, in their order, for the next claim.
+// behind them, again at each of its retry waves.
 //
-// The share is the worker's concurrency divided by one more than the number of organizations
-// holding such slots: half with one, a third each with two, and always a share left for an
-// organization that holds none. Only exchanges running that long count: a fast receiver's
-// attempts (milliseconds), attempts waiting for their rate-limit slot and outcomes waiting to
-// be recorded never make an organization busy, so a drain of a single tenant's fast endpoints
-// is never held back.
+// So an organization with an exchange that has waited HELD_AFTER_MS or more for its receiver
+// (a slow one) may hold a share of the slots with its exchanges, all of them counted from then
+// on: the worker's concurrency divided by one more than the number of slow organizations (at
+// least two: half with none or one, a third each with two), so that a share is always left for
+// the others. A claim sends a slow organization's deliveries only up to its room (the share less
+// what it holds: the rest are deferred to now, before they take a rate-limit slot), and the
+// fetch passes over one with no room at all (claim_deliveries, fetch_due_messages in
+// sql/006-claim.sql): its deliveries stay due, in their order, until its receivers answer or
+// time out.
+//
+// Only slow organizations are held to a share: a fast receiver's attempts (milliseconds),
+// attempts waiting for their rate-limit slot and outcomes waiting to be recorded never make one
+// slow, so a drain of one tenant's fast endpoints takes every slot as before. The price: in its
+// first second, before any of its exchanges has waited that long, one organization can still
+// take every free slot; after that it holds no more than its share.
 
-/** An exchange counts as holding its slot once it has waited this long for its receiver. */
+/** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
 
 export type OrganizationShare = {
   /** An exchange of `orgId` began at `at` (ms); call the returned function when it ends. */
   started(orgId: string, at: number): () => void;
-  /** The organizations holding at least their share at `now`, for the claim to pass over. */
-  busy(now: number): string[];
+  /**
+   * At `now`: the slots a slow organization may hold (`share`), the exchanges each slow one
+   * holds (`holding`), and those with no room left (`busy`, sorted).
+   */
+  limits(now: number): { share: number; holding: Record<string, number>; busy: string[] };
 };
 
 export function makeOrganizationShare(concurrency: number): OrganizationShare {
@@ -31,12 +40,14 @@ export function makeOrganizationShare(concurrency: number): OrganizationShare {
       running.add(exchange);
       return () => { running.delete(exchange); };
     },
-    busy(now) {
-      const held = new Map<string, number>();
-      for (const { orgId, at } of running) if (now - at >= HELD_AFTER_MS) held.set(orgId, (held.get(orgId) ?? 0) + 1);
-      if (held.size === 0) return [];
-      const share = Math.max(1, Math.floor(concurrency / (held.size + 1)));
-      return [...held].filter(([, count]) => count >= share).map(([orgId]) => orgId).sort();
+    limits(now) {
+      const slow = new Set<string>();
+      for (const { orgId, at } of running) if (now - at >= HELD_AFTER_MS) slow.add(orgId);
+      const holding: Record<string, number> = {};
+      if (slow.size > 0) for (const { orgId } of running) if (slow.has(orgId)) holding[orgId] = (holding[orgId] ?? 0) + 1;
+      const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
+      const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share).sort();
+      return { share, holding, busy };
     },
   };
 }

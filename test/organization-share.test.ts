@@ -1,0 +1,122 @@
+// A worker shares its slots among organizations (src/worker/organization-share.ts): one whose
+// receivers are slow (an exchange has waited a second) may hold a share of them, and the claim
+// defers its sends past that share and its fetch passes it over (claim_deliveries,
+// fetch_due_messages in sql/006-claim.sql). One tenant's hanging endpoints held every slot of a
+// worker, and the other tenants' deliveries waited behind them for as long as they hung.
+import test, { type ExecutionContext } from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { DELIVERY_QUEUE } from '../src/queue.ts';
+import { HELD_AFTER_MS, makeOrganizationShare } from '../src/worker/organization-share.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test('an organization is held to a share only once one of its exchanges has waited a second', (t) => {
+  const share = makeOrganizationShare(10);
+  const ends = [0, 10, 20].map((at) => share.started('org_a', at));
+  share.started('org_b', 1500);
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [] }, 'nothing has waited a second: nobody is held');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [] }, 'every exchange of a slow organization counts');
+  for (let i = 0; i < 2; i += 1) share.started('org_a', 2000);
+  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] }, 'young exchanges of a slow one count too');
+  t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'] },
+    'two slow organizations: a third each, a third left for the others');
+  for (const end of ends) end();
+  t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [] }, 'ended exchanges hold nothing');
+});
+
+test('the share is never less than one slot', (t) => {
+  const share = makeOrganizationShare(1);
+  share.started('org_a', 0);
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'] });
+});
+
+// No worker: nothing is claimed unless a test claims it.
+const app = startTestApp();
+
+const claimed = z.object({ delivery_id: z.number(), action: z.string(), org_id: z.string().nullable() });
+
+/** An organization with one endpoint (at most `rps` starts a second) and `count` jobs for it; returns its deliveries. */
+async function tenant(t: ExecutionContext, on: TestApp, count: number, rps = 1000) {
+  const { key, orgId } = await on.createOrg();
+  const by = { t, on, key };
+  const application = await fixtures.createApplication(by, { name: 'Shared' });
+  await fixtures.createEventType(by, 'invoice.paid');
+  const endpoint = await fixtures.createEndpoint(by, { application_id: application.id, url: 'https://hooks.example.com/in', event_types: ['invoice.paid'], rate_limit_rps: rps });
+  const jobIds: string[] = [];
+  for (let i = 0; i < count; i += 1) jobIds.push((await fixtures.createJob(by, { application_id: application.id, event_type: 'invoice.paid', payload: { n: i } })).id);
+  const deliveries = await on.pool.any(sql.type(z.object({ id: z.number(), round: z.number() }))`
+    select d.id, d.round from deliveries d where d.job_id = any(${sql.array(jobIds, 'text')}) order by d.id`);
+  return { orgId, endpointId: endpoint.id as string, deliveries };
+}
+
+test.serial('a claim sends a slow organization\'s deliveries up to its room and defers the rest to now, before they take a slot', async (t) => {
+  const slow = await tenant(t, app, 4, 1);
+  const other = await tenant(t, app, 3, 1);
+  const items = [...slow.deliveries, ...other.deliveries].map((d) => ({ delivery_id: d.id, round: d.round }));
+  const rows = await app.pool.transaction((tx) => tx.any(sql.type(claimed.extend({ start_at: z.string() }))`
+    select delivery_id, action, org_id, start_at::text
+    from claim_deliveries(${sql.jsonb(items)}, 60000, 100, 1000000000, 3, ${sql.jsonb({ [slow.orgId]: 1 })})`));
+  t.deepEqual(rows.filter((r) => r.org_id === slow.orgId).map((r) => r.action), ['send', 'send', 'defer', 'defer'], 'share 3, holding 1: room for 2');
+  t.deepEqual(rows.filter((r) => r.org_id === other.orgId).map((r) => r.action), ['send', 'send', 'send'], 'an organization not held to a share is not bounded');
+  // At 1 start a second, two sends take two slots: the endpoint's next one lies two spacings
+  // (2 × 1.1 s) after the first send's. Four sends would have put it four spacings ahead.
+  const firstSlot = rows.find((r) => r.org_id === slow.orgId)?.start_at ?? '';
+  const ahead = await app.pool.oneFirst(sql.type(z.object({ ms: z.number() }))`
+    select round(extract(epoch from next_slot_at - ${firstSlot}::timestamptz) * 1000)::int as ms
+    from endpoint_send_slots where endpoint_id = ${slow.endpointId}`);
+  t.is(ahead, 2 * 1100);
+  const states = await app.pool.any(sql.type(z.object({ status: z.string(), attempt_count: z.number() }))`
+    select status, attempt_count from deliveries where id = any(${sql.array(slow.deliveries.map((d) => d.id), 'int8')}) order by id`);
+  t.deepEqual(states.map((s) => s.status), ['in_flight', 'in_flight', 'pending', 'pending']);
+  t.true(states.every((s) => s.attempt_count === 0), 'a deferral spends no attempt');
+});
+
+test.serial('the fetch passes over an organization with no room left; its messages stay due', async (t) => {
+  const slow = await tenant(t, app, 3);
+  const other = await tenant(t, app, 2);
+  const rows = await app.pool.any(sql.type(claimed)`
+    select message_delivery_id as delivery_id, coalesce(action, 'skip') as action, org_id
+    from claim_next_deliveries(${DELIVERY_QUEUE}, 1000, 1000, 100, 1000000000, 2, ${sql.jsonb({ [slow.orgId]: 2 })})`);
+  const fetched = new Set(rows.map((r) => r.delivery_id));
+  t.true(other.deliveries.every((d) => fetched.has(d.id)), 'the other organization\'s deliveries are fetched');
+  t.false(slow.deliveries.some((d) => fetched.has(d.id)), 'none of the organization at its share');
+  const due = await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pgboss.job where name = ${DELIVERY_QUEUE} and state = 'created'
+      and (data->>'deliveryId')::bigint = any(${sql.array(slow.deliveries.map((d) => d.id), 'int8')})`);
+  t.is(due, 3, 'its messages are untouched, still due');
+});
+
+// Six slots: an organization whose receivers are slow may hold three.
+const workerApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '6', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+test.serial('one tenant\'s hanging receivers hold at most its share of a worker: another tenant is delivered meanwhile', async (t) => {
+  const hanging = await startReceiver(() => 'hang');
+  const answering = await startReceiver();
+  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
+  const a = await workerApp.createOrg();
+  const b = await workerApp.createOrg();
+  const byA = { t, on: workerApp, key: a.key };
+  const first = await fixtures.createJobWithTargets(byA, { urls: [hanging.at('/a')], endpoint: { timeout_ms: 120_000 } });
+  await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n: 2 } });
+  await until('the first two exchanges of A to hang', () => hanging.arrivals.length === 2);
+  // Each began before its arrival: after this, both have waited a second, and A is slow.
+  await sleep(HELD_AFTER_MS + 100);
+
+  // Unshared, the worker's four free slots went to A's next four jobs (queued first), and B
+  // waited for A's receiver to time out (120 s).
+  for (let n = 3; n <= 6; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  await until('A\'s third exchange (its room: a share of 3, 2 held)', () => hanging.arrivals.length >= 3, 60_000);
+  await sleep(HELD_AFTER_MS + 500); // whatever more a claim would have sent A has arrived by now
+  t.is(hanging.arrivals.length, 3, 'A holds no more than its share');
+  const waiting = await workerApp.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from deliveries d join webhook_jobs j on j.id = d.job_id
+    where j.org_id = ${a.orgId} and d.status = 'pending' and d.attempt_count = 0`);
+  t.is(waiting, 3, 'A\'s other three deliveries wait, due, without spending an attempt');
+});
