@@ -15,24 +15,42 @@ import { until } from './helpers/until.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A send claimed and started at `at`. */
+function startedAt(share: ReturnType<typeof makeOrganizationShare>, orgId: string, at: number) {
+  const held = share.claimed(orgId);
+  held.started(at);
+  return held;
+}
+
 test('an organization is held to a share only once one of its exchanges has waited a second', (t) => {
   const share = makeOrganizationShare(10);
-  const ends = [0, 10, 20].map((at) => share.started('org_a', at));
-  share.started('org_b', 1500);
+  const ends = [0, 10, 20].map((at) => startedAt(share, 'org_a', at));
+  startedAt(share, 'org_b', 1500);
   t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [] }, 'nothing has waited a second: nobody is held');
   t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [] }, 'every exchange of a slow organization counts');
-  for (let i = 0; i < 2; i += 1) share.started('org_a', 2000);
-  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] }, 'young exchanges of a slow one count too');
+  startedAt(share, 'org_a', 2000);
+  share.claimed('org_a');
+  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] }, 'young exchanges and claimed sends of a slow one count too');
   t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'] },
     'two slow organizations: a third each, a third left for the others');
-  for (const end of ends) end();
+  for (const held of ends) held.end();
   t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [] }, 'ended exchanges hold nothing');
 });
 
 test('the share is never less than one slot', (t) => {
   const share = makeOrganizationShare(1);
-  share.started('org_a', 0);
+  startedAt(share, 'org_a', 0);
   t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'] });
+});
+
+test('a claimed send never makes its organization slow, however long it waits to start', (t) => {
+  const share = makeOrganizationShare(10);
+  const waiting = share.claimed('org_a');
+  t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [] });
+  waiting.started(60_000);
+  t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [] });
+  waiting.end();
+  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [] });
 });
 
 // No worker: nothing is claimed unless a test claims it.

@@ -310,7 +310,7 @@ test('every table, column, view and function of schema public has a comment', as
   // The check must see the objects it vouches for.
   const names = relations.map((r) => r.relname);
   for (const name of ['deliveries', 'endpoints', 'pgmigrations', 'sql_definitions', 'job_timeline', 'stuck_jobs']) t.true(names.includes(name), name);
-  t.true(functions.some((f) => f.name === 'claim_deliveries(jsonb,integer,integer,bigint)'));
+  t.true(functions.some((f) => f.name === 'claim_deliveries(jsonb,integer,integer,bigint,integer,jsonb)'));
   t.true(functions.some((f) => f.name === 'delivery_queue_messages()'));
 
   t.deepEqual(relations.filter((r) => !r.commented).map((r) => r.relname), [], 'tables and views without a comment');

@@ -14,7 +14,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { makeOrganizationShare } from './organization-share.ts';
+import { makeOrganizationShare, type HeldSlot } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import type { Wakeup } from './wakeup.ts';
@@ -174,11 +174,11 @@ export function startDeliveryLoop(deps: {
     }
   }
 
-  async function attempt(claimed: Claim, slot: Slot): Promise<AttemptResult | null> {
+  async function attempt(claimed: Claim, slot: Slot, held: HeldSlot): Promise<AttemptResult | null> {
     const startAt = await startWhenAllowed(claimed, slot);
     if (startAt === null) return null;
+    held.started(startAt);
     const started = new Date(startAt);
-    const ended = share.started(claimed.org_id, startAt);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
@@ -186,7 +186,7 @@ export function startDeliveryLoop(deps: {
       // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
       timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
       allowPrivate: config.allowPrivateDestinations,
-    }).finally(ended);
+    });
     metrics.observeAttempt(outcome);
     const retryAt = outcome.success ? null : nextAttemptAt({
       attempt: claimed.attempt,
@@ -214,7 +214,9 @@ export function startDeliveryLoop(deps: {
     const bytes = send.claim.payload.length;
     inFlight += 1;
     inFlightBytes += bytes;
-    attempt(send.claim, send.slot)
+    const held = share.claimed(send.claim.org_id); // counted by the next claim already
+    attempt(send.claim, send.slot, held)
+      .finally(() => held.end()) // the exchange is over, or never started
       .then((result) => result && recorder.add(send.message, result)) // the slot is free once recorded
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {

@@ -4,8 +4,8 @@
 // behind them, again at each of its retry waves.
 //
 // So an organization with an exchange that has waited HELD_AFTER_MS or more for its receiver
-// (a slow one) may hold a share of the slots with its exchanges, all of them counted from then
-// on: the worker's concurrency divided by one more than the number of slow organizations (at
+// (a slow one) may hold a share of the slots with its sends, claimed or running, all of them
+// counted from then on: the worker's concurrency divided by one more than the number of slow organizations (at
 // least two: half with none or one, a third each with two), so that a share is always left for
 // the others. A claim sends a slow organization's deliveries only up to its room (the share less
 // what it holds: the rest are deferred to now, before they take a rate-limit slot), and the
@@ -13,6 +13,8 @@
 // sql/006-claim.sql): its deliveries stay due, in their order, until its receivers answer or
 // time out.
 //
+// A send counts against its organization's share from its claim (a claim that follows at once
+// must see the sends of the one before, which have not started yet) to the end of its exchange.
 // Only slow organizations are held to a share: a fast receiver's attempts (milliseconds),
 // attempts waiting for their rate-limit slot and outcomes waiting to be recorded never make one
 // slow, so a drain of one tenant's fast endpoints takes every slot as before. The price: in its
@@ -22,9 +24,21 @@
 /** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
 
+/** A claimed send of one organization: it holds a slot from its claim until `end()`. */
+export type HeldSlot = {
+  /** Its exchange with the receiver began at `at` (ms). */
+  started(at: number): void;
+  /** Its exchange ended, or it never started. */
+  end(): void;
+};
+
 export type OrganizationShare = {
-  /** An exchange of `orgId` began at `at` (ms); call the returned function when it ends. */
-  started(orgId: string, at: number): () => void;
+  /**
+   * A send of `orgId` was claimed. It counts against a slow organization's share from now on
+   * (the claims that follow must see it before it starts), and makes its organization slow
+   * once its exchange has run HELD_AFTER_MS.
+   */
+  claimed(orgId: string): HeldSlot;
   /**
    * At `now`: the slots a slow organization may hold (`share`), the exchanges each slow one
    * holds (`holding`), and those with no room left (`busy`, sorted).
@@ -33,16 +47,19 @@ export type OrganizationShare = {
 };
 
 export function makeOrganizationShare(concurrency: number): OrganizationShare {
-  const running = new Set<{ orgId: string; at: number }>();
+  const running = new Set<{ orgId: string; at: number | null }>();
   return {
-    started(orgId, at) {
-      const exchange = { orgId, at };
-      running.add(exchange);
-      return () => { running.delete(exchange); };
+    claimed(orgId) {
+      const send: { orgId: string; at: number | null } = { orgId, at: null };
+      running.add(send);
+      return {
+        started(at) { send.at = at; },
+        end() { running.delete(send); },
+      };
     },
     limits(now) {
       const slow = new Set<string>();
-      for (const { orgId, at } of running) if (now - at >= HELD_AFTER_MS) slow.add(orgId);
+      for (const { orgId, at } of running) if (at !== null && now - at >= HELD_AFTER_MS) slow.add(orgId);
       const holding: Record<string, number> = {};
       if (slow.size > 0) for (const { orgId } of running) if (slow.has(orgId)) holding[orgId] = (holding[orgId] ?? 0) + 1;
       const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
