@@ -10,8 +10,9 @@ import { makeAttempter, parseHttpDate, parseRetryAfter } from '../src/worker/att
 import type { AttemptRequest, Lookup } from '../src/worker/attempt.ts';
 import { signatureHeader } from '../src/worker/signing.ts';
 import { refusedPort, startReceiver, type Arrival } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
-type TestServer = { port: number; url: string; requests: Arrival[]; connections: () => number };
+type TestServer = { port: number; url: string; requests: Arrival[]; connections: () => number; close: () => Promise<void> };
 
 /** The shared recording receiver, answered by `respond` on the raw request and response. */
 async function startServer(t: ExecutionContext, respond: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<TestServer> {
@@ -19,7 +20,7 @@ async function startServer(t: ExecutionContext, respond: (req: http.IncomingMess
     respond(req, res);
   });
   t.teardown(() => receiver.close());
-  return { port: receiver.port, url: receiver.url, requests: receiver.arrivals, connections: () => receiver.connections };
+  return { port: receiver.port, url: receiver.url, requests: receiver.arrivals, connections: () => receiver.connections, close: () => receiver.close() };
 }
 
 function attempter(t: ExecutionContext, options?: Parameters<typeof makeAttempter>[0]) {
@@ -234,6 +235,37 @@ test.serial('a flood of tiny headers past the limit stops at the limit: one over
 test('headers under the limit are read, however many', async (t) => {
   const server = await startServer(t, (req) => { req.socket.end(`HTTP/1.1 200 OK\r\n${'a:b\r\n'.repeat(3_000)}content-length: 2\r\n\r\nok`); });
   t.like(await attempter(t).attempt(request(server.url)), { success: true, statusCode: 200, responseBody: 'ok' });
+});
+
+test('tenants do not share connections: one tenant\'s hanging attempts leave another its own', async (t) => {
+  // Two connections per pool. Shared by every tenant, tenant A's two hanging attempts held
+  // both, and B's attempt to the same origin waited for one inside its own timeout: a timeout
+  // recorded against B's endpoint, which was never asked.
+  const server = await startServer(t, (req, res) => {
+    if (req.url === '/hang') return; // never answers (until the server closes)
+    res.writeHead(200).end('ok');
+  });
+  const made = attempter(t, { connections: 2 });
+  const hanging = [1, 2].map(() => made.attempt(request(`${server.url}/hang`, { tenant: 'org_a', timeoutMs: 60_000 })));
+  await until('A\'s two hanging requests to arrive', () => server.requests.length === 2);
+  const outcome = await made.attempt(request(`${server.url}/ok`, { tenant: 'org_b', timeoutMs: 10_000 }));
+  t.like(outcome, { success: true, statusCode: 200, responseBody: 'ok' });
+  t.is(made.agentCount(), 1 + 1);
+  const own = made.attempt(request(`${server.url}/ok`, { tenant: 'org_a', timeoutMs: 300 }));
+  t.like(await own, { success: false, error: 'timeout' }, 'A\'s third attempt waits for A\'s own connections');
+  await server.close();
+  for (const outcome of await Promise.all(hanging)) t.like(outcome, { success: false });
+});
+
+test('a tenant\'s pool unused for a while is closed, and made again when needed', async (t) => {
+  const server = await startServer(t, (_req, res) => { res.writeHead(200).end('ok'); });
+  const made = attempter(t, { idleAgentMs: 50 });
+  t.like(await made.attempt(request(server.url, { tenant: 'org_a' })), { success: true });
+  t.is(made.agentCount(), 1);
+  await until('the idle pool to be closed', () => made.agentCount() === 0);
+  t.is(server.connections(), 1);
+  t.like(await made.attempt(request(server.url, { tenant: 'org_a' })), { success: true });
+  t.is(server.connections(), 2, 'a new pool, a new connection (the old one was closed with its pool)');
 });
 
 test('https to a plain-http server is a tls_error', async (t) => {

@@ -14,6 +14,12 @@ export type AttemptRequest = {
   headers: Record<string, string>;
   timeoutMs: number;
   allowPrivate: boolean;
+  /**
+   * Whose connections to use (the organization): each tenant has its own pool per origin, so
+   * its attempts never wait for a connection another tenant's slow receivers hold. Attempts
+   * without one share a pool.
+   */
+  tenant?: string;
 };
 
 export type AttemptError = 'timeout' | 'connection_error' | 'dns_error' | 'blocked_destination' | 'tls_error' | 'http_status';
@@ -31,16 +37,22 @@ export type AttemptOutcome = {
 export type Lookup = (hostname: string) => Promise<LookupAddress[]>;
 
 export type AttempterOptions = {
-  /** Most connections kept per origin (undici Agent `connections`); unlimited when absent. */
+  /** Most connections kept per tenant and origin (undici Agent `connections`); unlimited when absent. */
   connections?: number;
+  /** A tenant's pool unused this long is closed (its connections, its memory); default 2 minutes. */
+  idleAgentMs?: number;
   /** Replaceable so tests can make a name resolve to a private address without real DNS. */
   lookup?: Lookup;
 };
 
 export type Attempter = {
   attempt(req: AttemptRequest): Promise<AttemptOutcome>;
+  /** The pools open now, one per mode and tenant that attempted within `idleAgentMs`. */
+  agentCount(): number;
   close(): Promise<void>;
 };
+
+const IDLE_AGENT_MS = 120_000;
 
 const RESPONSE_BODY_LIMIT = 4096;
 
@@ -202,22 +214,41 @@ function makePinnedAgent(allowPrivate: boolean, connections: number | undefined)
   return { agent, pins };
 }
 
+type TenantAgent = PinnedAgent & { active: number; lastUsed: number };
+
 export function makeAttempter(options: AttempterOptions = {}): Attempter {
   const lookupHost = options.lookup ?? defaultLookup;
-  // One pooled Agent per mode, made when first needed. A process runs in one mode, so it is one
-  // Agent in practice; two keep a connection opened to a private address under allowPrivate from
-  // ever being reused by a strict attempt to the same origin.
-  const agents = new Map<boolean, PinnedAgent>();
+  const idleAgentMs = options.idleAgentMs ?? IDLE_AGENT_MS;
+  // One pooled Agent per mode and tenant, made when first needed. Per tenant: the connections
+  // to an origin (64 in the worker) were shared by every tenant whose endpoints use it, so one
+  // tenant hanging many attempts on a common origin (a SaaS inbox) made the others' attempts
+  // there wait for a connection inside their own timeout, and time out unsent, counting toward
+  // their circuit breakers. Per mode: a process runs in one, and two keep a connection opened to
+  // a private address under allowPrivate from ever being reused by a strict attempt.
+  const agents = new Map<string, TenantAgent>();
   let closed = false;
 
-  const agentFor = (allowPrivate: boolean): PinnedAgent => {
-    let pinned = agents.get(allowPrivate);
+  const agentFor = (allowPrivate: boolean, tenant: string): TenantAgent => {
+    const key = `${allowPrivate ? 'private' : 'strict'}:${tenant}`;
+    let pinned = agents.get(key);
     if (!pinned) {
-      pinned = makePinnedAgent(allowPrivate, options.connections);
-      agents.set(allowPrivate, pinned);
+      pinned = { ...makePinnedAgent(allowPrivate, options.connections), active: 0, lastUsed: 0 };
+      agents.set(key, pinned);
     }
     return pinned;
   };
+  // Close the pools of tenants that have not attempted for a while: their idle connections
+  // have closed by then (undici keeps one 4 s), and the Agent objects would pile up with every
+  // tenant ever delivered for.
+  const sweep = setInterval(() => {
+    const now = performance.now();
+    for (const [key, pinned] of agents) {
+      if (pinned.active > 0 || now - pinned.lastUsed < idleAgentMs) continue;
+      agents.delete(key);
+      pinned.agent.close().catch(() => {});
+    }
+  }, Math.min(idleAgentMs, 60_000));
+  sweep.unref();
 
   /** The checked addresses of a host name; throws Refused when it cannot be delivered to. */
   async function resolve(hostname: string, allowPrivate: boolean, signal: AbortSignal): Promise<LookupAddress[]> {
@@ -246,6 +277,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     let retryAfterSeconds: number | null = null;
     let responseBody = '';
     let unpin = () => {};
+    let tenantAgent: TenantAgent | undefined;
 
     const finish = (error: AttemptError | null): AttemptOutcome => ({
       success: error === null,
@@ -261,7 +293,9 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       if (!check.ok) return finish('blocked_destination');
       const url = check.url;
       const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-      const { agent, pins } = agentFor(req.allowPrivate);
+      tenantAgent = agentFor(req.allowPrivate, req.tenant ?? '');
+      tenantAgent.active += 1;
+      const { agent, pins } = tenantAgent;
       // IP literals were judged by checkDestinationUrl; names are resolved and judged here.
       if (isIP(hostname) === 0) unpin = pins.pin(url.hostname, await resolve(url.hostname, req.allowPrivate, signal));
 
@@ -279,13 +313,19 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       return finish(error);
     } finally {
       unpin();
+      if (tenantAgent) {
+        tenantAgent.active -= 1;
+        tenantAgent.lastUsed = performance.now();
+      }
     }
   }
 
   return {
     attempt,
+    agentCount: () => agents.size,
     async close() {
       closed = true;
+      clearInterval(sweep);
       await Promise.all([...agents.values()].map(({ agent }) => agent.close()));
       agents.clear();
     },

@@ -186,6 +186,7 @@ export function startDeliveryLoop(deps: {
       // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
       timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
       allowPrivate: config.allowPrivateDestinations,
+      tenant: claimed.org_id,
     });
     metrics.observeAttempt(outcome);
     const retryAt = outcome.success ? null : nextAttemptAt({
