@@ -15,9 +15,9 @@ export type AttemptRequest = {
   timeoutMs: number;
   allowPrivate: boolean;
   /**
-   * Whose connections to use (the organization): each tenant has its own pool per origin, so
-   * its attempts never wait for a connection another tenant's slow receivers hold. Attempts
-   * without one share a pool.
+   * A pool of connections of its own for this tenant (per origin), apart from the pool shared
+   * by attempts that name none: the worker names a tenant whose receivers are slow, so that
+   * its hanging requests never hold the connections others wait for.
    */
   tenant?: string;
 };
@@ -219,12 +219,13 @@ type TenantAgent = PinnedAgent & { active: number; lastUsed: number };
 export function makeAttempter(options: AttempterOptions = {}): Attempter {
   const lookupHost = options.lookup ?? defaultLookup;
   const idleAgentMs = options.idleAgentMs ?? IDLE_AGENT_MS;
-  // One pooled Agent per mode and tenant, made when first needed. Per tenant: the connections
-  // to an origin (64 in the worker) were shared by every tenant whose endpoints use it, so one
-  // tenant hanging many attempts on a common origin (a SaaS inbox) made the others' attempts
-  // there wait for a connection inside their own timeout, and time out unsent, counting toward
-  // their circuit breakers. Per mode: a process runs in one, and two keep a connection opened to
-  // a private address under allowPrivate from ever being reused by a strict attempt.
+  // One pooled Agent per mode and named tenant (and one per mode shared by the rest), made when
+  // first needed. Per tenant: the connections to an origin (64 in the worker) were shared by
+  // every tenant whose endpoints use it, so one tenant hanging many attempts on a common origin
+  // (a SaaS inbox) made the others' attempts there wait for a connection inside their own
+  // timeout, and time out unsent, counting toward their circuit breakers. Per mode: a process
+  // runs in one, and two keep a connection opened to a private address under allowPrivate from
+  // ever being reused by a strict attempt.
   const agents = new Map<string, TenantAgent>();
   let closed = false;
 
