@@ -138,3 +138,30 @@ test.serial('one tenant\'s hanging receivers hold at most its share of a worker:
     where j.org_id = ${a.orgId} and d.status = 'pending' and d.attempt_count = 0`);
   t.is(waiting, 3, 'A\'s other three deliveries wait, due, without spending an attempt');
 });
+
+// Two hundred slots: a slow organization may hold a hundred, more than the 64 connections a
+// worker opens to one origin in a pool.
+const wideApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '200', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+test.serial('a slow tenant\'s attempts use connections of their own: another tenant reaches the same origin meanwhile', async (t) => {
+  const receiver = await startReceiver((arrival) => (arrival.url === '/slow' ? 'hang' : { status: 200, body: 'ok' }));
+  t.teardown(() => receiver.close());
+  const a = await wideApp.createOrg();
+  const b = await wideApp.createOrg();
+  const byA = { t, on: wideApp, key: a.key };
+  const first = await fixtures.createJobWithTargets(byA, { urls: [receiver.at('/slow')], endpoint: { timeout_ms: 120_000, rate_limit_rps: 1000 } });
+  await until('A\'s first exchange to hang', () => receiver.arrivals.length === 1);
+  await sleep(HELD_AFTER_MS + 100); // A is slow from here on
+  // 70 more hanging attempts: in one shared pool they took its 64 connections, and B's attempt
+  // to the same origin waited behind them until it timed out, again at every retry.
+  for (let n = 2; n <= 71; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  await until('63 more of A\'s attempts to hang (one pool\'s worth with the first)', () => receiver.arrivals.length >= 64, 60_000);
+  const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key: b.key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
+  await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
+  const attempts = await until('B\'s attempt to be recorded', async () => {
+    const recorded = await wideApp.pool.any(sql.type(z.object({ success: z.boolean(), error: z.string().nullable() }))`
+      select a.success, a.error from delivery_attempts a join deliveries d on d.id = a.delivery_id where d.job_id = ${jobB.job.id as string}`);
+    return recorded.length > 0 && recorded;
+  });
+  t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not time out waiting for a connection');
+});
