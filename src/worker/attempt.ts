@@ -37,7 +37,7 @@ export type AttemptOutcome = {
 export type Lookup = (hostname: string) => Promise<LookupAddress[]>;
 
 export type AttempterOptions = {
-  /** Most connections kept per tenant and origin (undici Agent `connections`); unlimited when absent. */
+  /** Most connections kept per pool (the shared one, or a named tenant's) and origin (undici Agent `connections`); unlimited when absent. */
   connections?: number;
   /** A tenant's pool unused this long is closed (its connections, its memory); default 2 minutes. */
   idleAgentMs?: number;
