@@ -75,6 +75,7 @@ const schema = z.object({
   QUEUE_RETENTION_HOURS: integer(1, 720).default(24),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: integer(0, 600_000).default(25_000),
+  HTTP_REQUEST_TIMEOUT_MS: integer(1_000, 600_000).default(60_000),
   DATA_DIR: z.string().min(1).default('.data'),
   PORTAL_FRAME_ANCESTORS: frameAncestors.default("'self'"),
 });
@@ -105,6 +106,8 @@ export type Config = Readonly<{
   retention: Readonly<{ attemptDays: number; archivedJobDays: number; queueHours: number }>;
   logLevel: string;
   shutdownTimeoutMs: number;
+  /** The longest a client may take to send a whole request (headers and body) to the web role. */
+  httpRequestTimeoutMs: number;
   dataDir: string;
   /** Who may embed GET /portal in an iframe: the CSP frame-ancestors source list. */
   portalFrameAncestors: string;
@@ -154,6 +157,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }),
     logLevel: c.LOG_LEVEL,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
+    httpRequestTimeoutMs: c.HTTP_REQUEST_TIMEOUT_MS,
     dataDir: c.DATA_DIR,
     portalFrameAncestors: c.PORTAL_FRAME_ANCESTORS,
   });

@@ -8,7 +8,17 @@ import { stopValidationPool } from './core/json-schema-pool.ts';
 export type WebServer = { port: number; stop(): Promise<void> };
 
 export async function startWeb(deps: AppDependencies): Promise<WebServer> {
-  const server = http.createServer({ keepAliveTimeout: 5_000 }, makeApp(deps));
+  // A request must arrive whole within HTTP_REQUEST_TIMEOUT_MS (Node's default is 300 s): a
+  // client that sends less body than its Content-Length, or drips it, held a socket that long,
+  // and enough of them hold every socket the process may open. Node answers 408 and closes;
+  // it checks open connections every few seconds. Answering takes as long as it takes.
+  const requestTimeout = deps.config.httpRequestTimeoutMs;
+  const server = http.createServer({
+    keepAliveTimeout: 5_000,
+    requestTimeout,
+    headersTimeout: Math.min(requestTimeout, 60_000),
+    connectionsCheckingInterval: Math.min(5_000, Math.ceil(requestTimeout / 4)),
+  }, makeApp(deps));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(deps.config.port, () => resolve());

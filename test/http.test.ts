@@ -427,3 +427,22 @@ test('GET /health is 503 when the database is unreachable', async (t) => {
     await pool.end().catch(() => {});
   }
 });
+
+// A request must arrive whole within HTTP_REQUEST_TIMEOUT_MS (src/web.ts). Node's default, 300 s,
+// let a client that announced more body than it sent hold its socket for five minutes.
+const quickApp = startTestApp({ HTTP_REQUEST_TIMEOUT_MS: '1000' });
+
+test('a request whose body never arrives whole is answered 408 and its connection closed', async (t) => {
+  const { key } = await quickApp.createOrg();
+  const { port } = new URL(quickApp.baseUrl);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  t.teardown(() => socket.destroy());
+  const received: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => received.push(chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(`POST /v1/webhook-jobs HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\n`
+    + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"application_id":');
+  const outcome = await Promise.race([closed.then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 30_000, 'still open'))]);
+  t.is(outcome, 'closed', 'the server gave up on the request');
+  t.regex(Buffer.concat(received).toString('latin1'), /^HTTP\/1\.1 408 /);
+});
