@@ -34,6 +34,11 @@ export type Metrics = {
   observeAttempt(outcome: { success: boolean; error: AttemptError | null; latencyMs: number }): void;
   /** One claim of due deliveries by the delivery loop: whether it fetched any message. */
   observeClaim(fetched: boolean): void;
+  /**
+   * At a claim: the organizations the delivery loop holds to a share of its slots (slow
+   * receivers), and those of them at their share (passed over: worker/organization-share.ts).
+   */
+  observeShare(slow: number, atShare: number): void;
   /** The registry's exposition text. */
   render(): Promise<string>;
   contentType: string;
@@ -112,6 +117,17 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
   attemptDuration.zero({ outcome: 'success' });
   attemptDuration.zero({ outcome: 'failure' });
 
+  const slowOrganizations = new Gauge({
+    name: `${PREFIX}worker_slow_organizations`,
+    help: 'Organizations this process\'s delivery loop holds to a share of its slots (one of their attempts waited a second for its receiver), at its last claim.',
+    registers: [registry],
+  });
+  const organizationsAtShare = new Gauge({
+    name: `${PREFIX}worker_organizations_at_share`,
+    help: 'Of those, the organizations at their share: their due deliveries wait (passed over by the claims), at the last claim.',
+    registers: [registry],
+  });
+
   const deliveries = new Gauge({
     name: `${PREFIX}deliveries`,
     help: 'Open deliveries by state: pending_due (waiting for a worker), pending_scheduled (retry not yet due), in_flight, held.',
@@ -175,6 +191,10 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
     },
     observeClaim(fetched) {
       claims.inc({ result: fetched ? 'claimed' : 'empty' });
+    },
+    observeShare(slow, atShare) {
+      slowOrganizations.set(slow);
+      organizationsAtShare.set(atShare);
     },
     render: () => registry.metrics(),
   };

@@ -10,6 +10,7 @@ import { DELIVERY_QUEUE } from '../src/queue.ts';
 import { HELD_AFTER_MS, makeOrganizationShare } from '../src/worker/organization-share.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
+import { scrape, valueOf } from './helpers/metrics.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -137,6 +138,9 @@ test.serial('one tenant\'s hanging receivers hold at most its share of a worker:
     select count(*)::int as n from deliveries d join webhook_jobs j on j.id = d.job_id
     where j.org_id = ${a.orgId} and d.status = 'pending' and d.attempt_count = 0`);
   t.is(waiting, 3, 'A\'s other three deliveries wait, due, without spending an attempt');
+  const { exposition } = await scrape(`${workerApp.baseUrl}/metrics`);
+  t.is(valueOf(exposition, 'hookline_worker_slow_organizations'), 1);
+  t.is(valueOf(exposition, 'hookline_worker_organizations_at_share'), 1, 'A is at its share');
 });
 
 // Two hundred slots: a slow organization may hold a hundred, more than the 64 connections a

@@ -125,6 +125,7 @@ export function startDeliveryLoop(deps: {
     }
     passedOver = new Set(limits.busy);
     slowOrgs = new Set(Object.keys(limits.holding));
+    metrics.observeShare(slowOrgs.size, limits.busy.length);
     const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, limits);
     const claimedAt = Date.now();
     metrics.observeClaim(fetched.length > 0);
