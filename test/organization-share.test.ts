@@ -7,7 +7,7 @@ import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
-import { HELD_AFTER_MS, makeOrganizationShare } from '../src/worker/organization-share.ts';
+import { HELD_AFTER_MS, makeOrganizationShare, SLOW_FOR_MS } from '../src/worker/organization-share.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { scrape, valueOf } from './helpers/metrics.ts';
@@ -34,7 +34,7 @@ test('an organization is held to a share only once one of its exchanges has wait
   t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] }, 'young exchanges and claimed sends of a slow one count too');
   t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'] },
     'two slow organizations: a third each, a third left for the others');
-  for (const held of ends) held.end();
+  for (const held of ends) held.end(5000);
   t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [] }, 'ended exchanges hold nothing');
 });
 
@@ -50,8 +50,20 @@ test('a claimed send never makes its organization slow, however long it waits to
   t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [] });
   waiting.started(60_000);
   t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [] });
-  waiting.end();
-  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [] });
+  waiting.end(60_000 + HELD_AFTER_MS - 1); // it answered in time after all
+  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [] }, 'a fast exchange leaves nothing behind');
+});
+
+test('an organization stays slow for a while after its slow exchanges ended together', (t) => {
+  // Hanging attempts start together and time out together: at the next claim the organization
+  // has nothing running, and must still be held to its share.
+  const share = makeOrganizationShare(10);
+  const wave = [0, 1, 2, 3, 4, 5].map(() => startedAt(share, 'org_a', 0));
+  for (const held of wave) held.end(60_000);
+  t.deepEqual(share.limits(60_001), { share: 5, holding: { org_a: 0 }, busy: [] }, 'slow, with room for five');
+  for (let i = 0; i < 5; i += 1) share.claimed('org_a');
+  t.deepEqual(share.limits(60_002), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] });
+  t.deepEqual(share.limits(60_000 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [] }, 'ten quiet minutes later it is not');
 });
 
 // No worker: nothing is claimed unless a test claims it.
@@ -141,6 +153,30 @@ test.serial('one tenant\'s hanging receivers hold at most its share of a worker:
   const { exposition } = await scrape(`${workerApp.baseUrl}/metrics`);
   t.is(valueOf(exposition, 'hookline_worker_slow_organizations'), 1);
   t.is(valueOf(exposition, 'hookline_worker_organizations_at_share'), 1, 'A is at its share');
+});
+
+test.serial('hanging attempts that time out together leave their tenant slow: its next wave gets its share, not every slot', async (t) => {
+  // A probe of a running service: a tenant's hanging attempts started and timed out together,
+  // so at the claim after each wave it had nothing running, took every freed slot again, and
+  // another tenant waited wave after wave.
+  const hanging = await startReceiver(() => 'hang');
+  const answering = await startReceiver();
+  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
+  const a = await workerApp.createOrg();
+  const b = await workerApp.createOrg();
+  const byA = { t, on: workerApp, key: a.key };
+  // Six endpoints: each job's six deliveries are claimed together, start together and time out
+  // together, as a wave does.
+  const urls = [1, 2, 3, 4, 5, 6].map((n) => hanging.at(`/a${n}`));
+  const first = await fixtures.createJobWithTargets(byA, { urls, endpoint: { timeout_ms: 2_000, rate_limit_rps: 1000 } });
+  for (let n = 2; n <= 5; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  await until('A\'s first wave to take the six slots', () => hanging.arrivals.length >= 6);
+  const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  // Wave one (6), then at most its share (3) at a time. Without the memory, A's next waves took
+  // all six slots until its 30 deliveries had gone, and B came after them.
+  const seen = hanging.arrivals.length;
+  t.true(seen <= 6 + 3 + 3, `A's attempts before B's: ${seen}`);
 });
 
 // Two hundred slots: a slow organization may hold a hundred, more than the 64 connections a

@@ -14,22 +14,31 @@
 // time out.
 //
 // A send counts against its organization's share from its claim (a claim that follows at once
-// must see the sends of the one before, which have not started yet) to the end of its exchange.
-// Only slow organizations are held to a share: a fast receiver's attempts (milliseconds),
-// attempts waiting for their rate-limit slot and outcomes waiting to be recorded never make one
-// slow, so a drain of one tenant's fast endpoints takes every slot as before. The price: in its
-// first second, before any of its exchanges has waited that long, one organization can still
-// take every free slot; after that it holds no more than its share.
+// must see the sends of the one before, which have not started yet) to the end of its exchange,
+// and an organization stays slow for SLOW_FOR_MS after its last slow exchange ended. Only slow
+// organizations are held to a share: a fast receiver's attempts (milliseconds), attempts
+// waiting for their rate-limit slot and outcomes waiting to be recorded never make one slow, so
+// a drain of one tenant's fast endpoints takes every slot as before. The price: in its first
+// second, before any of its exchanges has waited that long, one organization can still take
+// every free slot (again after ten quiet minutes); after that it holds no more than its share.
 
 /** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
+/**
+ * How long an organization stays slow after such an exchange ended. Hanging attempts start and
+ * time out together, so at the claim after a wave of them the organization had nothing running
+ * and took every freed slot again (a probe of a running service: 100 of 100 slots at each of
+ * three waves, another tenant's first attempts 60-117 s late). Ten minutes covers the retry
+ * schedule's first waves (5 s, then 5 min).
+ */
+export const SLOW_FOR_MS = 10 * 60_000;
 
 /** A claimed send of one organization: it holds a slot from its claim until `end()`. */
 export type HeldSlot = {
   /** Its exchange with the receiver began at `at` (ms). */
   started(at: number): void;
-  /** Its exchange ended, or it never started. */
-  end(): void;
+  /** Its exchange ended at `at` (ms; now when absent), or it never started. */
+  end(at?: number): void;
 };
 
 export type OrganizationShare = {
@@ -40,27 +49,37 @@ export type OrganizationShare = {
    */
   claimed(orgId: string): HeldSlot;
   /**
-   * At `now`: the slots a slow organization may hold (`share`), the exchanges each slow one
-   * holds (`holding`), and those with no room left (`busy`, sorted).
+   * At `now`: the slots a slow organization may hold (`share`), the sends each slow one holds
+   * (`holding`, 0 for one slow only from memory), and those with no room left (`busy`, sorted).
    */
   limits(now: number): { share: number; holding: Record<string, number>; busy: string[] };
 };
 
 export function makeOrganizationShare(concurrency: number): OrganizationShare {
   const running = new Set<{ orgId: string; at: number | null }>();
+  /** Organizations whose slow exchanges ended, and until when they count as slow. */
+  const slowUntil = new Map<string, number>();
   return {
     claimed(orgId) {
       const send: { orgId: string; at: number | null } = { orgId, at: null };
       running.add(send);
       return {
         started(at) { send.at = at; },
-        end() { running.delete(send); },
+        end(at = Date.now()) {
+          if (!running.delete(send)) return;
+          if (send.at !== null && at - send.at >= HELD_AFTER_MS) slowUntil.set(orgId, Math.max(slowUntil.get(orgId) ?? 0, at + SLOW_FOR_MS));
+        },
       };
     },
     limits(now) {
       const slow = new Set<string>();
+      for (const [orgId, until] of slowUntil) {
+        if (until > now) slow.add(orgId);
+        else slowUntil.delete(orgId);
+      }
       for (const { orgId, at } of running) if (at !== null && now - at >= HELD_AFTER_MS) slow.add(orgId);
       const holding: Record<string, number> = {};
+      for (const orgId of slow) holding[orgId] = 0;
       if (slow.size > 0) for (const { orgId } of running) if (slow.has(orgId)) holding[orgId] = (holding[orgId] ?? 0) + 1;
       const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
       const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share).sort();
