@@ -327,6 +327,31 @@ test.serial('SIGTERM: in-flight attempts finish and are recorded before the proc
   await ok(t, 'POST', `/v1/webhook-jobs/${lateJob}/cancel`, key, undefined, 200); // leave nothing for the next test's worker
 });
 
+test.serial('SIGTERM with an attempt still hanging: the worker gives up on it after SHUTDOWN_TIMEOUT_MS, records nothing, exits 0', async (t) => {
+  // A graceful close of the connection pools waited for the hanging request, past the shutdown
+  // timeout up to the attempt's own (here the lease's cap, 25 s), and then an error was logged:
+  // the recording of its outcome met a closed database pool.
+  const receiver = await startReceiver(() => {}); // never answers
+  t.teardown(() => receiver.close());
+  const { key, appId } = await setup(t, ['order.hang']);
+  const endpointId = await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.hang'], timeout_ms: 60_000 });
+  const worker = await startWorkerProcess(t, { SHUTDOWN_TIMEOUT_MS: '1000' });
+  const jobId = await createJob(t, key, appId, 'order.hang', { n: 1 });
+  await until('the request held at the receiver', () => receiver.arrivals.some((a) => a.id === jobId));
+
+  worker.child.kill('SIGTERM');
+  const stopped = await Promise.race([worker.exited.then((exit) => exit), sleep(15_000).then(() => 'still running' as const)]);
+  t.deepEqual(stopped, { code: 0, signal: null }, 'exited well before the attempt could time out');
+  t.true(worker.stdout().includes('stopping with attempts still running'));
+  const errors = worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
+  t.deepEqual(errors, [], 'no error logged');
+  // Not recorded: the delivery is redone after its lease, as after a crash.
+  t.deepEqual(await attemptsOf([jobId]), []);
+  t.like((await deliveriesOf([jobId]))[0], { status: 'in_flight', attempt_count: 0 });
+  // Leave nothing for the next test's worker: once its lease ends, the delivery is dropped.
+  await ok(t, 'DELETE', `/v1/endpoints/${endpointId}`, key, undefined, 200);
+});
+
 test.serial('rate_limit_rps 10 holds across two worker processes: 60 jobs, each once, never more than 10 starts in a second', async (t) => {
   // Each request is traced to the worker process whose socket sent it.
   const senders: Array<Promise<number | null>> = [];

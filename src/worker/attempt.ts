@@ -49,6 +49,7 @@ export type Attempter = {
   attempt(req: AttemptRequest): Promise<AttemptOutcome>;
   /** The pools open now, one per mode and tenant that attempted within `idleAgentMs`. */
   agentCount(): number;
+  /** Closes every pool; requests still open are aborted (their attempts end as connection errors). */
   close(): Promise<void>;
 };
 
@@ -309,7 +310,8 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
         (partial) => { responseBody = partial; });
       return finish(statusCode !== null && statusCode >= 200 && statusCode < 300 ? null : 'http_status');
     } catch (err) {
-      const error = classify(err, signal.aborted);
+      // Closed while it ran (close() aborts what is still open): an end of ours, not a bug.
+      const error = closed ? 'connection_error' : classify(err, signal.aborted);
       if (error === null) throw err;
       return finish(error);
     } finally {
@@ -327,7 +329,11 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     async close() {
       closed = true;
       clearInterval(sweep);
-      await Promise.all([...agents.values()].map(({ agent }) => agent.close()));
+      // Destroyed, not closed: a graceful close waited for requests still open, and the worker
+      // closes the attempter only after giving up on its attempts (delivery-loop.ts), so a
+      // receiver that hangs held a stopping worker for up to its timeout (120 s), far past
+      // SHUTDOWN_TIMEOUT_MS. Those requests end now as aborted, and nobody records them.
+      await Promise.all([...agents.values()].map(({ agent }) => agent.destroy()));
       agents.clear();
     },
   };

@@ -81,6 +81,8 @@ export function startDeliveryLoop(deps: {
 }): DeliveryLoop {
   const { pool, queue, config, logger, attempter, recorder, metrics, wakeup } = deps;
   let running = true;
+  /** Set when stop() gives up on the attempts still running: their outcomes are dropped. */
+  let abandoned = false;
   let inFlight = 0;
   /** The payload characters of the claimed attempts not yet recorded (their bytes, for ASCII). */
   let inFlightBytes = 0;
@@ -226,7 +228,7 @@ export function startDeliveryLoop(deps: {
     const held = share.claimed(send.claim.org_id); // counted by the next claim already
     attempt(send.claim, send.slot, held)
       .finally(() => held.end()) // the exchange is over, or never started
-      .then((result) => result && recorder.add(send.message, result)) // the slot is free once recorded
+      .then((result) => (result && !abandoned ? recorder.add(send.message, result) : undefined)) // the slot is free once recorded
       .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
       .finally(() => {
         inFlight -= 1;
@@ -290,7 +292,12 @@ export function startDeliveryLoop(deps: {
       const flushing = setInterval(() => void recorder.flush(), 20); // no linger while stopping
       while (inFlight > 0 && Date.now() < deadline) await sleep(20);
       clearInterval(flushing);
-      if (inFlight > 0) logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: their leases will expire and they will be redone');
+      if (inFlight > 0) {
+        // Given up on: whatever they come to (the attempter's close aborts them) is not recorded,
+        // as after a crash. Recorded, an abort of ours would count as the receiver's failure.
+        abandoned = true;
+        logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: their leases will expire and they will be redone');
+      }
       await recorder.flush();
     },
   };
