@@ -122,25 +122,35 @@ test.serial('the fetch passes over an organization with no room left; its messag
   t.is(due, 3, 'its messages are untouched, still due');
 });
 
+/** A receiver that never answers and one that answers at once; tenant A (hostile) and B. */
+async function hangingAndAnswering(t: ExecutionContext, on: TestApp) {
+  const hanging = await startReceiver(() => 'hang');
+  const answering = await startReceiver();
+  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
+  const a = await on.createOrg();
+  const b = await on.createOrg();
+  return { hanging, answering, a, b, byA: { t, on, key: a.key } };
+}
+
+/** Jobs `from`..`to` of the application and event type of `first`, created one after another. */
+async function moreJobs(by: fixtures.By, first: fixtures.JobWithTargets, from: number, to: number): Promise<void> {
+  for (let n = from; n <= to; n += 1) await fixtures.createJob(by, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+}
+
 // Six slots: an organization whose receivers are slow may hold three.
 const workerApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '6', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
 
 test.serial('one tenant\'s hanging receivers hold at most its share of a worker: another tenant is delivered meanwhile', async (t) => {
-  const hanging = await startReceiver(() => 'hang');
-  const answering = await startReceiver();
-  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
-  const a = await workerApp.createOrg();
-  const b = await workerApp.createOrg();
-  const byA = { t, on: workerApp, key: a.key };
+  const { hanging, answering, a, b, byA } = await hangingAndAnswering(t, workerApp);
   const first = await fixtures.createJobWithTargets(byA, { urls: [hanging.at('/a')], endpoint: { timeout_ms: 120_000 } });
-  await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n: 2 } });
+  await moreJobs(byA, first, 2, 2);
   await until('the first two exchanges of A to hang', () => hanging.arrivals.length === 2);
   // Each began before its arrival: after this, both have waited a second, and A is slow.
   await sleep(HELD_AFTER_MS + 100);
 
   // Unshared, the worker's four free slots went to A's next four jobs (queued first), and B
   // waited for A's receiver to time out (120 s).
-  for (let n = 3; n <= 6; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  await moreJobs(byA, first, 3, 6);
   const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
   await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
   await until('A\'s third exchange (its room: a share of 3, 2 held)', () => hanging.arrivals.length >= 3, 60_000);
@@ -159,17 +169,12 @@ test.serial('hanging attempts that time out together leave their tenant slow: it
   // A probe of a running service: a tenant's hanging attempts started and timed out together,
   // so at the claim after each wave it had nothing running, took every freed slot again, and
   // another tenant waited wave after wave.
-  const hanging = await startReceiver(() => 'hang');
-  const answering = await startReceiver();
-  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
-  const a = await workerApp.createOrg();
-  const b = await workerApp.createOrg();
-  const byA = { t, on: workerApp, key: a.key };
+  const { hanging, answering, a, b, byA } = await hangingAndAnswering(t, workerApp);
   // Six endpoints: each job's six deliveries are claimed together, start together and time out
   // together, as a wave does.
   const urls = [1, 2, 3, 4, 5, 6].map((n) => hanging.at(`/a${n}`));
   const first = await fixtures.createJobWithTargets(byA, { urls, endpoint: { timeout_ms: 2_000, rate_limit_rps: 1000 } });
-  for (let n = 2; n <= 5; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  await moreJobs(byA, first, 2, 5);
   await until('A\'s first wave to take the six slots', () => hanging.arrivals.length >= 6);
   const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
   await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
@@ -194,7 +199,7 @@ test.serial('a slow tenant\'s attempts use connections of their own: another ten
   await sleep(HELD_AFTER_MS + 100); // A is slow from here on
   // 70 more hanging attempts: in one shared pool they took its 64 connections, and B's attempt
   // to the same origin waited behind them until it timed out, again at every retry.
-  for (let n = 2; n <= 71; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { n } });
+  await moreJobs(byA, first, 2, 71);
   await until('63 more of A\'s attempts to hang (one pool\'s worth with the first)', () => receiver.arrivals.length >= 64, 60_000);
   const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key: b.key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
   await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
