@@ -27,31 +27,31 @@ test('an organization is held to a share only once one of its exchanges has wait
   const share = makeOrganizationShare(10);
   const ends = [0, 10, 20].map((at) => startedAt(share, 'org_a', at));
   startedAt(share, 'org_b', 1500);
-  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [] }, 'nothing has waited a second: nobody is held');
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [] }, 'every exchange of a slow organization counts');
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0 }, 'nothing has waited a second: nobody is held');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0 }, 'every exchange of a slow organization counts');
   startedAt(share, 'org_a', 2000);
   share.claimed('org_a');
-  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] }, 'young exchanges and claimed sends of a slow one count too');
-  t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'] },
+  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0 }, 'young exchanges and claimed sends of a slow one count too');
+  t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'], excess: 2 },
     'two slow organizations: a third each, a third left for the others');
   for (const held of ends) held.end(5000);
-  t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [] }, 'ended exchanges hold nothing');
+  t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [], excess: 0 }, 'ended exchanges hold nothing');
 });
 
 test('the share is never less than one slot', (t) => {
   const share = makeOrganizationShare(1);
   startedAt(share, 'org_a', 0);
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'] });
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'], excess: 0 });
 });
 
 test('a claimed send never makes its organization slow, however long it waits to start', (t) => {
   const share = makeOrganizationShare(10);
   const waiting = share.claimed('org_a');
-  t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [] });
+  t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [], excess: 0 });
   waiting.started(60_000);
-  t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [] });
+  t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [], excess: 0 });
   waiting.end(60_000 + HELD_AFTER_MS - 1); // it answered in time after all
-  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [] }, 'a fast exchange leaves nothing behind');
+  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [], excess: 0 }, 'a fast exchange leaves nothing behind');
 });
 
 test('an organization stays slow for a while after its slow exchanges ended together', (t) => {
@@ -60,10 +60,21 @@ test('an organization stays slow for a while after its slow exchanges ended toge
   const share = makeOrganizationShare(10);
   const wave = [0, 1, 2, 3, 4, 5].map(() => startedAt(share, 'org_a', 0));
   for (const held of wave) held.end(60_000);
-  t.deepEqual(share.limits(60_001), { share: 5, holding: { org_a: 0 }, busy: [] }, 'slow, with room for five');
+  t.deepEqual(share.limits(60_001), { share: 5, holding: { org_a: 0 }, busy: [], excess: 0 }, 'slow, with room for five');
   for (let i = 0; i < 5; i += 1) share.claimed('org_a');
-  t.deepEqual(share.limits(60_002), { share: 5, holding: { org_a: 5 }, busy: ['org_a'] });
-  t.deepEqual(share.limits(60_000 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [] }, 'ten quiet minutes later it is not');
+  t.deepEqual(share.limits(60_002), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0 });
+  t.deepEqual(share.limits(60_000 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [], excess: 0 }, 'ten quiet minutes later it is not');
+});
+
+test('what a slow organization took before it was found slow, past its share, is counted as lent', (t) => {
+  // A first wave of hanging attempts is claimed at once, before any has waited a second: it can
+  // take every slot. Once found slow, its sends past the share are lent to the others.
+  const share = makeOrganizationShare(10);
+  const wave = Array.from({ length: 10 }, () => startedAt(share, 'org_a', 0));
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0 }, 'not slow yet: nothing lent');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 10 }, busy: ['org_a'], excess: 5 });
+  for (const held of wave.slice(0, 7)) held.end(30_000);
+  t.deepEqual(share.limits(30_000), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0 }, 'the loan ends as those sends end');
 });
 
 // No worker: nothing is claimed unless a test claims it.
@@ -163,6 +174,20 @@ test.serial('one tenant\'s hanging receivers hold at most its share of a worker:
   const { exposition } = await scrape(`${workerApp.baseUrl}/metrics`);
   t.is(valueOf(exposition, 'hookline_worker_slow_organizations'), 1);
   t.is(valueOf(exposition, 'hookline_worker_organizations_at_share'), 1, 'A is at its share');
+});
+
+test.serial('a first wave of hanging attempts that took every slot holds another tenant up about a second, not until it times out', async (t) => {
+  const { hanging, answering, b, byA } = await hangingAndAnswering(t, workerApp);
+  // Six endpoints: the job's six deliveries are claimed together, before any has waited a
+  // second, and take all six slots. Until A is found slow nothing tells its attempts from a
+  // fast drain's; after that, its three sends past its share are lent to the others. Before,
+  // B's delivery waited for A's attempts to time out (120 s).
+  const urls = [1, 2, 3, 4, 5, 6].map((n) => hanging.at(`/w${n}`));
+  await fixtures.createJobWithTargets(byA, { urls, endpoint: { timeout_ms: 120_000, rate_limit_rps: 1000 } });
+  await until('A\'s six attempts to take the six slots', () => hanging.arrivals.length === 6);
+  const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  t.is(hanging.arrivals.length, 6, 'A got nothing more meanwhile');
 });
 
 test.serial('hanging attempts that time out together leave their tenant slow: its next wave gets its share, not every slot', async (t) => {

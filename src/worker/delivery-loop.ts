@@ -14,7 +14,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
 import type { Attempter } from './attempt.ts';
-import { makeOrganizationShare, type HeldSlot } from './organization-share.ts';
+import { HELD_AFTER_MS, makeOrganizationShare, type HeldSlot } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
 import type { Wakeup } from './wakeup.ts';
@@ -87,7 +87,11 @@ export function startDeliveryLoop(deps: {
   /** The payload characters of the claimed attempts not yet recorded (their bytes, for ASCII). */
   let inFlightBytes = 0;
   let wake: (() => void) | undefined;
-  const capacity = () => new Promise<void>((resolve) => { wake = resolve; });
+  /** Resolves when a slot is freed, or after `ms` (then with false). */
+  const capacity = (ms: number) => new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => { wake = undefined; resolve(false); }, ms);
+    wake = () => { clearTimeout(timer); resolve(true); };
+  });
   const freed = () => {
     const resolve = wake;
     wake = undefined;
@@ -100,6 +104,13 @@ export function startDeliveryLoop(deps: {
   let passedOver = new Set<string>();
   // The slow organizations as of the last claim: their attempts use connections of their own.
   let slowOrgs = new Set<string>();
+  // Slots that slow organizations hold past their share, claimed before they were found slow (a
+  // first wave of hanging attempts, taken in one claim), as of the last claim or check: lent to
+  // the other organizations, whose claims the loop makes as if those sends held no slot. Without
+  // it, another tenant's deliveries waited for that wave to time out (up to 120 s) whenever it
+  // had taken every slot. The fetch passes over the slow ones meanwhile, so only the others
+  // borrow; the loan ends as their sends end.
+  let lent = 0;
 
   // Late starts of one endpoint that come together take their new slots in one query.
   const retaker = makeSlotRetaker((endpointId, count, graceMs) =>
@@ -126,7 +137,9 @@ export function startDeliveryLoop(deps: {
       }
     }
     passedOver = new Set(limits.busy);
-    slowOrgs = new Set(Object.keys(limits.holding));
+    const slowNow = new Set(Object.keys(limits.holding));
+    slowOrgs = slowNow;
+    lent = limits.excess;
     metrics.observeShare(slowOrgs.size, limits.busy.length);
     const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, limits);
     const claimedAt = Date.now();
@@ -258,10 +271,13 @@ export function startDeliveryLoop(deps: {
   const loop = (async () => {
     while (running) {
       try {
-        const room = config.workerConcurrency - inFlight;
+        if (lent > 0) lent = share.limits(Date.now()).excess; // the loan ends as those sends end
+        const room = config.workerConcurrency + lent - inFlight;
         const bytesRoom = IN_FLIGHT_BYTES - inFlightBytes;
         if (room < refill() || bytesRoom < IN_FLIGHT_BYTES / 4) {
-          await capacity();
+          // Checked again at least every HELD_AFTER_MS: an exchange may have made its
+          // organization slow meanwhile, and what it holds past its share is then lent.
+          if (!(await capacity(HELD_AFTER_MS))) lent = share.limits(Date.now()).excess;
           continue;
         }
         wakeup.arm(); // a notification from now on means this fetch may have missed something

@@ -20,7 +20,10 @@
 // waiting for their rate-limit slot and outcomes waiting to be recorded never make one slow, so
 // a drain of one tenant's fast endpoints takes every slot as before. The price: in its first
 // second, before any of its exchanges has waited that long, one organization can still take
-// every free slot (again after ten quiet minutes); after that it holds no more than its share.
+// every free slot (again after ten quiet minutes); after that it takes no more than its share.
+// What it took past its share before it was found slow (`excess`) is lent to the others: the
+// worker claims for them as if those sends held no slot (delivery-loop.ts), so a first wave of
+// hanging attempts delays the other tenants by about a second, not by its timeout.
 
 /** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
@@ -50,9 +53,11 @@ export type OrganizationShare = {
   claimed(orgId: string): HeldSlot;
   /**
    * At `now`: the slots a slow organization may hold (`share`), the sends each slow one holds
-   * (`holding`, 0 for one slow only from memory), and those with no room left (`busy`, sorted).
+   * (`holding`, 0 for one slow only from memory), those with no room left (`busy`, sorted), and
+   * the slots slow organizations hold past their share (`excess`: claimed before they were
+   * found slow), which the worker lends to the others until those sends end.
    */
-  limits(now: number): { share: number; holding: Record<string, number>; busy: string[] };
+  limits(now: number): { share: number; holding: Record<string, number>; busy: string[]; excess: number };
 };
 
 export function makeOrganizationShare(concurrency: number): OrganizationShare {
@@ -83,7 +88,9 @@ export function makeOrganizationShare(concurrency: number): OrganizationShare {
       if (slow.size > 0) for (const { orgId } of running) if (slow.has(orgId)) holding[orgId] = (holding[orgId] ?? 0) + 1;
       const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
       const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share).sort();
-      return { share, holding, busy };
+      let excess = 0;
+      for (const orgId of busy) excess += (holding[orgId] ?? 0) - share;
+      return { share, holding, busy, excess };
     },
   };
 }
