@@ -258,6 +258,27 @@ test('tenants do not share connections: one tenant\'s hanging attempts leave ano
   for (const outcome of await Promise.all(hanging)) t.like(outcome, { success: false });
 });
 
+test('renewed shared pools leave the requests of the old ones behind; the old ones close once idle', async (t) => {
+  // A tenant's first hanging requests go out in the shared pool (it is not known to be slow
+  // yet) and can hold its every connection to an origin; the worker then renews the shared
+  // pools, and the others' attempts there get connections again.
+  const server = await startServer(t, (req, res) => {
+    if (req.url === '/hang') return; // never answers (until the server closes)
+    res.writeHead(200).end('ok');
+  });
+  const made = attempter(t, { connections: 2, idleAgentMs: 50 });
+  const hanging = [1, 2].map(() => made.attempt(request(`${server.url}/hang`, { timeoutMs: 60_000 })));
+  await until('the two hanging requests to arrive', () => server.requests.length === 2);
+  t.like(await made.attempt(request(`${server.url}/ok`, { timeoutMs: 300 })), { success: false, error: 'timeout' },
+    'both connections of the shared pool are held');
+  made.renewSharedPools();
+  t.like(await made.attempt(request(`${server.url}/ok`, { timeoutMs: 10_000 })), { success: true, statusCode: 200 });
+  t.is(made.agentCount(), 2, 'the old pool stays open for its requests');
+  await server.close();
+  for (const outcome of await Promise.all(hanging)) t.like(outcome, { success: false });
+  await until('the idle old pool (and the new one) to be closed', () => made.agentCount() === 0);
+});
+
 test('a tenant\'s pool unused for a while is closed, and made again when needed', async (t) => {
   const server = await startServer(t, (_req, res) => { res.writeHead(200).end('ok'); });
   const made = attempter(t, { idleAgentMs: 50 });

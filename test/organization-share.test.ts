@@ -235,3 +235,26 @@ test.serial('a slow tenant\'s attempts use connections of their own: another ten
   });
   t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not time out waiting for a connection');
 });
+
+test.serial('a first wave that takes every connection of the shared pool to an origin: once its tenant is slow, the others get new connections there', async (t) => {
+  const receiver = await startReceiver((arrival) => (arrival.url.startsWith('/slow') ? 'hang' : { status: 200, body: 'ok' }));
+  t.teardown(() => receiver.close());
+  const a = await wideApp.createOrg();
+  const b = await wideApp.createOrg();
+  // One job to 70 endpoints at one origin: its deliveries are claimed together and go out in
+  // the shared pool, A not being slow yet. 64 take the pool's connections to the origin, 6 wait
+  // for one. Before, B's attempt there waited behind them until its own timeout.
+  const urls = Array.from({ length: 70 }, (_, n) => receiver.at(`/slow?n=${n}`));
+  await fixtures.createJobWithTargets({ t, on: wideApp, key: a.key }, { urls, endpoint: { timeout_ms: 120_000, rate_limit_rps: 1000 } });
+  await until('64 of A\'s attempts to hang', () => receiver.arrivals.length >= 64, 60_000);
+  await sleep(HELD_AFTER_MS + 100); // A is slow from here on, holding 70 sends made in the shared pool
+  t.is(receiver.arrivals.length, 64, 'the shared pool\'s connections to the origin are all taken');
+  const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key: b.key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
+  await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
+  const attempts = await until('B\'s attempt to be recorded', async () => {
+    const recorded = await wideApp.pool.any(sql.type(z.object({ success: z.boolean(), error: z.string().nullable() }))`
+      select a.success, a.error from delivery_attempts a join deliveries d on d.id = a.delivery_id where d.job_id = ${jobB.job.id as string}`);
+    return recorded.length > 0 && recorded;
+  });
+  t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not wait for a connection');
+});

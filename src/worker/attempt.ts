@@ -49,11 +49,19 @@ export type Attempter = {
   attempt(req: AttemptRequest): Promise<AttemptOutcome>;
   /** The pools open now, one per mode and tenant that attempted within `idleAgentMs`. */
   agentCount(): number;
+  /**
+   * Attempts that name no tenant use new pools from now on. The old ones keep the requests they
+   * have (a tenant's hanging requests sent before it was found slow, holding the connections to
+   * an origin) and close like a tenant's pool, once idle for `idleAgentMs`.
+   */
+  renewSharedPools(): void;
   /** Closes every pool; requests still open are aborted (their attempts end as connection errors). */
   close(): Promise<void>;
 };
 
 const IDLE_AGENT_MS = 120_000;
+/** The connections the worker's pools keep to one origin at most (undici Agent `connections`). */
+export const CONNECTIONS_PER_ORIGIN = 64;
 
 const RESPONSE_BODY_LIMIT = 4096;
 
@@ -229,9 +237,12 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
   // ever being reused by a strict attempt.
   const agents = new Map<string, TenantAgent>();
   let closed = false;
+  /** The shared pools' generation: renewSharedPools() starts a new one. */
+  let sharedGeneration = 0;
 
-  const agentFor = (allowPrivate: boolean, tenant: string): TenantAgent => {
-    const key = `${allowPrivate ? 'private' : 'strict'}:${tenant}`;
+  const agentFor = (allowPrivate: boolean, tenant: string | undefined): TenantAgent => {
+    // Tenants' ids (org_…) never start with '#'.
+    const key = `${allowPrivate ? 'private' : 'strict'}:${tenant ?? `#${sharedGeneration}`}`;
     let pinned = agents.get(key);
     if (!pinned) {
       pinned = { ...makePinnedAgent(allowPrivate, options.connections), active: 0, lastUsed: 0 };
@@ -295,7 +306,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       if (!check.ok) return finish('blocked_destination');
       const url = check.url;
       const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-      tenantAgent = agentFor(req.allowPrivate, req.tenant ?? '');
+      tenantAgent = agentFor(req.allowPrivate, req.tenant);
       tenantAgent.active += 1;
       const { agent, pins } = tenantAgent;
       // IP literals were judged by checkDestinationUrl; names are resolved and judged here.
@@ -326,6 +337,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
   return {
     attempt,
     agentCount: () => agents.size,
+    renewSharedPools() { sharedGeneration += 1; },
     async close() {
       closed = true;
       clearInterval(sweep);

@@ -13,7 +13,7 @@ import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Message, Queue, QueueItem } from '../queue.ts';
-import type { Attempter } from './attempt.ts';
+import { CONNECTIONS_PER_ORIGIN, type Attempter } from './attempt.ts';
 import { HELD_AFTER_MS, makeOrganizationShare, type HeldSlot } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
@@ -138,6 +138,13 @@ export function startDeliveryLoop(deps: {
     }
     passedOver = new Set(limits.busy);
     const slowNow = new Set(Object.keys(limits.holding));
+    // An organization found slow while it holds enough sends made in the shared pools (before
+    // it was slow) to take every connection they open to an origin: the others' attempts there
+    // would wait behind those requests for as long as they hang. The others move to new pools
+    // (new connections to every origin: so only then), and the old ones close once those
+    // requests end.
+    const crowding = (orgId: string) => !slowOrgs.has(orgId) && (limits.holding[orgId] ?? 0) >= CONNECTIONS_PER_ORIGIN;
+    if ([...slowNow].some(crowding)) attempter.renewSharedPools();
     slowOrgs = slowNow;
     lent = limits.excess;
     metrics.observeShare(slowOrgs.size, limits.busy.length);

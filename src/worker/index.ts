@@ -5,7 +5,7 @@ import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { makeMetrics, type Metrics } from '../metrics.ts';
 import type { Queue } from '../queue.ts';
-import { makeAttempter, type Lookup } from './attempt.ts';
+import { CONNECTIONS_PER_ORIGIN, makeAttempter, type Lookup } from './attempt.ts';
 import { startDeliveryLoop } from './delivery-loop.ts';
 import { makeRecorder } from './recorder.ts';
 import { startOperationalLoop } from './operational.ts';
@@ -28,7 +28,7 @@ export type WorkerDependencies = {
 };
 
 export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
-  const attempter = makeAttempter({ connections: 64, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
+  const attempter = makeAttempter({ connections: CONNECTIONS_PER_ORIGIN, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
   const recorder = makeRecorder(deps);
   const metrics = deps.metrics ?? makeMetrics(deps);
   const wakeup = startWakeup({ url: deps.listenUrl ?? deps.config.databaseDirectUrl ?? deps.config.databaseUrl, logger: deps.logger });
