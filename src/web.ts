@@ -1,11 +1,36 @@
 // The web role: the API on an HTTP server that, when stopped, refuses new connections and
 // lets in-flight requests finish (up to the shutdown timeout).
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { makeApp, type AppDependencies } from './api/app.ts';
 import { stopValidationPool } from './core/json-schema-pool.ts';
 
 export type WebServer = { port: number; stop(): Promise<void> };
+
+/**
+ * What Node's HTTP parser rejects before the app sees a request (a malformed request line or
+ * header, headers past 16 KB, a request not arrived whole within HTTP_REQUEST_TIMEOUT_MS) is
+ * answered in the API's error shape, with an X-Request-Id, as every other client mistake is:
+ * Node's own handler answered a bare 400, 431 or 408 with no body. The connection is closed.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  // Nothing to answer on a reset or closed socket, or once a response has begun.
+  const started = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (error.code === 'ECONNRESET' || !socket.writable || started) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    ? [408, 'request_timeout', 'The request did not arrive whole in time.']
+    : error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.']
+      : [400, 'validation_error', 'The request is not valid HTTP/1.1.'];
+  const body = JSON.stringify({ error: { code, message } });
+  socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`);
+}
 
 export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // A request must arrive whole within HTTP_REQUEST_TIMEOUT_MS (Node's default is 300 s): a
@@ -19,6 +44,7 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     headersTimeout: Math.min(requestTimeout, 60_000),
     connectionsCheckingInterval: Math.min(5_000, Math.ceil(requestTimeout / 4)),
   }, makeApp(deps));
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(deps.config.port, () => resolve());

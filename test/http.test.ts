@@ -444,5 +444,51 @@ test('a request whose body never arrives whole is answered 408 and its connectio
     + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"application_id":');
   const outcome = await Promise.race([closed.then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 30_000, 'still open'))]);
   t.is(outcome, 'closed', 'the server gave up on the request');
-  t.regex(Buffer.concat(received).toString('latin1'), /^HTTP\/1\.1 408 /);
+  const answer = parseRawAnswer(Buffer.concat(received).toString('latin1'));
+  t.is(answer.status, 408);
+  t.deepEqual(answer.body, { error: { code: 'request_timeout', message: 'The request did not arrive whole in time.' } });
+  t.truthy(answer.headers['x-request-id']);
+});
+
+/** A raw HTTP/1.1 answer with a JSON body, as one string. */
+function parseRawAnswer(raw: string): { status: number; headers: Record<string, string>; body: unknown } {
+  const [head = '', body = ''] = raw.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = Object.fromEntries(lines.map((line) => {
+    const colon = line.indexOf(':');
+    return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()];
+  }));
+  return { status: Number(statusLine.split(' ')[1]), headers, body: headers['content-type']?.startsWith('application/json') ? JSON.parse(body) : body };
+}
+
+/** What the server answers to `request` sent as is on a new connection, once it closes it. */
+async function sendRaw(baseUrl: string, request: string) {
+  const socket = net.connect(Number(new URL(baseUrl).port), '127.0.0.1');
+  const received: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => received.push(chunk));
+  socket.on('error', () => {}); // the server may close while the rest is still being written
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(request);
+  await closed;
+  return parseRawAnswer(Buffer.concat(received).toString('latin1'));
+}
+
+test('a request Node\'s HTTP parser rejects is answered in the API\'s error shape, with a request id', async (t) => {
+  // Node's own handler answered a bare 400 or 431 with no body and no X-Request-Id.
+  const malformed = await sendRaw(quickApp.baseUrl, 'GET /v1/applications HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n');
+  t.is(malformed.status, 400);
+  t.deepEqual(malformed.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1.' } });
+  t.truthy(malformed.headers['x-request-id']);
+  t.is(malformed.headers.connection, 'close');
+
+  const garbage = await sendRaw(quickApp.baseUrl, '\u0001\u0002 nonsense\r\n\r\n');
+  t.is(garbage.status, 400);
+
+  const oversized = await sendRaw(quickApp.baseUrl, `GET /v1/applications HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  t.is(oversized.status, 431);
+  t.deepEqual(oversized.body, { error: { code: 'request_header_fields_too_large', message: 'The request\'s headers are larger than 16 KB.' } });
+
+  // The server is unharmed: the next request on a new connection is answered as usual.
+  const after = await fetch(`${quickApp.baseUrl}/v1/applications`);
+  t.is(after.status, 401);
 });

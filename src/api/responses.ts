@@ -86,6 +86,8 @@ export const deletedView = (row: { id: string; deleted_at: string }) => toDelete
 export const ERROR_CODES = [
   'validation_error', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'event_type_in_use', 'invalid_state',
   'payload_too_large', 'unsupported_media_type', 'rate_limit_exceeded', 'internal_error', 'service_unavailable',
+  // Answered by the HTTP server before any route (src/web.ts): 408 and 431.
+  'request_timeout', 'request_header_fields_too_large',
 ] as const;
 
 /** The one error body (decisions section 3). */
