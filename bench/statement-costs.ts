@@ -21,6 +21,10 @@
 // times the cost of a recording with an empty stats table, which no fresh bench database shows.
 // STATEMENTS_HISTORY=0 leaves the stats empty. STATEMENTS_SIZES (e.g. `3,25`) replaces the batch sizes;
 // STATEMENTS_SESSION is SQL run first on each measuring connection (e.g. `set plan_cache_mode = force_generic_plan`).
+// STATEMENTS_BUSY=N (claim_next only): the first N tenants' messages are enqueued first and those
+// tenants are at their share of the worker's slots (src/worker/organization-share.ts), so every
+// fetch reads past their N × 400 due messages to reach the others', as while slow tenants with a
+// due backlog are passed over.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -41,6 +45,9 @@ type Call = (typeof CALLS)[number];
 const chosen = process.env.STATEMENTS_CALLS?.split(',') ?? CALLS;
 const HISTORY = process.env.STATEMENTS_HISTORY !== '0';
 const SESSION = process.env.STATEMENTS_SESSION;
+const BUSY = Number(process.env.STATEMENTS_BUSY ?? 0);
+/** The busy tenants' shares and holdings, as the worker passes them (one slot each, all held). */
+let busyHolding = '{}';
 
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(here, '.data', `statements-${process.pid}`), logger, ephemeral: true, durable: true,
@@ -65,8 +72,15 @@ async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
   if (HISTORY) await insertStatsHistory(db);
   if (call === 'claim' || call === 'claim_next') await db.query(`update deliveries set status = 'pending', next_attempt_at = now()`);
   if (call === 'claim_next') {
-    await db.query(`select enqueue_delivery_messages($1, array(select id from deliveries order by id),
-      array(select round from deliveries order by id), array(select null::timestamptz from deliveries order by id))`, [DELIVERY_QUEUE]);
+    // The busy tenants' messages first (created earlier, so fetched first), then the others'.
+    const busy = targets.slice(0, BUSY).map((t) => t.endpointId);
+    busyHolding = JSON.stringify(Object.fromEntries(targets.slice(0, BUSY).map((t) => [t.orgId, 1])));
+    for (const among of BUSY > 0 ? [true, false] : [null]) {
+      const where = among === null ? 'true' : `${among ? '' : 'not '}(endpoint_id = any($2))`;
+      await db.query(`select enqueue_delivery_messages($1, array(select id from deliveries where ${where} order by id),
+        array(select round from deliveries where ${where} order by id), array(select null::timestamptz from deliveries where ${where} order by id))`,
+      among === null ? [DELIVERY_QUEUE] : [DELIVERY_QUEUE, busy]);
+    }
   }
   await db.query('vacuum analyze');
   const { rows } = await db.query<{ id: string }>(
@@ -78,7 +92,7 @@ async function prepare(call: Call): Promise<{ db: pg.Client; ids: number[] }> {
 /** The statement and its parameters for the i-th batch of `size`. */
 function statement(call: Call, ids: number[], size: number, i: number): [string, unknown[]] {
   const batch = ids.slice(i * size, (i + 1) * size);
-  if (call === 'claim_next') return ['select * from claim_next_deliveries($1, $2, 1000, 100, 16777216)', [DELIVERY_QUEUE, size]];
+  if (call === 'claim_next') return ['select * from claim_next_deliveries($1, $2, 1000, 100, 16777216, 1, $3)', [DELIVERY_QUEUE, size, busyHolding]];
   if (call === 'claim') return ['select * from claim_deliveries($1, 1000, 100, 16777216)', [JSON.stringify(batch.map((id) => ({ delivery_id: id, round: 1 })))]];
   const attemptedAt = new Date().toISOString();
   const outcome = call === 'record'
@@ -106,7 +120,9 @@ try {
     for (const size of SIZES) {
       const { db, ids } = await prepare(call);
       const times: number[] = [];
-      for (let i = 0; (i + 1) * size <= ids.length && i < 150; i += 1) times.push(await run(db, call, ids, size, i));
+      // Busy tenants' deliveries are never claimed: only the others' make full batches.
+      const claimable = call === 'claim_next' ? ids.length - BUSY * JOBS_PER_ENDPOINT : ids.length;
+      for (let i = 0; (i + 1) * size <= claimable && i < 150; i += 1) times.push(await run(db, call, ids, size, i));
       times.sort((a, b) => a - b);
       const median = times[times.length >> 1] ?? 0;
       rows.push({ call, size, calls: times.length, median_ms: Number(median.toFixed(2)), us_per_delivery: Number((1000 * median / size).toFixed(1)) });

@@ -197,7 +197,14 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- (claim_next_deliveries, src/worker/organization-share.ts), so that one tenant's hanging
 -- endpoints cannot take every slot. Empty (the usual case), the condition costs nothing;
 -- otherwise each message read is checked by its delivery's primary key, and the fetch reads past
--- the busy ones in its order.
+-- the busy ones in its order. So that the next fetch need not read past them again, the busy
+-- organizations' due messages it read past are then *parked*: given priority -1, which the
+-- fetch's order (pg-boss's, priority first) puts after every other due message and which a fetch
+-- with busy organizations does not read at all. Read past at every claim, 10,000 of them cost
+-- 48 ms a claim of 100 (67.5 against 20.0 ms; bench/statement-costs.ts, STATEMENTS_BUSY=25). A
+-- parked message stays due: a fetch with no busy organization takes it after the others'
+-- (nothing else uses priorities), and unpark_messages() puts it back at 0, in its old place,
+-- once its organization is no longer busy.
 create or replace function fetch_due_messages(p_queue text, p_limit integer, p_busy_orgs text[] default '{}')
 returns jsonb
 language plpgsql
@@ -208,26 +215,56 @@ set enable_sort = off
 as $$
 declare
   v_messages jsonb;
+  v_take uuid[] := '{}';
+  v_park uuid[] := '{}';
+  v_message record;
 begin
-  with next as (
-    select j.id
-    from pgboss.job j
-    where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
-      and (cardinality(p_busy_orgs) = 0 or not exists (
-        select from deliveries d where d.id = (j.data->>'deliveryId')::bigint and d.org_id = any(p_busy_orgs)))
-    order by j.priority desc, j.created_on
-    limit p_limit
-    for update of j skip locked
-  ), fetched as (
+  if cardinality(p_busy_orgs) = 0 then
+    v_take := array(
+      select j.id
+      from pgboss.job j
+      where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
+      order by j.priority desc, j.created_on
+      limit p_limit
+      for update of j skip locked);
+  else
+    -- The same order, one message at a time with its delivery's organization (by primary key:
+    -- written as a `not exists` in the query, the condition was planned as a hash of every
+    -- delivery of the busy organizations, a scan of the whole deliveries table at every fetch,
+    -- 37 ms a claim of 20,000 deliveries in bench/statement-costs.ts), up to p_limit messages
+    -- of other organizations; the busy ones' read on the way are parked below. Parked messages
+    -- (priority -1) are not read. A message whose delivery is gone is taken (its claim skips it).
+    for v_message in
+      select j.id, (select d.org_id from deliveries d where d.id = (j.data->>'deliveryId')::bigint) as org_id
+      from pgboss.job j
+      where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
+        and j.priority >= 0
+      order by j.priority desc, j.created_on
+      for update of j skip locked
+    loop
+      if v_message.org_id = any(p_busy_orgs) then
+        v_park := array_append(v_park, v_message.id);
+      else
+        v_take := array_append(v_take, v_message.id);
+        exit when cardinality(v_take) >= p_limit;
+      end if;
+    end loop;
+    if cardinality(v_park) > 0 then
+      update pgboss.job j set priority = -1 where j.name = p_queue and j.id = any(v_park);
+    end if;
+  end if;
+
+  with fetched as (
     update pgboss.job j set
       state = 'active',
       started_on = pgboss.job_now(),
       heartbeat_on = pgboss.job_now(),
       retry_count = case when j.started_on is not null then j.retry_count + 1 else j.retry_count end
-    -- By primary key, `= any` of the locked ids. Joined to `next` (pg-boss's own form), a claim
-    -- of 400 from a due backlog of 20,000 hashed a sequential scan of the whole queue table: the
-    -- fetch took 30 ms instead of 16 (test/claim-plans.test.ts; bench/statement-costs.ts).
-    where j.name = p_queue and j.id = any(array(select next.id from next))
+    -- By primary key, `= any` of the locked ids. Joined to the query that locked them (pg-boss's
+    -- own form), a claim of 400 from a due backlog of 20,000 hashed a sequential scan of the whole
+    -- queue table: the fetch took 30 ms instead of 16 (test/claim-plans.test.ts;
+    -- bench/statement-costs.ts).
+    where j.name = p_queue and j.id = any(v_take)
     returning j.id, j.retry_count, j.data
   )
   select coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'retry_count', f.retry_count,
@@ -238,8 +275,37 @@ begin
 end;
 $$;
 
+-- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0, in their old
+-- place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
+-- worker's busy ones). The worker calls it when an organization stops being busy there, and
+-- once a minute, so that messages parked by a worker that stopped, or for an organization busy
+-- only there, are not left behind the others' for long. Reads only parked messages (pg-boss's
+-- fetch index, by priority). Returns how many it put back.
+create or replace function unpark_messages(p_queue text, p_busy_orgs text[] default '{}')
+returns integer
+language plpgsql
+set enable_seqscan = off
+as $$
+declare
+  v_count integer;
+begin
+  update pgboss.job j set priority = 0
+  where j.name = p_queue and j.id = any(array(
+    select k.id from pgboss.job k
+    where k.name = p_queue and k.state < 'active' and not k.blocked and k.priority < 0
+      and (cardinality(p_busy_orgs) = 0 or not coalesce(
+        (select d.org_id from deliveries d where d.id = (k.data->>'deliveryId')::bigint) = any(p_busy_orgs), false))
+    for update of k skip locked));
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$$;
+
+comment on function unpark_messages(text, text[]) is
+  'Puts the due messages fetch_due_messages parked (priority -1) back at priority 0, except those of the organizations in p_busy_orgs; returns how many.';
+
 comment on function fetch_due_messages(text, integer, text[]) is
-  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs; returns their ids, retry counts, deliveries and rounds.';
+  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1); returns their ids, retry counts, deliveries and rounds.';
 
 -- The worker's fetch and claim in one call (src/worker/delivery-loop.ts): up to p_limit due
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of

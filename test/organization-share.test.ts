@@ -133,6 +133,48 @@ test.serial('the fetch passes over an organization with no room left; its messag
   t.is(due, 3, 'its messages are untouched, still due');
 });
 
+test.serial('a fetch parks the busy organization\'s messages it read past, so later fetches need not; they come back once it is not busy', async (t) => {
+  const slow = await tenant(t, app, 3);
+  const other = await tenant(t, app, 2);
+  const ids = (deliveries: readonly { id: number }[]) => sql.array(deliveries.map((d) => d.id), 'int8');
+  const priorities = () => app.pool.any(sql.type(z.object({ priority: z.number(), state: z.string() }))`
+    select priority, state::text from pgboss.job where name = ${DELIVERY_QUEUE} and (data->>'deliveryId')::bigint = any(${ids(slow.deliveries)})`);
+  // The slow organization's messages come first in the fetch's order; it takes the other's.
+  const fetch = (busy: string[]) => app.pool.oneFirst(sql.type(z.object({ m: z.unknown() }))`
+    select fetch_due_messages(${DELIVERY_QUEUE}, 1000, ${sql.array(busy, 'text')}) as m`) as Promise<{ delivery_id: number }[]>;
+  const first = await fetch([slow.orgId]);
+  t.true(other.deliveries.every((d) => first.some((m) => m.delivery_id === d.id)));
+  t.false(first.some((m) => slow.deliveries.some((d) => d.id === m.delivery_id)));
+  t.deepEqual(await priorities(), [-1, -1, -1].map((priority) => ({ priority, state: 'created' })), 'parked, and still due');
+
+  // A fetch that passes over another organization does not read them; nor take them.
+  const another = await tenant(t, app, 1);
+  const second = await fetch(['org_unrelated']);
+  t.deepEqual(second.map((m) => m.delivery_id), another.deliveries.map((d) => d.id));
+
+  // Put back for any organization no longer busy; left parked for one still busy.
+  const unpark = (busy: string[]) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select unpark_messages(${DELIVERY_QUEUE}, ${sql.array(busy, 'text')}) as n`);
+  await unpark([slow.orgId]);
+  t.deepEqual(await priorities(), [-1, -1, -1].map((priority) => ({ priority, state: 'created' })), 'still busy: left parked');
+  t.true(await unpark([]) >= 3);
+  t.deepEqual(await priorities(), [0, 0, 0].map((priority) => ({ priority, state: 'created' })));
+  const third = await fetch([]);
+  t.true(slow.deliveries.every((d) => third.some((m) => m.delivery_id === d.id)), 'fetched once not busy');
+});
+
+test.serial('a fetch with no busy organization takes parked messages after the others', async (t) => {
+  // Earlier tests' messages out of the way first.
+  await app.pool.query(sql.unsafe`select fetch_due_messages(${DELIVERY_QUEUE}, 100000, '{}')`);
+  const slow = await tenant(t, app, 2);
+  await app.pool.query(sql.unsafe`select fetch_due_messages(${DELIVERY_QUEUE}, 1000, ${sql.array([slow.orgId], 'text')})`);
+  const other = await tenant(t, app, 2);
+  const take = async (limit: number) => ((await app.pool.oneFirst(sql.type(z.object({ m: z.unknown() }))`
+    select fetch_due_messages(${DELIVERY_QUEUE}, ${limit}, '{}') as m`)) as { delivery_id: number }[]).map((m) => m.delivery_id).sort();
+  t.deepEqual(await take(2), other.deliveries.map((d) => d.id).sort(), 'the other organization\'s newer messages first');
+  t.deepEqual(await take(1000), slow.deliveries.map((d) => d.id).sort(), 'then the parked ones');
+});
+
 /** A receiver that never answers and one that answers at once; tenant A (hostile) and B. */
 async function hangingAndAnswering(t: ExecutionContext, on: TestApp) {
   const hanging = await startReceiver(() => 'hang');

@@ -88,6 +88,16 @@ export async function claimNextDeliveries(
   }));
 }
 
+/**
+ * Puts the delivery queue's messages that fetches parked (sql/006-claim.sql: a busy
+ * organization's due messages a fetch read past) back in their place, except those of `busy`.
+ * Returns how many.
+ */
+export async function unparkMessages(db: CommonQueryMethods, busy: readonly string[]): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select unpark_messages(${DELIVERY_QUEUE}, ${sql.array([...busy], 'text')}) as n`);
+}
+
 export type AttemptResult = {
   delivery_id: number;
   round: number;

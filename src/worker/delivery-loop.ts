@@ -8,7 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { claimNextDeliveries, type AttemptResult, type Claim } from '../db/deliveries.ts';
+import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -30,6 +30,8 @@ const FETCH_BATCH = 400;
 export const IN_FLIGHT_BYTES = 16 * 1024 * 1024;
 /** The smallest claim (and the step by which claims grow back): see nextClaimSize. */
 const MIN_CLAIM = 10;
+/** How often the loop puts back messages parked for organizations not passed over here. */
+const UNPARK_EVERY_MS = 60_000;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
 const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
@@ -111,6 +113,7 @@ export function startDeliveryLoop(deps: {
   // had taken every slot. The fetch passes over the slow ones meanwhile, so only the others
   // borrow; the loan ends as their sends end.
   let lent = 0;
+  let lastUnpark = Number.NEGATIVE_INFINITY;
 
   // Late starts of one endpoint that come together take their new slots in one query.
   const retaker = makeSlotRetaker((endpointId, count, graceMs) =>
@@ -135,6 +138,13 @@ export function startDeliveryLoop(deps: {
       if (!passedOver.has(orgId)) {
         logger.warn({ org_id: orgId, share: limits.share }, 'organization holds its share of the worker\'s slots with attempts waiting for their receivers: its due deliveries wait');
       }
+    }
+    // Messages the fetch parked for an organization passed over here (sql/006-claim.sql) go
+    // back in their place once it is no longer passed over, and once a minute for every
+    // organization not passed over here (parked by a worker that stopped, or busy only there).
+    if ([...passedOver].some((orgId) => !limits.busy.includes(orgId)) || sentAt - lastUnpark >= UNPARK_EVERY_MS) {
+      lastUnpark = sentAt;
+      await unparkMessages(pool, limits.busy);
     }
     passedOver = new Set(limits.busy);
     const slowNow = new Set(Object.keys(limits.holding));
