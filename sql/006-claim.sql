@@ -202,7 +202,7 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- priority first) puts after every other due message and which a fetch with busy organizations
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
 -- after the others' (nothing else uses priorities), and unpark_messages() puts it back at 0, in
--- its old place, once its organization is no longer busy. Claims of 100 with 10,000 busy
+-- its old place, within a minute once its organization is no longer busy. Claims of 100 with 10,000 busy
 -- messages ahead took 67.5 ms in the form before (a `not exists` in the query, see below, and
 -- every busy message read past at every claim) against 20.0 with none; 19.9 now
 -- (bench/statement-costs.ts, STATEMENTS_BUSY=25). A cursor fetches rows ten at a time, so up to
@@ -280,10 +280,13 @@ $$;
 
 -- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0, in their old
 -- place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
--- worker's busy ones). The worker calls it when an organization stops being busy there, and
--- once a minute, so that messages parked by a worker that stopped, or for an organization busy
--- only there, are not left behind the others' for long. Reads only parked messages (pg-boss's
--- fetch index, by priority). Returns how many it put back.
+-- worker's busy ones). Each worker calls it once a minute, so that messages parked for an
+-- organization no longer busy, busy only in another worker or parked by a worker that stopped
+-- are not left behind the others' for long while some organization is busy (a fetch with none
+-- takes parked messages anyway, after the others'). Not at every end of an organization's turn
+-- at its share: that came every claim or so for one whose receivers answer, and putting back and
+-- parking its whole backlog each time took the database's every core. Reads only parked
+-- messages (pg-boss's fetch index, by priority). Returns how many it put back.
 create or replace function unpark_messages(p_queue text, p_busy_orgs text[] default '{}')
 returns integer
 language plpgsql
