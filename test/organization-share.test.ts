@@ -255,6 +255,17 @@ test.serial('hanging attempts that time out together leave their tenant slow: it
 // worker opens to one origin in a pool.
 const wideApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '200', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
 
+/** B's job to `/fast` at `receiver` (5 s timeout), once it arrived: its recorded attempts. */
+async function deliveredAtFast(t: ExecutionContext, key: string, receiver: Awaited<ReturnType<typeof startReceiver>>) {
+  const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
+  await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
+  return until('B\'s attempt to be recorded', async () => {
+    const recorded = await wideApp.pool.any(sql.type(z.object({ success: z.boolean(), error: z.string().nullable() }))`
+      select a.success, a.error from delivery_attempts a join deliveries d on d.id = a.delivery_id where d.job_id = ${jobB.job.id as string}`);
+    return recorded.length > 0 && recorded;
+  });
+}
+
 test.serial('a slow tenant\'s attempts use connections of their own: another tenant reaches the same origin meanwhile', async (t) => {
   const receiver = await startReceiver((arrival) => (arrival.url === '/slow' ? 'hang' : { status: 200, body: 'ok' }));
   t.teardown(() => receiver.close());
@@ -268,13 +279,7 @@ test.serial('a slow tenant\'s attempts use connections of their own: another ten
   // to the same origin waited behind them until it timed out, again at every retry.
   await moreJobs(byA, first, 2, 71);
   await until('63 more of A\'s attempts to hang (one pool\'s worth with the first)', () => receiver.arrivals.length >= 64, 60_000);
-  const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key: b.key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
-  await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
-  const attempts = await until('B\'s attempt to be recorded', async () => {
-    const recorded = await wideApp.pool.any(sql.type(z.object({ success: z.boolean(), error: z.string().nullable() }))`
-      select a.success, a.error from delivery_attempts a join deliveries d on d.id = a.delivery_id where d.job_id = ${jobB.job.id as string}`);
-    return recorded.length > 0 && recorded;
-  });
+  const attempts = await deliveredAtFast(t, b.key, receiver);
   t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not time out waiting for a connection');
 });
 
@@ -291,12 +296,6 @@ test.serial('a first wave that takes every connection of the shared pool to an o
   await until('64 of A\'s attempts to hang', () => receiver.arrivals.length >= 64, 60_000);
   await sleep(HELD_AFTER_MS + 100); // A is slow from here on, holding 70 sends made in the shared pool
   t.is(receiver.arrivals.length, 64, 'the shared pool\'s connections to the origin are all taken');
-  const jobB = await fixtures.createJobWithTargets({ t, on: wideApp, key: b.key }, { urls: [receiver.at('/fast')], endpoint: { timeout_ms: 5_000 } });
-  await until('B\'s delivery', () => receiver.forJob(jobB.job.id).length === 1, 60_000);
-  const attempts = await until('B\'s attempt to be recorded', async () => {
-    const recorded = await wideApp.pool.any(sql.type(z.object({ success: z.boolean(), error: z.string().nullable() }))`
-      select a.success, a.error from delivery_attempts a join deliveries d on d.id = a.delivery_id where d.job_id = ${jobB.job.id as string}`);
-    return recorded.length > 0 && recorded;
-  });
+  const attempts = await deliveredAtFast(t, b.key, receiver);
   t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not wait for a connection');
 });
