@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { makeApp, type AppDependencies } from './api/app.ts';
 import { stopValidationPool } from './core/json-schema-pool.ts';
+import { AppError, validationError } from './errors.ts';
 
 export type WebServer = { port: number; stop(): Promise<void> };
 
@@ -22,12 +23,13 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
     socket.destroy();
     return;
   }
-  const [status, code, message] = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-    ? [408, 'request_timeout', 'The request did not arrive whole in time.']
+  const problem = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    ? new AppError(408, 'request_timeout', 'The request did not arrive whole in time.')
     : error.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.']
-      : [400, 'validation_error', 'The request is not valid HTTP/1.1.'];
-  const body = JSON.stringify({ error: { code, message } });
+      ? new AppError(431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.')
+      : validationError('The request is not valid HTTP/1.1.');
+  const { status } = problem;
+  const body = JSON.stringify(problem.toBody());
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
     + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`);
 }
