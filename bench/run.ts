@@ -9,7 +9,10 @@
 // Beside ours, in the same run: the baseline (bench/baseline/: the same scenario as the stack's
 // packages document it) accepts and delivers just after our accept and delivery phases, the
 // accept floor (bench/accept-floor-server.ts: only what the contract needs written) accepts just
-// after the baseline, and a bare Express POST is one of the ceilings. CPU is read from /proc for
+// after the baseline, the delivery floor (bench/delivery-floor.ts: pg-boss, the reads, the signed
+// POST and the rows the contract needs) delivers just after the baseline's delivery, and a bare
+// Express POST is one of the ceilings. The delivery phase also reports the receiver's CPU and
+// the whole machine's (every process, /proc/stat) per delivery. CPU is read from /proc for
 // our processes and for the database server (its postmaster and backends). Prints the figures,
 // then every goal of bench/goals.ts beside its starting figure, and writes
 // bench/results/<timestamp>.json.
@@ -39,8 +42,12 @@ import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
+import { openDeliveryFloor } from './delivery-floor.ts';
 import { goalRows, judge } from './goals.ts';
-import { firstAttempts, insertGiveUps, insertJobs, jobRequests, PAYLOAD, percentile, startReceiver, steadyLoad, warmSteadyLoad, watchBackground } from './workload.ts';
+import {
+  firstAttempts, insertGiveUps, insertJobs, jobRequests, machineTicks, PAYLOAD, percentile, startReceiver, steadyLoad, TICKS_PER_SECOND, warmSteadyLoad,
+  watchBackground,
+} from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
@@ -49,6 +56,8 @@ const quick = process.argv.includes('--quick');
 const full = process.argv.includes('--full');
 const SECONDS = quick ? 5 : 20;
 const BACKLOG = full ? 1_000_000 : quick ? 20_000 : 100_000;
+/** The delivery floor's backlog: about 8 s of it at this machine's rates. */
+const FLOOR_MESSAGES = quick ? 10_000 : 30_000;
 const LATENCY_RATE = 300;
 const ORGS = 50;
 const STALL_SECONDS = Number(process.env.BENCH_STALL_SECONDS ?? 30);
@@ -383,6 +392,29 @@ async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) 
   }
 }
 
+/**
+ * The delivery floor (bench/delivery-floor.ts, its fourth mode: pg-boss's fetch and settle, what
+ * each POST carries read where the contract keeps it, the signed POST, the rows the contract
+ * needs, and nothing else of ours; 2 loops of 500, its best configuration on this machine) on a
+ * database of its own, in this process, POSTing to the bench's receiver: what a worker of this
+ * design could deliver in this run's hour, against which the delivery rate is judged.
+ */
+async function deliveryFloorPhase(b: Bench, database: string, messages: number) {
+  const admin = new pg.Client({ connectionString: b.dbUrl });
+  await admin.connect();
+  const url = await createDatabase(admin, b.dbUrl, database).finally(() => admin.end());
+  const floor = await openDeliveryFloor(url, { port: b.receiverPort, pid: b.receiver.pid });
+  try {
+    const row = await floor.measure('queue + read + POST + record', { loops: 2, batch: 500 }, messages);
+    return {
+      deliveries_per_second: row.per_second, process_cpu_us_per_delivery: row.process_cpu_us, database_cpu_us_per_delivery: row.database_cpu_us,
+      receiver_cpu_us_per_delivery: row.receiver_cpu_us, machine_cpu_us_per_delivery: row.machine_cpu_us, machine_busy_cores: row.busy_cores,
+    };
+  } finally {
+    await floor.close();
+  }
+}
+
 /** The baseline's delivery rate: its worker, just started, delivers every job its accept phase left. */
 async function baselineDeliveryPhase(b: Bench, baseline: { url: string }, accepted: number) {
   b.receiver.send('reset');
@@ -417,12 +449,19 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
   const first = await waitForDeliveries(b.receiver, 1, 'the delivery phase (first delivery)', 60);
   const cpuBefore = (await usage(worker.pid ?? 0)).cpuSeconds;
   const dbBefore = await databaseCpuSeconds(b.postmasterPid);
+  const receiverBefore = (await usage(b.receiver.pid ?? 0)).cpuSeconds;
+  const machineBefore = await machineTicks();
+  const startedAt = performance.now();
   const stats = await waitForDeliveries(b.receiver, backlog, 'the delivery phase');
   const workerUsage = await usage(worker.pid ?? 0);
   const dbAfter = await databaseCpuSeconds(b.postmasterPid);
+  const receiverAfter = (await usage(b.receiver.pid ?? 0)).cpuSeconds;
+  const machineAfter = await machineTicks();
+  const seconds = (performance.now() - startedAt) / 1000;
   const perSecond = stats.count / Math.max(0.001, (stats.last - stats.first) / 1000);
   const workerCpu = Math.round(((workerUsage.cpuSeconds - cpuBefore) * 1e6) / Math.max(1, stats.count - first.count));
   const databaseCpu = cpuPer(dbBefore, dbAfter, stats.count - first.count);
+  const machineSeconds = (machineAfter.busy - machineBefore.busy) / TICKS_PER_SECOND;
   // Counted once the worker has recorded its last batches (10 s at most): counted at the last
   // arrival, a few hundred of them were still being recorded, which read like lost deliveries.
   let succeeded = await countDeliveries(b.db, `status = 'succeeded'`);
@@ -439,6 +478,13 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
     // of the last batch is a few milliseconds of it.
     database_cpu_us_per_delivery: databaseCpu,
     worker_and_database_cpu_us_per_delivery: databaseCpu === null ? null : workerCpu + databaseCpu,
+    // The rest of the machine's work for each delivery: the bench's receiver answering it, and
+    // every process's CPU together (/proc/stat: the web, idle here, and the bench's polling
+    // included). With the machine's cores all busy, the rate is the cores over this figure, so
+    // it says what a rate would need: at 4,000/s, 2 cores give 500 µs a delivery to everything.
+    receiver_cpu_us_per_delivery: cpuPer(receiverBefore, receiverAfter, stats.count - first.count),
+    machine_cpu_us_per_delivery: cpuPer(0, machineSeconds, stats.count - first.count),
+    machine_busy_cores: +(machineSeconds / Math.max(0.001, seconds)).toFixed(2),
   };
 }
 
@@ -640,6 +686,11 @@ async function run(dbUrl: string, children: ChildProcess[]) {
     const delivery = await deliveryPhase(b, worker, ceilings);
     progress('the baseline\'s delivery rate');
     const baselineDelivery = await baselineDeliveryPhase(b, baselineDb, baselineAccept.accepted);
+    progress('the delivery floor (bench/delivery-floor.ts)');
+    const deliveryFloor = await deliveryFloorPhase(b, `${new URL(dbUrl).pathname.slice(1)}_delivery_floor`, FLOOR_MESSAGES);
+    const deliveryWithFloor = {
+      ...delivery, ratio_to_delivery_floor: +(delivery.deliveries_per_second / Math.max(1, deliveryFloor.deliveries_per_second)).toFixed(3),
+    };
     progress('vacuum after the throughput phases');
     const vacuumSeconds = await vacuumBeforeLatency(b, baselineDb.url);
     progress(`latency at ${LATENCY_RATE} jobs/s`);
@@ -666,7 +717,8 @@ async function run(dbUrl: string, children: ChildProcess[]) {
       mode: full ? 'full' : quick ? 'quick' : 'default',
       seconds: SECONDS,
       database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded, fsync and synchronous_commit on (as npm start)',
-      ceilings, accept: acceptWithFloor, accept_floor: acceptFloor, delivery, latency, drain: drain.part, recover: recovery.part, baseline,
+      ceilings, accept: acceptWithFloor, accept_floor: acceptFloor, delivery: deliveryWithFloor, delivery_floor: deliveryFloor, latency, drain: drain.part,
+      recover: recovery.part, baseline,
       memory_mb: {
         web_peak: Math.round((await usage(web.pid ?? 0)).peakMb), worker_peak: Math.round(Math.max(workerPeakMb, drain.workerPeakMb, recovery.workerPeakMb)),
       },
@@ -691,6 +743,10 @@ function print(report: Report, file: string): void {
     'accept floor (jobs/s) / share of bare Express / ours over it': `${report.accept_floor.jobs_per_second} / ${report.accept_floor.ratio_to_bare_express} / ${accept.ratio_to_accept_floor}`,
     'CPU per job of the accept floor, process / database (us)': `${report.accept_floor.web_cpu_us_per_job} / ${report.accept_floor.database_cpu_us_per_job ?? 'n/a'}`,
     'delivery rate (deliveries/s)': delivery.deliveries_per_second,
+    'delivery floor (deliveries/s) / ours over it': `${report.delivery_floor.deliveries_per_second} / ${delivery.ratio_to_delivery_floor}`,
+    'CPU per delivery of the delivery floor, process / database / receiver / whole machine (us); cores busy':
+      `${report.delivery_floor.process_cpu_us_per_delivery} / ${report.delivery_floor.database_cpu_us_per_delivery ?? 'n/a'} / `
+      + `${report.delivery_floor.receiver_cpu_us_per_delivery ?? 'n/a'} / ${report.delivery_floor.machine_cpu_us_per_delivery ?? 'n/a'}; ${report.delivery_floor.machine_busy_cores}`,
     [`latency at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.p50_ms} / ${latency.p99_ms}`,
     [`POST answer at ${latency.rate} jobs/s, p50 / p99 (ms)`]: `${latency.answer_p50_ms} / ${latency.answer_p99_ms}`,
     [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
@@ -705,6 +761,7 @@ function print(report: Report, file: string): void {
       `${drain.pgboss_fetch_100_ms.with_index_ms} / ${drain.pgboss_fetch_100_ms.without_index_ms ?? 'n/a'}`,
     'CPU per accepted job, web / database (us)': `${accept.web_cpu_us_per_job} / ${accept.database_cpu_us_per_job ?? 'n/a'}`,
     'CPU per delivery, worker / database (us)': `${delivery.cpu_us_per_delivery} / ${delivery.database_cpu_us_per_delivery ?? 'n/a'}`,
+    'CPU per delivery, receiver / whole machine (us); cores busy': `${delivery.receiver_cpu_us_per_delivery ?? 'n/a'} / ${delivery.machine_cpu_us_per_delivery ?? 'n/a'}; ${delivery.machine_busy_cores}`,
     'worker CPU per delivery in the drain (us)': drain.cpu_us_per_delivery,
     'baseline (bench/baseline): jobs/s / deliveries/s': `${report.baseline.jobs_per_second} / ${report.baseline.deliveries_per_second}`,
     'ours / baseline: accept / delivery': `${report.baseline.accept_multiple}x / ${report.baseline.delivery_multiple}x`,
@@ -744,6 +801,7 @@ async function main(): Promise<number> {
       await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
       await admin.query(`drop database if exists ${database}_baseline with (force)`).catch(() => {});
       await admin.query(`drop database if exists ${database}_accept_floor with (force)`).catch(() => {});
+      await admin.query(`drop database if exists ${database}_delivery_floor with (force)`).catch(() => {});
     }
     await admin.end();
     await embedded?.stop();

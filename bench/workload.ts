@@ -237,10 +237,10 @@ export async function firstAttempts(
   };
 }
 
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+export const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
 /** The machine's CPU time so far, in clock ticks: busy (user, nice, system, irq, softirq) and stolen. */
-async function machineTicks(): Promise<{ busy: number; steal: number }> {
+export async function machineTicks(): Promise<{ busy: number; steal: number }> {
   const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
   const [, user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).map(Number);
   return { busy: user + nice + system + irq + softirq, steal };
