@@ -4,6 +4,7 @@
 // fetch_due_messages in sql/006-claim.sql). One tenant's hanging endpoints held every slot of a
 // worker, and the other tenants' deliveries waited behind them for as long as they hung.
 import test, { type ExecutionContext } from 'ava';
+import { pino } from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
@@ -249,6 +250,28 @@ test.serial('hanging attempts that time out together leave their tenant slow: it
   // all six slots until its 30 deliveries had gone, and B came after them.
   const seen = hanging.arrivals.length;
   t.true(seen <= 6 + 3 + 3, `A's attempts before B's: ${seen}`);
+});
+
+// Six slots again, the worker's log read, and retries an hour away (a wave's timeouts are not retried meanwhile).
+type Line = { level: number; msg: string; org_id?: string };
+const logLines: Line[] = [];
+const loggedApp = startTestApp(
+  { ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '6', RATE_LIMIT_JOBS_PER_SECOND: '100000', RETRY_SCHEDULE: '3600,3600,3600,3600,3600,3600' },
+  { worker: true, logger: pino({ level: 'warn' }, { write: (line: string) => { logLines.push(JSON.parse(line) as Line); } }) },
+);
+
+test.serial('the worker warns once a minute, not at every wave, that it passes over a tenant at its share', async (t) => {
+  // A probe of a running service counted 104 of these warnings in a 16 s drain: a tenant counted
+  // slow reaches its share and leaves it about every claim, and each return was logged.
+  const { hanging, a, byA } = await hangingAndAnswering(t, loggedApp);
+  // Waves: six attempts hanging 2 s (before A is found slow), then three at a time (its share):
+  // between two waves A holds nothing, and at each wave it is at its share again.
+  const first = await fixtures.createJobWithTargets(byA, { urls: [hanging.at('/w')], endpoint: { timeout_ms: 2_000, rate_limit_rps: 1000 } });
+  await moreJobs(byA, first, 2, 15);
+  await until('three waves of A\'s attempts', () => hanging.arrivals.length >= 6 + 3 + 3, 60_000);
+  await sleep(500); // the third wave's claim has been made, and any warning of it logged
+  const warnings = logLines.filter((line) => line.org_id === a.orgId && line.msg.startsWith('organization holds its share'));
+  t.is(warnings.length, 1, 'one warning for three turns at its share within a minute');
 });
 
 // Two hundred slots: a slow organization may hold a hundred, more than the 64 connections a
