@@ -25,7 +25,9 @@ const pendingRow = z.object({ id: z.number(), round: z.number(), job_id: z.strin
  * are about `bytes` long; with `paused`, the endpoints are paused before the jobs, so that their
  * deliveries wait for them together.
  */
-async function tenantJobs(t: ExecutionContext, on: TestApp, count: number, bytes: number, options: { urls?: string[]; paused?: boolean } = {}) {
+async function tenantJobs(
+  t: ExecutionContext, on: TestApp, count: number, bytes: number, options: { urls?: string[]; paused?: boolean; filler?: string } = {},
+) {
   const { key } = await on.createOrg();
   const by = { t, on, key };
   const application = await fixtures.createApplication(by, { name: 'Budget' });
@@ -38,7 +40,9 @@ async function tenantJobs(t: ExecutionContext, on: TestApp, count: number, bytes
   }
   const ids: string[] = [];
   for (let i = 0; i < count; i += 1) {
-    const payload = { n: i, filler: 'x'.repeat(bytes) };
+    // `bytes` of UTF-8 in the filler, whatever the bytes of its character.
+    const filler = options.filler ?? 'x';
+    const payload = { n: i, filler: filler.repeat(Math.round(bytes / Buffer.byteLength(filler))) };
     ids.push((await fixtures.createJob(by, { application_id: application.id, event_type: 'invoice.paid', payload })).id);
   }
   return { key, endpointIds, jobIds: ids };
@@ -75,7 +79,7 @@ test.serial('the first send is made whatever its size: a claim never stalls on o
   t.true((claims[0]?.payload.length ?? 0) > 200_000);
 });
 
-test.serial('a worker holds at most its in-flight budget of payloads, and delivers them all, each once', async (t) => {
+const holdsItsBudget = test.macro(async (t, filler: string, count: number) => {
   // Each answer takes 400 ms, so the attempts the worker holds at once are the requests open at
   // once. Three receivers, so three origins: the worker keeps at most 64 connections per origin.
   let open = 0;
@@ -90,12 +94,11 @@ test.serial('a worker holds at most its in-flight budget of payloads, and delive
   };
   const receivers = await Promise.all([1, 2, 3].map(() => startReceiver(slow)));
   t.teardown(() => Promise.all(receivers.map((r) => r.close())));
-  // 270 deliveries of ~240 KB: about 65 MB, four times IN_FLIGHT_BYTES (16 MB), all due at once
-  // when their endpoints are un-paused. WORKER_CONCURRENCY (800) and 64 connections to each of
-  // three origins alone would start 192 at once.
-  const count = 90;
+  // 3 × count deliveries of ~240 KB (270: about 65 MB, four times IN_FLIGHT_BYTES, 16 MB), all
+  // due at once when their endpoints are un-paused. WORKER_CONCURRENCY (800) and 64 connections
+  // to each of three origins alone would start 192 at once.
   const bytes = 240_000;
-  const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, { urls: receivers.map((r) => r.at('/hooks')), paused: true });
+  const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, { urls: receivers.map((r) => r.at('/hooks')), paused: true, filler });
   for (const id of endpointIds) t.is((await workerApp.request('PATCH', `/v1/endpoints/${id}`, { key, body: { status: 'active' } })).status, 200);
   await until('every delivery made', async () => {
     const rows = await deliveriesOf(workerApp, jobIds);
@@ -103,10 +106,16 @@ test.serial('a worker holds at most its in-flight budget of payloads, and delive
   }, 60_000);
   for (const receiver of receivers) {
     t.deepEqual(receiver.arrivals.map((a) => a.headers['webhook-id']).sort(), [...jobIds].sort(), 'each job arrived once at each receiver');
-    t.true(receiver.arrivals.every((a) => a.body.length > bytes), 'with its whole payload');
+    t.true(receiver.arrivals.every((a) => Buffer.byteLength(a.body) > bytes), 'with its whole payload');
   }
   const budget = Math.floor(IN_FLIGHT_BYTES / bytes) + 1;
   t.log(`${mostOpen} attempts held at once, budget ${budget}`);
   t.true(mostOpen <= budget, `at most ${budget} attempts held at once: ${mostOpen}`);
   t.true(mostOpen >= budget / 2, `the budget, not something else, bounded them: ${mostOpen} at once`);
 });
+
+test.serial('a worker holds at most its in-flight budget of payloads, and delivers them all, each once', holdsItsBudget, 'x', 90);
+// The budget is of bytes, as the claim counts them: counted in UTF-16 units, payloads of
+// three-byte characters counted a third of their size, and the worker held almost three times
+// the budget of them (a probe of a running service).
+test.serial('the budget counts bytes: payloads of three-byte characters are held to it too', holdsItsBudget, '中', 60);

@@ -274,6 +274,32 @@ test.serial('the worker warns once a minute, not at every wave, that it passes o
   t.is(warnings.length, 1, 'one warning for three turns at its share within a minute');
 });
 
+// Twenty slots: a claim waits for five free (a quarter), and four slow tenants may hold four each.
+const twentyApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '20', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+test.serial('slots left free by slow tenants each at its share are used, though fewer than a claim\'s worth', async (t) => {
+  // A probe of a running service: 40 slow tenants held 602 of 800 slots, each under its share,
+  // and the worker claimed nothing more until 200 were free (a quarter of its slots), which came
+  // only as their attempts timed out: the other 198 sat idle while thousands of deliveries were
+  // due. Here four slow tenants hold 4 slots each (their share: 20 / 5), and 4 are free, one
+  // fewer than a claim's worth: B's delivery waited for their 60 s timeouts.
+  const hanging = await startReceiver(() => 'hang');
+  const answering = await startReceiver();
+  t.teardown(() => Promise.all([hanging.close(), answering.close()]));
+  for (let n = 1; n <= 4; n += 1) {
+    const org = await twentyApp.createOrg();
+    const by = { t, on: twentyApp, key: org.key };
+    const first = await fixtures.createJobWithTargets(by, { urls: [hanging.at(`/o${n}`)], endpoint: { timeout_ms: 60_000, rate_limit_rps: 1000 } });
+    await moreJobs(by, first, 2, 4);
+    await until(`tenant ${n}'s four attempts to hang`, () => hanging.arrivals.length === 4 * n, 30_000);
+    await sleep(HELD_AFTER_MS + 100); // slow from here on
+  }
+  const b = await twentyApp.createOrg();
+  const jobB = await fixtures.createJobWithTargets({ t, on: twentyApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 30_000);
+  t.is(hanging.arrivals.length, 16, 'the slow tenants got nothing more');
+});
+
 // Two hundred slots: a slow organization may hold a hundred, more than the 64 connections a
 // worker opens to one origin in a pool.
 const wideApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', WORKER_CONCURRENCY: '200', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
