@@ -25,7 +25,8 @@ const FETCH_BATCH = 400;
 /**
  * The payload bytes this process holds for claimed attempts at most (plus one payload: a claim
  * always sends its first). WORKER_CONCURRENCY payloads of up to 256 KB would not fit in the
- * heap; 1 KB payloads never reach it. A claim is made only while at least a quarter is free.
+ * heap; 1 KB payloads never reach it. A claim waits until at least a quarter is free, for
+ * REFILL_WAIT_MS at most while some is.
  */
 export const IN_FLIGHT_BYTES = 16 * 1024 * 1024;
 /** The smallest claim (and the step by which claims grow back): see nextClaimSize. */
@@ -306,7 +307,8 @@ export function startDeliveryLoop(deps: {
   };
   // A busy loop claims again only when a claim's worth of slots is free (at most a quarter of
   // WORKER_CONCURRENCY), not at every freed slot: slots free in small groups (each recording
-  // batch), and claiming whatever is free would keep every later batch that small.
+  // batch), and claiming whatever is free would keep every later batch that small. Unless none
+  // came for REFILL_WAIT_MS: then it claims for those that are free (the loop below).
   const refill = () => Math.min(claimSize, Math.max(1, Math.floor(config.workerConcurrency / 4)));
   /** Since when fewer than `refill()` slots (or a quarter of the payload budget) have been free. */
   let shortSince: number | undefined;
