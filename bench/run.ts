@@ -370,36 +370,40 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
  * with ORGS tenants whose endpoints no worker serves, loaded as the accept phase loads the API.
  */
 async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) {
-  const admin = new pg.Client({ connectionString: b.dbUrl });
-  await admin.connect();
-  const url = await createDatabase(admin, b.dbUrl, database).finally(() => admin.end());
-  const orgs = await prepareAcceptFloor(root, url, logger);
-  const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc']);
-  b.children.push(server);
-  try {
-    const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
-    const dbBefore = await databaseCpuSeconds(b.postmasterPid);
-    const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
-    const perSecond = run['2xx'] / SECONDS;
-    return {
-      jobs_per_second: Math.round(perSecond), non_2xx: run.non2xx,
-      web_cpu_us_per_job: Math.round((((await usage(server.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
-      database_cpu_us_per_job: cpuPer(dbBefore, await databaseCpuSeconds(b.postmasterPid), run['2xx']),
-      ratio_to_bare_express: +(perSecond / ceilings.bare_express_posts_per_second).toFixed(3),
-    };
-  } finally {
-    await stopChild(server, 5000);
-    await dropDatabase(b, database);
-  }
+  return withFloorDatabase(b, database, async (url) => {
+    const orgs = await prepareAcceptFloor(root, url, logger);
+    const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc']);
+    b.children.push(server);
+    try {
+      const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
+      const dbBefore = await databaseCpuSeconds(b.postmasterPid);
+      const run = await autocannon({ url: `http://127.0.0.1:${port}`, connections: 50, duration: SECONDS, requests: jobRequests(orgs) });
+      const perSecond = run['2xx'] / SECONDS;
+      return {
+        jobs_per_second: Math.round(perSecond), non_2xx: run.non2xx,
+        web_cpu_us_per_job: Math.round((((await usage(server.pid ?? 0)).cpuSeconds - cpuBefore) * 1e6) / Math.max(1, run['2xx'])),
+        database_cpu_us_per_job: cpuPer(dbBefore, await databaseCpuSeconds(b.postmasterPid), run['2xx']),
+        ratio_to_bare_express: +(perSecond / ceilings.bare_express_posts_per_second).toFixed(3),
+      };
+    } finally {
+      await stopChild(server, 5000);
+    }
+  });
 }
 
 /**
- * A floor's database, dropped once its phase is over: nothing reads it again, and left in place
- * its rows were autovacuumed later, during the latency phase (2026-11-28T02-13-25.385Z: the
- * accept floor's webhook_jobs and deliveries in its last 4 seconds, p99 147 ms).
+ * `use` given the URL of a new database `database` of the bench's server, which is dropped once
+ * `use` is over: nothing reads a floor's database after its phase, and left in place its rows
+ * were autovacuumed later, during the latency phase (2026-11-28T02-13-25.385Z: the accept
+ * floor's webhook_jobs and deliveries in its last 4 seconds, p99 147 ms).
  */
-async function dropDatabase(b: Bench, database: string): Promise<void> {
-  await b.db.query(`drop database if exists ${database} with (force)`);
+async function withFloorDatabase<T>(b: Bench, database: string, use: (url: string) => Promise<T>): Promise<T> {
+  const url = await createDatabase(b.db, b.dbUrl, database);
+  try {
+    return await use(url);
+  } finally {
+    await b.db.query(`drop database if exists ${database} with (force)`);
+  }
 }
 
 /**
@@ -410,20 +414,18 @@ async function dropDatabase(b: Bench, database: string): Promise<void> {
  * design could deliver in this run's hour, against which the delivery rate is judged.
  */
 async function deliveryFloorPhase(b: Bench, database: string, messages: number) {
-  const admin = new pg.Client({ connectionString: b.dbUrl });
-  await admin.connect();
-  const url = await createDatabase(admin, b.dbUrl, database).finally(() => admin.end());
-  const floor = await openDeliveryFloor(url, { port: b.receiverPort, pid: b.receiver.pid });
-  try {
-    const row = await floor.measure('queue + read + POST + record', { loops: 2, batch: 500 }, messages);
-    return {
-      deliveries_per_second: row.per_second, process_cpu_us_per_delivery: row.process_cpu_us, database_cpu_us_per_delivery: row.database_cpu_us,
-      receiver_cpu_us_per_delivery: row.receiver_cpu_us, machine_cpu_us_per_delivery: row.machine_cpu_us, machine_busy_cores: row.busy_cores,
-    };
-  } finally {
-    await floor.close();
-    await dropDatabase(b, database);
-  }
+  return withFloorDatabase(b, database, async (url) => {
+    const floor = await openDeliveryFloor(url, { port: b.receiverPort, pid: b.receiver.pid });
+    try {
+      const row = await floor.measure('queue + read + POST + record', { loops: 2, batch: 500 }, messages);
+      return {
+        deliveries_per_second: row.per_second, process_cpu_us_per_delivery: row.process_cpu_us, database_cpu_us_per_delivery: row.database_cpu_us,
+        receiver_cpu_us_per_delivery: row.receiver_cpu_us, machine_cpu_us_per_delivery: row.machine_cpu_us, machine_busy_cores: row.busy_cores,
+      };
+    } finally {
+      await floor.close();
+    }
+  });
 }
 
 /** The baseline's delivery rate: its worker, just started, delivers every job its accept phase left. */
