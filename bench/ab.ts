@@ -1,6 +1,6 @@
 // What the A/B scripts (bench/accept-ab.ts, delivery-ab.ts, latency-ab.ts) share: each tree's
 // database migrated by that tree's own code with the same 50 tenants, its processes started with
-// the Node flags of its own `npm run <role>`, and the /proc readings of a process.
+// the Node flags and environment settings of its own `npm run <role>`, and the /proc readings of a process.
 import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -16,6 +16,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { startQueue } from '../src/queue.ts';
+import { nodeFlagsOf, readNodeScript } from './scripts.ts';
 import { startReceiver, type Sender } from './workload.ts';
 
 export type Fixture = Sender;
@@ -93,27 +94,33 @@ export async function prepareAcceptFloor(tree: string, url: string, logger: Logg
 
 /** The accept floor of `tree` on `url`, with these Node flags after this process's own; resolves once it listens. */
 export async function startAcceptFloor(
-  tree: string, url: string, nodeArgs: string[], stdio: StdioOptions,
+  tree: string, url: string, nodeArgs: string[], stdio: StdioOptions, env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; port: number }> {
   const child = fork(path.join(tree, 'bench/accept-floor-server.ts'), {
-    execArgv: [...process.execArgv, ...nodeArgs], stdio, env: { PATH: process.env.PATH ?? '', DATABASE_URL: url },
+    execArgv: [...process.execArgv, ...nodeArgs], stdio, env: { PATH: process.env.PATH ?? '', ...env, DATABASE_URL: url },
   });
   const { port } = await new Promise<{ port: number }>((resolve) => child.once('message', (m) => resolve(m as { port: number })));
   return { child, port };
 }
 
 /** The Node flags the tree's `npm run <role>` starts the role with (its package.json), then `extra`. */
-export async function nodeArgsOf(dir: string, role: 'web' | 'worker', extra = ''): Promise<string[]> {
-  const { scripts } = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const own = (/\bnode (.*)src\/main\.ts/.exec(scripts[role] ?? '')?.[1] ?? '').split(' ');
-  return [...own, ...extra.split(' ')].filter(Boolean);
+export function nodeArgsOf(dir: string, role: 'web' | 'worker', extra = ''): string[] {
+  return [...nodeFlagsOf(readNodeScript(dir, role)), ...extra.split(' ')].filter(Boolean);
 }
 
-/** The tree's `src/main.ts <role>`, with its own flags and `extraNodeArgs`, local destinations allowed and job creation unlimited. */
-export async function startRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, extraNodeArgs = ''): Promise<ChildProcess> {
-  return spawn(process.execPath, [...await nodeArgsOf(dir, role, extraNodeArgs), path.join(dir, 'src/main.ts'), role], {
+/** The environment settings the tree's `npm run <role>` starts the role with (e.g. MALLOC_ARENA_MAX). */
+export function scriptEnvOf(dir: string, role: 'web' | 'worker'): Record<string, string> {
+  return readNodeScript(dir, role).env;
+}
+
+/** The tree's `src/main.ts <role>`, with its own flags, settings and `extraNodeArgs`, local destinations allowed and job creation unlimited. */
+export function startRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, extraNodeArgs = ''): ChildProcess {
+  return spawn(process.execPath, [...nodeArgsOf(dir, role, extraNodeArgs), path.join(dir, 'src/main.ts'), role], {
     cwd: dir, stdio: ['ignore', process.env.AB_ROLE_STDOUT === '1' ? 'inherit' : 'ignore', 'inherit'],
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000', ...env },
+    env: {
+      PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000',
+      ...scriptEnvOf(dir, role), ...env,
+    },
   });
 }
 

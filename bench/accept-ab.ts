@@ -2,14 +2,14 @@
 // others (e.g. checkouts of the commits before a change), interleaved in one run on one database
 // server so the machine's load falls on all alike: AB_ROUNDS rounds of the bare Express ceiling,
 // then each tree's web process (in a rotating order) loaded for AB_SECONDS, each tree on a
-// database migrated by its own code. Each web process runs with the Node flags of its tree's
-// `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
+// database migrated by its own code. Each web process runs with the Node flags and environment
+// settings of its tree's `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
 // Prints jobs/s, the share of the bare Express POST, web and database CPU per job and the web's
 // peak RSS, each round and the medians (the peak: the highest).
 // `--floor` (`npm run bench:accept-floor`) adds the accept floor (bench/accept-floor-server.ts:
 // job creation with what the contract needs and nothing else of ours) as one more participant,
-// on a database migrated by this tree with the same tenants, started with the V8 flags of this
-// tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead, when set: e.g.
+// on a database migrated by this tree with the same tenants, started with the V8 flags and settings
+// of this tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead, when set: e.g.
 // `--max-semi-space-size=16` for Node's default young generation).
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements; =all: those
 // inside functions too) and each round prints the participant's AB_TOP (default 8) statements
@@ -22,7 +22,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import {
-  cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareAcceptFloor, prepareTree, startAcceptFloor, startRole, stop, type Fixture,
+  cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareAcceptFloor, prepareTree, scriptEnvOf, startAcceptFloor, startRole, stop, type Fixture,
 } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { jobRequests } from './workload.ts';
@@ -67,8 +67,8 @@ const rows: Record<string, { express: number; jobs: number; share: number; cpu_u
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
     // The web's V8 flags (its memory budget: a smaller young generation collects more often).
-    const nodeArgs = await nodeArgsOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
-    const { child: web, port } = await startAcceptFloor(s.dir, s.url, nodeArgs, 'inherit');
+    const nodeArgs = nodeArgsOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
+    const { child: web, port } = await startAcceptFloor(s.dir, s.url, nodeArgs, 'inherit', scriptEnvOf(s.dir, 'web'));
     return { web, port };
   }
   const port = await freePort();

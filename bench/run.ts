@@ -39,7 +39,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
-import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, sleep, startAcceptFloor } from './ab.ts';
+import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, scriptEnvOf, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
 import { openDeliveryFloor } from './delivery-floor.ts';
@@ -50,8 +50,9 @@ import {
 } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-/** The Node flags `npm run <role>` (and so the Procfile) starts each role with. */
-const productNodeArgs = { web: await nodeArgsOf(root, 'web'), worker: await nodeArgsOf(root, 'worker') };
+/** The Node flags and environment settings `npm run <role>` (and so the Procfile) starts each role with. */
+const productNodeArgs = { web: nodeArgsOf(root, 'web'), worker: nodeArgsOf(root, 'worker') };
+const productEnv = { web: scriptEnvOf(root, 'web'), worker: scriptEnvOf(root, 'worker') };
 const quick = process.argv.includes('--quick');
 const full = process.argv.includes('--full');
 const SECONDS = quick ? 5 : 20;
@@ -157,7 +158,7 @@ function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildPr
   // The product's flags for the role, then the bench's own.
   const nodeArgs = [...productNodeArgs[role], process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
-    cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...productEnv[role], ...env },
   });
 }
 
@@ -333,12 +334,12 @@ async function acceptPhase(b: Bench, ceilings: Ceilings) {
 }
 
 /**
- * The baseline (bench/baseline/), started with the same Node flags as our role, with the same
+ * The baseline (bench/baseline/), started with the same Node flags and settings as our role, with the same
  * pool size and worker concurrency; answers its message ({ port } or { ready }) once up.
  */
 async function startBaseline(role: 'web' | 'worker', env: Record<string, string>): Promise<{ child: ChildProcess; port?: number }> {
   const child = fork(path.join(root, `bench/baseline/${role}.ts`), {
-    execArgv: productNodeArgs[role], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...env },
+    execArgv: productNodeArgs[role], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...productEnv[role], ...env },
   });
   const message = await new Promise<{ port?: number }>((resolve, reject) => {
     child.once('message', (m) => resolve(m as { port?: number }));
@@ -372,7 +373,7 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
 async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) {
   return withFloorDatabase(b, database, async (url) => {
     const orgs = await prepareAcceptFloor(root, url, logger);
-    const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc']);
+    const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc'], productEnv.web);
     b.children.push(server);
     try {
       const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;

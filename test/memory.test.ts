@@ -2,8 +2,8 @@
 // command line from package.json, role `all`) takes rounds of the worst hostile requests, and
 // its peak resident set (VmHWM in /proc) stays under the `all` role's goal.
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import test from 'ava';
+import { readNodeScript } from '../bench/scripts.ts';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
@@ -19,14 +19,6 @@ const ROUNDS = 12;
 
 test.after.always(closeRawAgent);
 
-/** `npm start`'s node arguments, read from package.json so the test runs what users run. */
-function startArguments(): string[] {
-  const scripts = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const words = (scripts.start ?? '').split(/\s+/);
-  const node = words.indexOf('node');
-  if (node < 0 || words.slice(0, node).some((word) => word !== 'exec')) throw new Error(`npm start is not "[exec] node ...": ${scripts.start}`);
-  return words.slice(node + 1);
-}
 
 function peakMegabytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -46,9 +38,11 @@ test(`npm start's process stays under ${ALL_PEAK_MB} MB peak RSS through rounds 
     return (await createApiKey(tx, { orgId: org.id, environment: 'live', name: 'root', scopes: ['*'], expiresAt: null })).key;
   });
 
-  const [first, ...rest] = startArguments();
+  // `npm start`'s node arguments and settings, read from package.json so the test runs what users run.
+  const script = readNodeScript(ROOT, 'start');
+  const [first, ...rest] = script.args;
   const started = startScript(first ?? '', rest, {
-    DATABASE_URL: database.url, PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_API_KEYS_PER_HOUR: '1000000', RATE_LIMIT_JOBS_PER_SECOND: '1000000',
+    ...script.env, DATABASE_URL: database.url, PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_API_KEYS_PER_HOUR: '1000000', RATE_LIMIT_JOBS_PER_SECOND: '1000000',
   });
   t.teardown(async () => {
     started.child.kill('SIGTERM');
