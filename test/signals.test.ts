@@ -63,6 +63,8 @@ for (const { name, send, reason } of cases) {
     t.timeout(5 * 60_000); // a first start (initdb) and a stop of node and PostgreSQL on a busy machine
     const tree = await startTree();
     t.true(alive(tree.nodePid) && alive(tree.postgresPid));
+    // The script's allocator setting reached node through npm and sh (its default: none was set).
+    t.regex(readFileSync(`/proc/${tree.nodePid}/environ`, 'utf8'), /(^|\0)MALLOC_ARENA_MAX=2\0/);
     // While it runs: a request's log line carries its latency rounded to the microsecond.
     const port = tree.logs().find((line) => line.msg === 'web listening')?.port as number;
     t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
