@@ -1,6 +1,7 @@
 // What the A/B scripts (bench/accept-ab.ts, delivery-ab.ts, latency-ab.ts) share: each tree's
 // database migrated by that tree's own code with the same 50 tenants, its processes started with
-// the Node flags and environment settings of its own `npm run <role>`, and the /proc readings of a process.
+// the Node flags and environment settings of its own `npm run <role>`, and the /proc readings of
+// a process.
 import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';

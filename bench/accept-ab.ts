@@ -8,9 +8,9 @@
 // peak RSS, each round and the medians (the peak: the highest).
 // `--floor` (`npm run bench:accept-floor`) adds the accept floor (bench/accept-floor-server.ts:
 // job creation with what the contract needs and nothing else of ours) as one more participant,
-// on a database migrated by this tree with the same tenants, started with the V8 flags and settings
-// of this tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead, when set: e.g.
-// `--max-semi-space-size=16` for Node's default young generation).
+// on a database migrated by this tree with the same tenants, started with the V8 flags and
+// settings of this tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead of the
+// flags, when set: e.g. `--max-semi-space-size=16` for Node's default young generation).
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements; =all: those
 // inside functions too) and each round prints the participant's AB_TOP (default 8) statements
 // of the most time: calls per accepted job and statement time per job.
@@ -66,7 +66,7 @@ const rows: Record<string, { express: number; jobs: number; share: number; cpu_u
 /** The participant's web process (the service's `npm run web`, or the accept floor), ready for load. */
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
-    // The web's V8 flags (its memory budget: a smaller young generation collects more often).
+    // The web's V8 flags and settings (its memory budget: a smaller young generation collects more often).
     const nodeArgs = nodeArgsOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
     const { child: web, port } = await startAcceptFloor(s.dir, s.url, nodeArgs, 'inherit', scriptEnvOf(s.dir, 'web'));
     return { web, port };

@@ -334,8 +334,8 @@ async function acceptPhase(b: Bench, ceilings: Ceilings) {
 }
 
 /**
- * The baseline (bench/baseline/), started with the same Node flags and settings as our role, with the same
- * pool size and worker concurrency; answers its message ({ port } or { ready }) once up.
+ * The baseline (bench/baseline/), started with the same Node flags and settings as our role, with
+ * the same pool size and worker concurrency; answers its message ({ port } or { ready }) once up.
  */
 async function startBaseline(role: 'web' | 'worker', env: Record<string, string>): Promise<{ child: ChildProcess; port?: number }> {
   const child = fork(path.join(root, `bench/baseline/${role}.ts`), {

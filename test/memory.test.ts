@@ -19,7 +19,6 @@ const ROUNDS = 12;
 
 test.after.always(closeRawAgent);
 
-
 function peakMegabytes(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
