@@ -104,23 +104,23 @@ export async function startAcceptFloor(
   return { child, port };
 }
 
-/** The Node flags the tree's `npm run <role>` starts the role with (its package.json), then `extra`. */
-export function nodeArgsOf(dir: string, role: 'web' | 'worker', extra = ''): string[] {
-  return [...nodeFlagsOf(readNodeScript(dir, role)), ...extra.split(' ')].filter(Boolean);
-}
-
-/** The environment settings the tree's `npm run <role>` starts the role with (e.g. MALLOC_ARENA_MAX). */
-export function scriptEnvOf(dir: string, role: 'web' | 'worker'): Record<string, string> {
-  return readNodeScript(dir, role).env;
+/**
+ * How the tree's `npm run <role>` starts the role (its package.json, read once): its Node flags,
+ * then `extra`, and its environment settings (e.g. MALLOC_ARENA_MAX).
+ */
+export function roleScriptOf(dir: string, role: 'web' | 'worker', extra = ''): { nodeArgs: string[]; env: Record<string, string> } {
+  const script = readNodeScript(dir, role);
+  return { nodeArgs: [...nodeFlagsOf(script), ...extra.split(' ')].filter(Boolean), env: script.env };
 }
 
 /** The tree's `src/main.ts <role>`, with its own flags, settings and `extraNodeArgs`, local destinations allowed and job creation unlimited. */
 export function startRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, extraNodeArgs = ''): ChildProcess {
-  return spawn(process.execPath, [...nodeArgsOf(dir, role, extraNodeArgs), path.join(dir, 'src/main.ts'), role], {
+  const script = roleScriptOf(dir, role, extraNodeArgs);
+  return spawn(process.execPath, [...script.nodeArgs, path.join(dir, 'src/main.ts'), role], {
     cwd: dir, stdio: ['ignore', process.env.AB_ROLE_STDOUT === '1' ? 'inherit' : 'ignore', 'inherit'],
     env: {
       PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '1000000',
-      ...scriptEnvOf(dir, role), ...env,
+      ...script.env, ...env,
     },
   });
 }

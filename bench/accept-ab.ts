@@ -22,7 +22,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import {
-  cpuSeconds, createDatabase, freePort, healthy, nodeArgsOf, peakMb, prepareAcceptFloor, prepareTree, scriptEnvOf, startAcceptFloor, startRole, stop, type Fixture,
+  cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareAcceptFloor, prepareTree, roleScriptOf, startAcceptFloor, startRole, stop, type Fixture,
 } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { jobRequests } from './workload.ts';
@@ -67,8 +67,8 @@ const rows: Record<string, { express: number; jobs: number; share: number; cpu_u
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
     // The web's V8 flags and settings (its memory budget: a smaller young generation collects more often).
-    const nodeArgs = nodeArgsOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
-    const { child: web, port } = await startAcceptFloor(s.dir, s.url, nodeArgs, 'inherit', scriptEnvOf(s.dir, 'web'));
+    const script = roleScriptOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
+    const { child: web, port } = await startAcceptFloor(s.dir, s.url, script.nodeArgs, 'inherit', script.env);
     return { web, port };
   }
   const port = await freePort();

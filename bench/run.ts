@@ -39,7 +39,7 @@ import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
 import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
-import { createDatabase, freePort, nodeArgsOf, prepareAcceptFloor, scriptEnvOf, sleep, startAcceptFloor } from './ab.ts';
+import { createDatabase, freePort, prepareAcceptFloor, roleScriptOf, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
 import { openDeliveryFloor } from './delivery-floor.ts';
@@ -51,8 +51,7 @@ import {
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The Node flags and environment settings `npm run <role>` (and so the Procfile) starts each role with. */
-const productNodeArgs = { web: nodeArgsOf(root, 'web'), worker: nodeArgsOf(root, 'worker') };
-const productEnv = { web: scriptEnvOf(root, 'web'), worker: scriptEnvOf(root, 'worker') };
+const product = { web: roleScriptOf(root, 'web'), worker: roleScriptOf(root, 'worker') };
 const quick = process.argv.includes('--quick');
 const full = process.argv.includes('--full');
 const SECONDS = quick ? 5 : 20;
@@ -156,9 +155,9 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
 /** BENCH_NODE_ARGS (e.g. `--cpu-prof`) are passed to the web and worker processes, BENCH_WEB_ARGS and BENCH_WORKER_ARGS to one. */
 function startRole(role: 'web' | 'worker', env: Record<string, string>): ChildProcess {
   // The product's flags for the role, then the bench's own.
-  const nodeArgs = [...productNodeArgs[role], process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
+  const nodeArgs = [...product[role].nodeArgs, process.env.BENCH_NODE_ARGS, process.env[`BENCH_${role.toUpperCase()}_ARGS`]].join(' ').split(' ').filter(Boolean);
   return spawn(process.execPath, [...nodeArgs, path.join(root, 'src/main.ts'), role], {
-    cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...productEnv[role], ...env },
+    cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...product[role].env, ...env },
   });
 }
 
@@ -339,7 +338,7 @@ async function acceptPhase(b: Bench, ceilings: Ceilings) {
  */
 async function startBaseline(role: 'web' | 'worker', env: Record<string, string>): Promise<{ child: ChildProcess; port?: number }> {
   const child = fork(path.join(root, `bench/baseline/${role}.ts`), {
-    execArgv: productNodeArgs[role], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...productEnv[role], ...env },
+    execArgv: product[role].nodeArgs, stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { PATH: process.env.PATH ?? '', ...product[role].env, ...env },
   });
   const message = await new Promise<{ port?: number }>((resolve, reject) => {
     child.once('message', (m) => resolve(m as { port?: number }));
@@ -373,7 +372,7 @@ async function baselineAcceptPhase(b: Bench, baseline: { url: string; fixtures: 
 async function acceptFloorPhase(b: Bench, ceilings: Ceilings, database: string) {
   return withFloorDatabase(b, database, async (url) => {
     const orgs = await prepareAcceptFloor(root, url, logger);
-    const { child: server, port } = await startAcceptFloor(root, url, productNodeArgs.web, ['ignore', 'ignore', 'inherit', 'ipc'], productEnv.web);
+    const { child: server, port } = await startAcceptFloor(root, url, product.web.nodeArgs, ['ignore', 'ignore', 'inherit', 'ipc'], product.web.env);
     b.children.push(server);
     try {
       const cpuBefore = (await usage(server.pid ?? 0)).cpuSeconds;
