@@ -42,6 +42,7 @@ import { DELIVERY_QUEUE, startQueue } from '../src/queue.ts';
 import { createDatabase, freePort, prepareAcceptFloor, roleScriptOf, sleep, startAcceptFloor } from './ab.ts';
 import { setUpBaseline } from './baseline/setup.ts';
 import { cpuPer, databaseCpuSeconds, postmasterPidOf, sampleCores } from './database-cpu.ts';
+import { probeDisk, STALL_MS } from './disk-probe.ts';
 import { openDeliveryFloor } from './delivery-floor.ts';
 import { goalRows, judge } from './goals.ts';
 import {
@@ -301,6 +302,8 @@ type Bench = {
   webPort: number;
   /** The database server's postmaster, for its CPU; null when /proc cannot show it. */
   postmasterPid: number | null;
+  /** The embedded cluster's data directory, where the disk probe syncs; null with DATABASE_URL. */
+  dataDir: string | null;
   /** Every process started, stopped at the end whatever happens. */
   children: ChildProcess[];
 };
@@ -534,10 +537,13 @@ async function latencyPhase(b: Bench, worker: ChildProcess) {
   if (process.env.BENCH_WARM_LOAD !== '0') await warmSteadyLoad(b.orgs, LATENCY_RATE, 3);
   b.receiver.send('reset');
   b.receiver.send('track');
-  const background = watchBackground(b.dbUrl, Date.now());
+  const startedAt = Date.now();
+  const background = watchBackground(b.dbUrl, startedAt);
+  const disk = b.dataDir === null ? null : probeDisk(b.dataDir, startedAt);
   const cores = sampleCores([b.web.pid ?? 0, worker.pid ?? 0, b.receiver.pid ?? 0, process.pid], b.postmasterPid);
   const sent = await steadyLoad(b.webPort, b.orgs, LATENCY_RATE, SECONDS);
   const { halves } = await cores.stop();
+  const diskSyncs = await disk?.stop() ?? null;
   const ok = sent.codes.filter((code) => code >= 200 && code < 300).length;
   const load = {
     ok, other: sent.codes.length - ok, sendLagP99Ms: +percentile(sent.lags, 99).toFixed(1),
@@ -562,8 +568,12 @@ async function latencyPhase(b: Bench, worker: ChildProcess) {
     // The server's own work while the phase ran, by the second it was seen in (sampled every
     // 100 ms from the phase's start): autovacuum, checkpoints, the workers' queue analyze.
     background: backgroundWork.work,
-    // By second: the server's WAL (full-page images, MB) and the machine's cores busy and stolen.
-    wal_by_second: backgroundWork.wal,
+    // By second: the server's WAL (full-page images, MB), the machine's cores busy and stolen,
+    // and the longest disk sync the probe began in it (ms).
+    wal_by_second: backgroundWork.wal.map((w) => ({ ...w, disk_sync_max_ms: diskSyncs?.max_ms_by_second[w.second] ?? null })),
+    // The disk's own sync times over the load (bench/disk-probe.ts: 8 KB + fdatasync every 50 ms
+    // in the cluster's data directory; null on a DATABASE_URL server, whose disk this is not).
+    disk_syncs: diskSyncs,
     // The cores each process used in every half second of the load (this process sends it and
     // samples the server): which one a slow stretch kept busy.
     cores_by_half_second: { columns: ['web', 'worker', 'receiver', 'bench (load)', 'database'], halves },
@@ -661,7 +671,7 @@ const began = Date.now();
 const progress = (name: string) => process.stderr.write(`[${Math.round((Date.now() - began) / 1000)} s] ${name}…\n`);
 
 /** Runs the phases in order on a fresh database; returns the report. */
-async function run(dbUrl: string, children: ChildProcess[]) {
+async function run(dbUrl: string, dataDir: string | null, children: ChildProcess[]) {
   await migrate(dbUrl, logger);
   const { receiver, port: receiverPort } = await startReceiver('inherit');
   children.push(receiver);
@@ -681,7 +691,7 @@ async function run(dbUrl: string, children: ChildProcess[]) {
   await waitForHealth(webPort);
   const db = new pg.Client({ connectionString: dbUrl });
   await db.connect();
-  const b: Bench = { dbUrl, db, receiver, receiverPort, orgs, env, web, webPort, children, postmasterPid: await postmasterPidOf(db) };
+  const b: Bench = { dbUrl, db, receiver, receiverPort, orgs, env, web, webPort, children, postmasterPid: await postmasterPidOf(db), dataDir };
   try {
     progress('accept rate');
     const accept = await acceptPhase(b, ceilings);
@@ -765,6 +775,9 @@ function print(report: Report, file: string): void {
     [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
       [latency.stages_ms.sent_to_created, latency.stages_ms.created_to_answered, latency.stages_ms.created_to_start, latency.stages_ms.start_to_arrival]
         .map((stage) => stage.p50).join(' / '),
+    [`disk syncs in the latency phase, p50 / p99 / max (ms); over ${STALL_MS} ms (second: ms)`]: latency.disk_syncs === null ? 'not measured (DATABASE_URL)'
+      : `${latency.disk_syncs.p50_ms} / ${latency.disk_syncs.p99_ms} / ${latency.disk_syncs.max_ms}; `
+        + (latency.disk_syncs.stalls.map(([second, ms]) => `${second}: ${ms}`).join(', ') || 'none'),
     [`server's own work in the latency phase (its seconds)`]:
       latency.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
@@ -787,9 +800,8 @@ function print(report: Report, file: string): void {
 
 async function main(): Promise<number> {
   // A throw-away cluster with fsync and synchronous commit on, as `npm start` runs it.
-  const embedded = process.env.DATABASE_URL
-    ? null
-    : await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `bench-${process.pid}`), logger, ephemeral: true, durable: true });
+  const dataDir = process.env.DATABASE_URL ? null : path.join(root, '.data', `bench-${process.pid}`);
+  const embedded = dataDir === null ? null : await startEmbeddedPostgres({ dataDir, logger, ephemeral: true, durable: true });
   const adminUrl = embedded?.url ?? process.env.DATABASE_URL ?? '';
   const database = `bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -797,7 +809,7 @@ async function main(): Promise<number> {
   const dbUrl = await createDatabase(admin, adminUrl, database);
   const children: ChildProcess[] = [];
   try {
-    const report = await run(dbUrl, children);
+    const report = await run(dbUrl, dataDir, children);
     await mkdir(path.join(root, 'bench/results'), { recursive: true });
     const file = path.join(root, 'bench/results', `${report.at.replaceAll(':', '-')}.json`);
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
