@@ -468,9 +468,11 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
   const receiverBefore = (await usage(b.receiver.pid ?? 0)).cpuSeconds;
   const machineBefore = await machineTicks();
   const startedAt = performance.now();
+  const background = watchBackground(b.dbUrl, Date.now());
   const stats = await waitForDeliveries(b.receiver, backlog, 'the delivery phase');
   const workerUsage = await usage(worker.pid ?? 0);
   const dbAfter = await databaseCpuSeconds(b.postmasterPid);
+  const backgroundWork = await background.stop();
   const receiverAfter = (await usage(b.receiver.pid ?? 0)).cpuSeconds;
   const machineAfter = await machineTicks();
   const seconds = (performance.now() - startedAt) / 1000;
@@ -501,6 +503,9 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
     receiver_cpu_us_per_delivery: cpuPer(receiverBefore, receiverAfter, stats.count - first.count),
     machine_cpu_us_per_delivery: cpuPer(0, machineSeconds, stats.count - first.count),
     machine_busy_cores: +(machineSeconds / Math.max(0.001, seconds)).toFixed(2),
+    // The server's own work in the phase, by the second it was seen in (as the latency phase's):
+    // an autovacuum of the accept phase's rows here is in the database's CPU above.
+    background: backgroundWork.work,
   };
 }
 
@@ -775,6 +780,8 @@ function print(report: Report, file: string): void {
     [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
       [latency.stages_ms.sent_to_created, latency.stages_ms.created_to_answered, latency.stages_ms.created_to_start, latency.stages_ms.start_to_arrival]
         .map((stage) => stage.p50).join(' / '),
+    [`server's own work in the delivery phase (its seconds)`]:
+      delivery.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
     [`disk syncs in the latency phase, p50 / p99 / max (ms); over ${STALL_MS} ms (second: ms)`]: latency.disk_syncs === null ? 'not measured (DATABASE_URL)'
       : `${latency.disk_syncs.p50_ms} / ${latency.disk_syncs.p99_ms} / ${latency.disk_syncs.max_ms}; `
         + (latency.disk_syncs.stalls.map(([second, ms]) => `${second}: ${ms}`).join(', ') || 'none'),
