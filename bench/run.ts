@@ -93,6 +93,11 @@ async function commitCeiling(url: string): Promise<number> {
     }
     await client.end();
   }));
+  // Its rows are of no use after, and left in place autovacuum took them during the delivery
+  // phase, whose database CPU counted it (2026-11-28T11-03-27.996Z, the phase's seconds 0-3).
+  const cleanup = new pg.Client({ connectionString: url });
+  await cleanup.connect();
+  await cleanup.query('drop table bench_raw').finally(() => cleanup.end());
   return commits / SECONDS;
 }
 
@@ -510,16 +515,19 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
 }
 
 /**
- * The cleanup the throughput phases left, done before the latency phase rather than by
- * autovacuum during it: their hundred thousand and more updated deliveries, jobs and queue
- * messages (ours and the baseline's). With the server's default autovacuum, vacuums of
+ * Vacuums (with analyze) the service's database and the baseline's: the cleanup the phases
+ * before left, done before a measured phase rather than by autovacuum during it, whose database
+ * CPU is the whole server's. Before the latency phase: their hundred thousand and more updated
+ * deliveries, jobs and queue messages. With the server's default autovacuum, vacuums of
  * webhook_jobs, deliveries, delivery_attempts and pgboss.job ran 6 to 9 seconds into the phase
  * and the first attempt's p50 doubled in the seconds they ran (15-17 ms before them, 27-34
- * ms while they ran, 04-50-17.557Z). The phase measures a service at a steady 300 jobs/s; the
- * vacuums its own jobs cause still run in it, and watchBackground lists every one. Returns the
- * seconds the vacuums took.
+ * ms while they ran, 04-50-17.557Z). Before each delivery phase (ours, the baseline's, the
+ * floor's): the accepted rows of both programs; the baseline's table was vacuumed in our
+ * delivery phase's seconds 13-14 (11-03-27.996Z), its cost counted as ours. A phase's own
+ * vacuums still run in it, and each phase's `background` lists every one. Returns the seconds
+ * the vacuums took.
  */
-async function vacuumBeforeLatency(b: Bench, baselineUrl: string): Promise<number> {
+async function vacuumBoth(b: Bench, baselineUrl: string): Promise<number> {
   const started = performance.now();
   await b.db.query('vacuum (analyze)');
   const baseline = new pg.Client({ connectionString: baselineUrl });
@@ -708,19 +716,23 @@ async function run(dbUrl: string, dataDir: string | null, children: ChildProcess
     const acceptFloor = await acceptFloorPhase(b, ceilings, `${new URL(dbUrl).pathname.slice(1)}_accept_floor`);
     const acceptWithFloor = { ...accept, ratio_to_accept_floor: +(accept.jobs_per_second / Math.max(1, acceptFloor.jobs_per_second)).toFixed(3) };
 
+    progress('vacuum after the accept phases');
+    const vacuumBeforeDelivery = await vacuumBoth(b, baselineDb.url);
     progress('delivery rate');
     const worker = startRole('worker', env);
     children.push(worker);
-    const delivery = await deliveryPhase(b, worker, ceilings);
+    const delivery = { ...await deliveryPhase(b, worker, ceilings), vacuum_before_seconds: vacuumBeforeDelivery };
+    await vacuumBoth(b, baselineDb.url);
     progress('the baseline\'s delivery rate');
     const baselineDelivery = await baselineDeliveryPhase(b, baselineDb, baselineAccept.accepted);
+    await vacuumBoth(b, baselineDb.url);
     progress('the delivery floor (bench/delivery-floor.ts)');
     const deliveryFloor = await deliveryFloorPhase(b, `${new URL(dbUrl).pathname.slice(1)}_delivery_floor`, FLOOR_MESSAGES);
     const deliveryWithFloor = {
       ...delivery, ratio_to_delivery_floor: +(delivery.deliveries_per_second / Math.max(1, deliveryFloor.deliveries_per_second)).toFixed(3),
     };
     progress('vacuum after the throughput phases');
-    const vacuumSeconds = await vacuumBeforeLatency(b, baselineDb.url);
+    const vacuumSeconds = await vacuumBoth(b, baselineDb.url);
     progress(`latency at ${LATENCY_RATE} jobs/s`);
     const latency = { ...await latencyPhase(b, worker), vacuum_before_seconds: vacuumSeconds };
     const workerPeakMb = (await usage(worker.pid ?? 0)).peakMb;
