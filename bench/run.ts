@@ -509,7 +509,8 @@ async function deliveryPhase(b: Bench, worker: ChildProcess, ceilings: Ceilings)
     machine_cpu_us_per_delivery: cpuPer(0, machineSeconds, stats.count - first.count),
     machine_busy_cores: +(machineSeconds / Math.max(0.001, seconds)).toFixed(2),
     // The server's own work in the phase, by the second it was seen in (as the latency phase's):
-    // an autovacuum of the accept phase's rows here is in the database's CPU above.
+    // any vacuum here, of this phase's rows or of what the vacuum before it left, is in the
+    // database's CPU above.
     background: backgroundWork.work,
   };
 }
