@@ -57,7 +57,9 @@ export function summarize(samples: Sample[], everyMs: number): DiskSyncs {
 /**
  * Starts the probe in `dir` (created if missing; its file removed at the end), one sync every
  * `everyMs`. `stop()` ends it and returns what it measured; seconds count from `startedAt`
- * (epoch milliseconds; the call by default), so that they line up with other samplers'.
+ * (epoch milliseconds; the call by default), so that they line up with other samplers'. A probe
+ * that failed (the directory not writable, say) answers null, with the reason on stderr: the
+ * disk is context for a bench run, not a reason to lose it.
  */
 export function probeDisk(dir: string, startedAt = Date.now(), everyMs = Number(process.env.PROBE_EVERY_MS ?? 50)) {
   const worker = new Worker(new URL(import.meta.url), { workerData: { dir, startedAt, everyMs } });
@@ -66,12 +68,18 @@ export function probeDisk(dir: string, startedAt = Date.now(), everyMs = Number(
     worker.once('error', reject);
     worker.once('exit', (code) => reject(new Error(`the disk probe exited (${code}) before it answered`)));
   });
+  // Observed here so that a failure before stop() is no unhandled rejection.
+  const outcome = done.then((samples) => ({ samples }), (error: unknown) => ({ error }));
   return {
-    async stop(): Promise<DiskSyncs> {
+    async stop(): Promise<DiskSyncs | null> {
       worker.postMessage('stop');
-      const samples = await done;
+      const result = await outcome;
       await worker.terminate();
-      return summarize(samples, everyMs);
+      if ('error' in result) {
+        process.stderr.write(`disk probe: not measured (${result.error instanceof Error ? result.error.message : String(result.error)})\n`);
+        return null;
+      }
+      return summarize(result.samples, everyMs);
     },
   };
 }
@@ -110,6 +118,7 @@ if (!isMainThread && (workerData as { dir?: string } | null)?.dir) {
   const probe = probeDisk(path.join(root, '.data'));
   await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   const syncs = await probe.stop();
+  if (!syncs) process.exit(1);
   console.log(`disk syncs (8 KB write + fdatasync, every ${syncs.every_ms} ms) over ${seconds} s: ${syncs.syncs}`);
   console.log(`p50 ${syncs.p50_ms} ms, p99 ${syncs.p99_ms} ms, max ${syncs.max_ms} ms`);
   console.log(`over ${STALL_MS} ms: ${syncs.stalls.length}${syncs.stalls.length ? ` (second: ms) ${syncs.stalls.map(([s, ms]) => `${s}: ${ms}`).join(', ')}` : ''}`);

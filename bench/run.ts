@@ -586,7 +586,8 @@ async function latencyPhase(b: Bench, worker: ChildProcess) {
     // and the longest disk sync the probe began in it (ms).
     wal_by_second: backgroundWork.wal.map((w) => ({ ...w, disk_sync_max_ms: diskSyncs?.max_ms_by_second[w.second] ?? null })),
     // The disk's own sync times over the load (bench/disk-probe.ts: 8 KB + fdatasync every 50 ms
-    // in the cluster's data directory; null on a DATABASE_URL server, whose disk this is not).
+    // in the cluster's data directory; null on a DATABASE_URL server, whose disk this is not, or
+    // when the probe failed).
     disk_syncs: diskSyncs,
     // The cores each process used in every half second of the load (this process sends it and
     // samples the server): which one a slow stretch kept busy.
@@ -795,7 +796,7 @@ function print(report: Report, file: string): void {
         .map((stage) => stage.p50).join(' / '),
     [`server's own work in the delivery phase (its seconds)`]:
       delivery.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
-    [`disk syncs in the latency phase, p50 / p99 / max (ms); over ${STALL_MS} ms (second: ms)`]: latency.disk_syncs === null ? 'not measured (DATABASE_URL)'
+    [`disk syncs in the latency phase, p50 / p99 / max (ms); over ${STALL_MS} ms (second: ms)`]: latency.disk_syncs === null ? 'not measured (DATABASE_URL, or the probe failed: stderr)'
       : `${latency.disk_syncs.p50_ms} / ${latency.disk_syncs.p99_ms} / ${latency.disk_syncs.max_ms}; `
         + (latency.disk_syncs.stalls.map(([second, ms]) => `${second}: ${ms}`).join(', ') || 'none'),
     [`server's own work in the latency phase (its seconds)`]:

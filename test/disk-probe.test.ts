@@ -1,7 +1,7 @@
 // The bench's disk probe (bench/disk-probe.ts), which the latency phase runs beside its load so
 // that a slow second can be told from a slow disk: its summary of sync times, and the probe
 // itself, run for real on this machine's disk (no figure asserted: the disk's speed is not ours).
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import test from 'ava';
@@ -29,10 +29,21 @@ test('the probe syncs a file in the directory it is given until stopped, then re
   t.is((await readdir(dir)).length, 1);
   await new Promise((resolve) => setTimeout(resolve, 100));
   const syncs = await probe.stop();
+  if (!syncs) return t.fail('the probe measured nothing');
   // At least the first sync, made before the probe listens for the stop (one sync can take a
   // second on this disk, so no more is counted on).
   t.true(syncs.syncs >= 1, `${syncs.syncs} syncs`);
   t.true(syncs.p50_ms <= syncs.max_ms);
   t.is(Math.max(...syncs.max_ms_by_second), syncs.max_ms);
   t.deepEqual(await readdir(dir), []);
+});
+
+test('a probe that cannot write answers null, and the run it is part of goes on', async (t) => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'disk-probe-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  // A file where the probe's directory should be: mkdir fails in the worker thread.
+  const notADirectory = path.join(dir, 'file');
+  await writeFile(notADirectory, '');
+  const probe = probeDisk(path.join(notADirectory, 'probe'), Date.now(), 10);
+  t.is(await probe.stop(), null);
 });
