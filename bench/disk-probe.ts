@@ -13,6 +13,7 @@ import { closeSync, fdatasyncSync, mkdirSync, openSync, rmSync, writeSync } from
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { percentile } from './percentile.ts';
 
 /** A stall: a sync that took over this long. */
 export const STALL_MS = 50;
@@ -31,11 +32,6 @@ export type DiskSyncs = {
 
 type Sample = [startedMs: number, tookMs: number];
 
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? 0;
-}
-
 /** The distribution of `samples` (start from the probe's start, duration), as DiskSyncs. */
 export function summarize(samples: Sample[], everyMs: number): DiskSyncs {
   const sorted = samples.map(([, took]) => took).sort((a, b) => a - b);
@@ -48,7 +44,7 @@ export function summarize(samples: Sample[], everyMs: number): DiskSyncs {
   }
   return {
     every_ms: everyMs, syncs: samples.length,
-    p50_ms: round(quantile(sorted, 0.5)), p99_ms: round(quantile(sorted, 0.99)), max_ms: round(sorted.at(-1) ?? 0),
+    p50_ms: round(percentile(sorted, 50)), p99_ms: round(percentile(sorted, 99)), max_ms: round(sorted.at(-1) ?? 0),
     stalls: samples.filter(([, took]) => took > STALL_MS).map(([at, took]) => [Math.floor(at / 1000), Math.round(took)]),
     max_ms_by_second: bySecond,
   };

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
+import { percentile } from './percentile.ts';
 
 export const PAYLOAD = { type: 'invoice.paid', data: { id: 'in_'.padEnd(40, 'x'), lines: Array.from({ length: 12 }, (_, i) => ({ sku: `sku-${i}`, qty: i, price: 1999 })) } };
 
@@ -105,8 +106,8 @@ export function jobRequests(orgs: Sender[]): autocannon.Request[] {
   }];
 }
 
-/** The value at percentile `p` of ascending `sorted` (0 when empty). */
-export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+// Defined in bench/percentile.ts (also loaded by the disk probe's worker thread); the benches import it from here.
+export { percentile };
 
 /**
  * Open-loop load: job creation i goes out at start + i / rate seconds, answered or not, on up to
