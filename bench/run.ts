@@ -775,6 +775,10 @@ async function run(dbUrl: string, dataDir: string | null, children: ChildProcess
 type Report = Awaited<ReturnType<typeof run>>;
 
 /** The figures as a table, then the goals as a table: both made from the report. */
+/** The server's own work of a phase (watchBackground), each with its seconds, for the printed table. */
+const listWork = (work: ReadonlyArray<{ what: string; seconds: number[] }>) =>
+  work.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen';
+
 function print(report: Report, file: string): void {
   const { accept, delivery, latency, drain } = report;
   console.table({
@@ -794,13 +798,11 @@ function print(report: Report, file: string): void {
     [`at ${latency.rate} jobs/s, p50 (ms): sent→created / created→answered / created→attempt / attempt→arrival`]:
       [latency.stages_ms.sent_to_created, latency.stages_ms.created_to_answered, latency.stages_ms.created_to_start, latency.stages_ms.start_to_arrival]
         .map((stage) => stage.p50).join(' / '),
-    [`server's own work in the delivery phase (its seconds)`]:
-      delivery.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
+    [`server's own work in the delivery phase (its seconds)`]: listWork(delivery.background),
     [`disk syncs in the latency phase, p50 / p99 / max (ms); over ${STALL_MS} ms (second: ms)`]: latency.disk_syncs === null ? 'not measured (DATABASE_URL, or the probe failed: stderr)'
       : `${latency.disk_syncs.p50_ms} / ${latency.disk_syncs.p99_ms} / ${latency.disk_syncs.max_ms}; `
         + (latency.disk_syncs.stalls.map(([second, ms]) => `${second}: ${ms}`).join(', ') || 'none'),
-    [`server's own work in the latency phase (its seconds)`]:
-      latency.background.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen',
+    [`server's own work in the latency phase (its seconds)`]: listWork(latency.background),
     [`drain of ${drain.backlog} (deliveries/s)`]: drain.deliveries_per_second,
     [`recover ${report.recover.deliveries}: request (ms) / re-queue (s) / deliveries/s`]:
       `${report.recover.request_ms} / ${report.recover.requeue_seconds ?? 'n/a'} / ${report.recover.deliveries_per_second}`,
