@@ -160,9 +160,10 @@ export async function allArrived(ask: () => Promise<ReceiverStats>, from: Receiv
 /** The ten statements of `db`'s database that took the most time (pg_stat_statements), in µs per one of `count`. */
 export async function topStatements(db: pg.Client, count: number): Promise<unknown[]> {
   const { rows } = await db.query(`
-    select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
+    select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls,
+           round((total_plan_time * 1000 / $1)::numeric, 1) as plan_us_per_delivery, plans, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) as query
     from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
-    order by total_exec_time desc limit 10`, [count]);
+    order by total_exec_time + total_plan_time desc limit 16`, [count]);
   return rows;
 }
 
@@ -203,7 +204,7 @@ export async function startAbRun(here: string, name: string, logger: Logger, set
 }
 
 /** The settings that load pg_stat_statements, tracking nested statements too (AB_STATEMENTS=1). */
-export const STATEMENT_SETTINGS = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' };
+export const STATEMENT_SETTINGS = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' };
 
 /** A database of the run's server named `name`, with a client of it (pg_stat_statements created when `statements`). */
 export async function treeDatabase(admin: pg.Client, serverUrl: string, name: string, statements: boolean): Promise<{ url: string; db: pg.Client }> {
