@@ -10,7 +10,7 @@
 // with the Node flags of its tree's `npm run web` / `npm run worker`; AB_NODE_ARGS (e.g.
 // `--cpu-prof`) is added to each worker's.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and each round prints
-// the ten statements that took the most time during the drain, per delivery.
+// the sixteen statements that took the most time to plan and run during the drain, per delivery.
 // With AB_HISTORY=1 every endpoint starts with a day of per-minute attempt stats (1,440 minutes),
 // as after a day of steady traffic, which a fresh database never has (the success rates' cost
 // once grew with it: bench/statement-costs.ts).

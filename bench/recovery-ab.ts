@@ -11,7 +11,7 @@
 // the worker's and the database server's CPU per delivery from the first arrival on. Each role
 // runs with the Node flags of its tree's `npm run web` / `npm run worker`; AB_NODE_ARGS is added
 // to the worker's. With AB_STATEMENTS=1 the server loads pg_stat_statements (track = all) and
-// each round prints the ten statements that took the most time, per delivery.
+// each round prints the sixteen statements that took the most time to plan and run, per delivery.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
