@@ -13,16 +13,15 @@ import type { Logger } from '../logger.ts';
 import type { Message } from '../queue.ts';
 
 /**
- * Outcomes that are written at once, without waiting for the linger or the interval. A recording
- * costs about 4-6 ms of the database's time whatever its size, beside its cost per outcome
- * (`npm run bench:statements`, record: 12 ms for 100, 18.7 for 200, 29.7 for 400), so under a
- * backlog a write of everything the interval gathered (about 400 at 4,000 deliveries/s) is
- * cheaper per delivery than one at each 100. With 400 here instead of 100, the database's CPU
- * per delivery of a drain was lower in all 7 rounds of two `bench/delivery-ab.ts` runs (by 7-29
- * µs: 187-236 against 203-250), the worker's in 5 of 7. Below that rate the interval decides, as
- * before.
+ * Outcomes that are written at once, without waiting for the linger. Not larger, though a
+ * recording costs the database about 4-6 ms a call whatever its size: with 400, a drain of
+ * 15,000 cost the database 7-29 µs less per delivery (7 rounds of `bench/delivery-ab.ts`), but
+ * recoveries of 100,000 ran slower in 3 rounds of 3 (`bench/recovery-ab.ts`: 3,661-3,765 against
+ * 3,739-4,102/s), and a `--full` drain of a million at 3,774/s with 154 µs of worker CPU per
+ * delivery, against 4,349/s and 139 µs with 100 twenty minutes later. An outcome holds its slot
+ * of WORKER_CONCURRENCY until it is written, and the longer wait left fewer slots to attempt with.
  */
-const BATCH = 400;
+const BATCH = 100;
 /** Most outcomes one transaction writes: everything that waited while the previous one ran. */
 const MAX_BATCH = 1000;
 /** How long a first outcome waits for others when nothing is being written. */
