@@ -157,7 +157,7 @@ export async function allArrived(ask: () => Promise<ReceiverStats>, from: Receiv
   return stats;
 }
 
-/** The sixteen statements of `db`'s database that took the most time to plan and run (pg_stat_statements), in µs per one of `count`, with their plans. */
+/** The sixteen statements of `db`'s database that took the most time to plan and run (pg_stat_statements), in µs per one of `count`, with how often each was planned. */
 export async function topStatements(db: pg.Client, count: number): Promise<unknown[]> {
   const { rows } = await db.query(`
     select round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_delivery, calls,
