@@ -774,11 +774,11 @@ async function run(dbUrl: string, dataDir: string | null, children: ChildProcess
 
 type Report = Awaited<ReturnType<typeof run>>;
 
-/** The figures as a table, then the goals as a table: both made from the report. */
 /** The server's own work of a phase (watchBackground), each with its seconds, for the printed table. */
 const listWork = (work: ReadonlyArray<{ what: string; seconds: number[] }>) =>
   work.map(({ what, seconds }) => `${what} [${seconds.join(',')}]`).join('; ') || 'none seen';
 
+/** The figures as a table, then the goals as a table: both made from the report. */
 function print(report: Report, file: string): void {
   const { accept, delivery, latency, drain } = report;
   console.table({
