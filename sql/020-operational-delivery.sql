@@ -17,6 +17,15 @@ language plpgsql as $$
 declare
   v_now timestamptz := clock_timestamp();
   v_probe record;
+  v_probe_id bigint;
+  -- The claimed deliveries' ids: an array, not the temporary table it was. A session's first
+  -- temporary table creates its pg_temp schema in the catalog, and that throws away every
+  -- cached plan of every session of the database (PostgreSQL resets its plan caches on any
+  -- change to pg_namespace): this runs every 200 ms on any of the worker's connections, so in a
+  -- new database each of them did it once, and each time the worker's claims and recordings
+  -- planned all their statements again (pg_stat_statements counted ~56 plans of each recording
+  -- statement in 75 recordings of a 15,000-delivery drain, under generic plans as under custom).
+  v_ids bigint[];
 begin
   update operational_deliveries d set status = case when e.deleted_at is not null then 'dropped' else 'failed' end,
          updated_at = v_now
@@ -24,14 +33,12 @@ begin
     where e.id = d.endpoint_id and d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now
       and (e.deleted_at is not null or d.expires_at <= v_now);
 
-  create temporary table if not exists pg_temp.operational_claimed (id bigint) on commit delete rows;
-
-  insert into pg_temp.operational_claimed
-    select d.id from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
-    where d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now and e.status = 'active'
-    order by d.next_attempt_at
-    limit p_limit
-    for update of d skip locked;
+  select coalesce(array_agg(c.id), '{}') into v_ids
+    from (select d.id from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
+          where d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now and e.status = 'active'
+          order by d.next_attempt_at
+          limit p_limit
+          for update of d skip locked) c;
 
   -- One probe per disabled endpoint whose cooldown is over; the next probe waits a lease at least.
   for v_probe in
@@ -40,12 +47,12 @@ begin
     order by e.next_probe_at limit p_limit
     for update skip locked
   loop
-    insert into pg_temp.operational_claimed
-      select d.id from operational_deliveries d
+    select d.id into v_probe_id from operational_deliveries d
       where d.endpoint_id = v_probe.id and d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now
       order by d.next_attempt_at limit 1
       for update skip locked;
     if found then
+      v_ids := v_ids || v_probe_id;
       update operational_endpoints set next_probe_at = v_now + p_lease_seconds * interval '1 second' where id = v_probe.id;
     end if;
   end loop;
@@ -54,7 +61,7 @@ begin
   with claimed as (
     update operational_deliveries d set status = 'in_flight', next_attempt_at = v_now + p_lease_seconds * interval '1 second',
            updated_at = v_now
-    from pg_temp.operational_claimed c where d.id = c.id
+    where d.id = any(v_ids)
     returning d.id, d.attempt_count, d.event_id, d.endpoint_id, d.expires_at
   )
   select c.id, c.attempt_count + 1, ev.id, ev.type, ev.body, e.url,

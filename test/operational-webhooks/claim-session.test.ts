@@ -1,0 +1,19 @@
+// Claiming operational deliveries (every 200 ms, on any of the worker's connections) leaves the
+// session as it found it: no temporary table. A session's first temporary table creates its
+// pg_temp schema in the catalog, and PostgreSQL resets every session's cached plans on any
+// change to pg_namespace: in a new database the worker's claims and recordings planned all
+// their statements again each time one of its connections did it.
+import test from 'ava';
+import pg from 'pg';
+import { startTestApp } from '../helpers/app.ts';
+
+const app = startTestApp();
+
+test('claiming operational deliveries makes no temporary table, which would reset every session\'s cached plans', async (t) => {
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  await db.query('select * from claim_operational_deliveries(10, 60)');
+  const { rows } = await db.query<{ none: boolean }>('select pg_my_temp_schema() = 0 as none');
+  t.true(rows[0]!.none, 'this session set up a temporary schema');
+});
