@@ -8,12 +8,21 @@
 --                                        an endpoint whose circuit this call changed: 'disabled'
 --                                        (opened at p_threshold failures), 'gone' (disabled by a
 --                                        410 answer) or 'enabled' (a probe succeeded)
+-- Without sequential scans (`set enable_seqscan = off`, for everything it runs, triggers and
+-- record_outcomes' statements included): every row it reads has an index to it, and a plan
+-- made while a table is small otherwise reads the whole table. After five calls of a session,
+-- PostgreSQL may keep a generic plan of each statement until the table is next analyzed; made
+-- on a new database's nearly empty tables, those read webhook_jobs, endpoints and the success
+-- windows by sequential scan for every later batch, however much the tables had grown
+-- meanwhile (test/record-small-table-plans.test.ts).
 create or replace function record_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
 returns table (
   delivery_id bigint, round integer, start_after timestamptz,
   circuit text, endpoint_id text, application_id text, org_id text
 )
-language plpgsql as $$
+language plpgsql
+set enable_seqscan = off
+as $$
 #variable_conflict use_column
 declare
   v_ids bigint[];
@@ -227,7 +236,9 @@ create or replace function record_outcomes(
   p_queue text, p_message_ids uuid[], p_message_retry_counts integer[]
 )
 returns table (circuit text, endpoint_id text, application_id text, org_id text)
-language plpgsql as $$
+language plpgsql
+set enable_seqscan = off
+as $$
 #variable_conflict use_column
 declare
   v_ids bigint[];
