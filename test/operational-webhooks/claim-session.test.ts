@@ -4,6 +4,7 @@
 // change to pg_namespace: in a new database the worker's claims and recordings planned all
 // their statements again each time one of its connections did it.
 import test from 'ava';
+import { readdir, readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { startTestApp } from '../helpers/app.ts';
 
@@ -16,4 +17,14 @@ test('claiming operational deliveries makes no temporary table, which would rese
   await db.query('select * from claim_operational_deliveries(10, 60)');
   const { rows } = await db.query<{ none: boolean }>('select pg_my_temp_schema() = 0 as none');
   t.true(rows[0]!.none, 'this session set up a temporary schema');
+});
+
+test('no database function makes a temporary table (docs/deploy.md promises none, behind PgBouncer too)', async (t) => {
+  const dir = new URL('../../sql/', import.meta.url);
+  const files = (await readdir(dir)).filter((name) => name.endsWith('.sql'));
+  t.true(files.length > 10, 'the sql/ files were found');
+  for (const name of files) {
+    const text = (await readFile(new URL(name, dir), 'utf8')).replace(/--.*$/gm, ''); // comments may say the words
+    t.notRegex(text, /create\s+(global\s+|local\s+)?(temp|temporary)\s+table/i, name);
+  }
 });
