@@ -5,7 +5,9 @@
 // their statements again each time one of its connections did it.
 import test from 'ava';
 import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
 import pg from 'pg';
+import { SQL_DIR } from '../../src/db/migrate.ts';
 import { startTestApp } from '../helpers/app.ts';
 
 const app = startTestApp();
@@ -20,11 +22,10 @@ test('claiming operational deliveries makes no temporary table, which would rese
 });
 
 test('no database function makes a temporary table (docs/deploy.md promises none, behind PgBouncer too)', async (t) => {
-  const dir = new URL('../../sql/', import.meta.url);
-  const files = (await readdir(dir)).filter((name) => name.endsWith('.sql'));
+  const files = (await readdir(SQL_DIR)).filter((name) => name.endsWith('.sql'));
   t.true(files.length > 10, 'the sql/ files were found');
   for (const name of files) {
-    const text = (await readFile(new URL(name, dir), 'utf8')).replace(/--.*$/gm, ''); // comments may say the words
+    const text = (await readFile(path.join(SQL_DIR, name), 'utf8')).replace(/--.*$/gm, ''); // comments may say the words
     t.notRegex(text, /create\s+(global\s+|local\s+)?(temp|temporary)\s+table/i, name);
   }
 });
