@@ -281,10 +281,14 @@ export function startDeliveryLoop(deps: {
     inFlight += 1;
     inFlightBytes += bytes;
     const held = share.claimed(send.claim.org_id); // counted by the next claim already
+    // What waits for the recording keeps only the message and the outcome, not the claim (its
+    // payload, headers, secrets): no closure below names `send`.
+    const { message } = send;
+    const deliveryId = send.claim.delivery_id;
     attempt(send.claim, send.slot, held)
       .finally(() => held.end()) // the exchange is over, or never started
-      .then((result) => (result && !abandoned ? recorder.add(send.message, result) : undefined)) // the slot is free once recorded
-      .catch((error: unknown) => logger.error({ err: error, delivery_id: send.claim.delivery_id }, 'attempt failed unexpectedly'))
+      .then((result) => (result && !abandoned ? recorder.add(message, result) : undefined)) // the slot is free once recorded
+      .catch((error: unknown) => logger.error({ err: error, delivery_id: deliveryId }, 'attempt failed unexpectedly'))
       .finally(() => {
         inFlight -= 1;
         inFlightBytes -= bytes;
