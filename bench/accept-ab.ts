@@ -5,7 +5,8 @@
 // database migrated by its own code. Each web process runs with the Node flags and environment
 // settings of its tree's `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
 // Prints jobs/s, the share of the bare Express POST, web and database CPU per job and the web's
-// peak RSS, each round and the medians (the peak: the highest).
+// peak RSS, each round and the medians (the peak: the highest); each round also the requests'
+// latencies as autocannon saw them.
 // `--floor` (`npm run bench:accept-floor`) adds the accept floor (bench/accept-floor-server.ts:
 // job creation with what the contract needs and nothing else of ours) as one more participant,
 // on a database migrated by this tree with the same tenants, started with the V8 flags and
@@ -96,7 +97,10 @@ try {
       const jobs = run['2xx'] / SECONDS;
       answered[s.name] = (answered[s.name] ?? 0) + run['2xx'];
       rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])), peak_mb: peak });
-      process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(rows[s.name]!.at(-1))} non-2xx ${run.non2xx}\n`);
+      // How long a request lived (autocannon's latencies, ms): what a request holds outlives a
+      // scavenge only if it lives longer than the time between two.
+      const lived = `p50 ${run.latency.p50} p90 ${run.latency.p90} p99 ${run.latency.p99} max ${run.latency.max} ms`;
+      process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(rows[s.name]!.at(-1))} non-2xx ${run.non2xx}; latency ${lived}\n`);
       if (STATEMENTS) {
         const top = await admin.query(`
           select round(calls::numeric / $1, 3) as calls_per_job, round((total_exec_time * 1000 / $1)::numeric, 1) as us_per_job,

@@ -15,7 +15,9 @@
 // as after a day of steady traffic, which a fresh database never has (the success rates' cost
 // once grew with it: bench/statement-costs.ts).
 // Prints deliveries/s, worker and database CPU per delivery and the worker's peak RSS, each round
-// and the medians (the peak: the highest).
+// and the medians (the peak: the highest); each round also what the server wrote and read during
+// the drain (WAL bytes and full-page images per delivery, checkpoints begun, blocks read from
+// outside shared_buffers per delivery).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -47,6 +49,15 @@ async function accept(dir: string, url: string, orgs: Fixture[], count: number):
   }
 }
 
+/** The server's WAL written, full-page images, checkpoints begun and blocks read from outside its buffers, so far. */
+async function serverCounters(admin: import('pg').Client) {
+  const { rows: [row] } = await admin.query<Record<'wal_bytes' | 'wal_fpi' | 'checkpoints' | 'blks_read', string>>(`
+    select (select wal_bytes from pg_stat_wal) as wal_bytes, (select wal_fpi from pg_stat_wal) as wal_fpi,
+           (select num_timed + num_requested from pg_stat_checkpointer) as checkpoints,
+           (select sum(blks_read) from pg_stat_database) as blks_read`);
+  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)])) as Record<'wal_bytes' | 'wal_fpi' | 'checkpoints' | 'blks_read', number>;
+}
+
 const { embedded, admin, receiver, receiverPort, ask, trees, close } = await startAbRun(here, 'delivery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
 const setups = [];
 for (const [i, tree] of trees.entries()) {
@@ -70,10 +81,12 @@ try {
       const firstCount = started.count;
       const before = await cpuSeconds(worker.pid ?? 0);
       const dbBefore = await databaseCpuSeconds(postmasterPid) ?? 0;
+      const serverBefore = await serverCounters(admin);
       const stats = await allArrived(ask, started, JOBS, s.name);
       const used = await cpuSeconds(worker.pid ?? 0) - before;
       const peak = await peakMb(worker.pid ?? 0);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
+      const serverAfter = await serverCounters(admin);
       await stop(worker);
       await s.db.query('vacuum');
       const counted = Math.max(1, stats.count - firstCount);
@@ -81,6 +94,14 @@ try {
         deliveries_per_second: Math.round(stats.count / Math.max(0.001, (stats.last - stats.first) / 1000)),
         worker_us: Math.round(used * 1e6 / counted), db_us: Math.round(dbUsed * 1e6 / counted), worker_peak_mb: peak,
       };
+      // What the server wrote and read meanwhile (the whole server's counters: nothing else runs).
+      const server = {
+        wal_bytes_per_delivery: Math.round((serverAfter.wal_bytes - serverBefore.wal_bytes) / counted),
+        full_page_images_per_delivery: Number(((serverAfter.wal_fpi - serverBefore.wal_fpi) / counted).toFixed(3)),
+        checkpoints: serverAfter.checkpoints - serverBefore.checkpoints,
+        blocks_read_per_delivery: Number(((serverAfter.blks_read - serverBefore.blks_read) / counted).toFixed(3)),
+      };
+      process.stderr.write(`round ${round + 1} ${s.name} server: ${JSON.stringify(server)}\n`);
       rows[s.name]!.push(row);
       process.stderr.write(`round ${round + 1} ${s.name}: ${JSON.stringify(row)}\n`);
       if (STATEMENTS) console.table(await topStatements(s.db, stats.count));
