@@ -64,6 +64,16 @@ for (const [i, tree] of trees.entries()) {
 const postmasterPid = await postmasterPidOf(admin);
 if (STATEMENTS) await admin.query('create extension if not exists pg_stat_statements');
 const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
+/** `vacuum analyze` of the database at `url`. */
+async function vacuumAnalyze(url: string): Promise<void> {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    await db.query('vacuum analyze');
+  } finally {
+    await db.end();
+  }
+}
 /** The participant's web process (the service's `npm run web`, or the accept floor), ready for load. */
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
@@ -94,6 +104,10 @@ try {
       const peak = await peakMb(web.pid ?? 0);
       const dbUsed = (await databaseCpuSeconds(postmasterPid) ?? 0) - dbBefore;
       await stop(web);
+      // Vacuumed after its load, so that autovacuum of what it wrote does not run during the next
+      // participant's (without this, whoever loaded first in a round had the higher rate in 4 of
+      // 4 rounds of one run and 4 of 6 of another, with the same code on both sides).
+      await vacuumAnalyze(s.url);
       const jobs = run['2xx'] / SECONDS;
       answered[s.name] = (answered[s.name] ?? 0) + run['2xx'];
       rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])), peak_mb: peak });
