@@ -6,7 +6,7 @@
 // settings of its tree's `npm run web`, and AB_NODE_ARGS (e.g. `--cpu-prof`).
 // Prints jobs/s, the share of the bare Express POST, web and database CPU per job and the web's
 // peak RSS, each round and the medians (the peak: the highest); each round also the requests'
-// latencies as autocannon saw them.
+// latencies as autocannon saw them. Each participant's database is vacuumed after its load.
 // `--floor` (`npm run bench:accept-floor`) adds the accept floor (bench/accept-floor-server.ts:
 // job creation with what the contract needs and nothing else of ours) as one more participant,
 // on a database migrated by this tree with the same tenants, started with the V8 flags and
@@ -106,7 +106,7 @@ try {
       await stop(web);
       // Vacuumed after its load, so that autovacuum of what it wrote does not run during the next
       // participant's (without this, whoever loaded first in a round had the higher rate in 4 of
-      // 4 rounds of one run and 4 of 6 of another, with the same code on both sides).
+      // 4 rounds of one run and 4 of 6 of another, of two webs that measured alike).
       await vacuumAnalyze(s.url);
       const jobs = run['2xx'] / SECONDS;
       answered[s.name] = (answered[s.name] ?? 0) + run['2xx'];
