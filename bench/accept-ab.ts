@@ -23,7 +23,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import {
-  cpuSeconds, createDatabase, freePort, healthy, peakMb, prepareAcceptFloor, prepareTree, roleScriptOf, startAcceptFloor, startRole, stop, type Fixture,
+  cpuSeconds, freePort, healthy, peakMb, prepareAcceptFloor, prepareTree, roleScriptOf, startAcceptFloor, startRole, stop, treeDatabase, type Fixture,
 } from './ab.ts';
 import { databaseCpuSeconds, postmasterPidOf } from './database-cpu.ts';
 import { jobRequests } from './workload.ts';
@@ -53,27 +53,17 @@ const trees = [
   ...args.filter((a) => a !== '--floor').map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir), floor: false })),
   ...(floor ? [{ name: 'floor', dir: here, floor: true }] : []),
 ];
-type Setup = { name: string; dir: string; floor: boolean; url: string; orgs: Fixture[] };
+type Setup = { name: string; dir: string; floor: boolean; url: string; db: pg.Client; orgs: Fixture[] };
 const setups: Setup[] = [];
 for (const [i, tree] of trees.entries()) {
-  const url = await createDatabase(admin, embedded.url, `ab_${i}`);
+  const { url, db } = await treeDatabase(admin, embedded.url, `ab_${i}`, false);
   // Endpoints at a closed port: no worker runs, nothing is delivered.
   const orgs = tree.floor ? await prepareAcceptFloor(tree.dir, url, logger) : await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger);
-  setups.push({ ...tree, url, orgs });
+  setups.push({ ...tree, url, db, orgs });
 }
 const postmasterPid = await postmasterPidOf(admin);
 if (STATEMENTS) await admin.query('create extension if not exists pg_stat_statements');
 const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
-/** `vacuum analyze` of the database at `url`. */
-async function vacuumAnalyze(url: string): Promise<void> {
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  try {
-    await db.query('vacuum analyze');
-  } finally {
-    await db.end();
-  }
-}
 /** The participant's web process (the service's `npm run web`, or the accept floor), ready for load. */
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
   if (s.floor) {
@@ -107,7 +97,7 @@ try {
       // Vacuumed after its load, so that autovacuum of what it wrote does not run during the next
       // participant's (without this, whoever loaded first in a round had the higher rate in 4 of
       // 4 rounds of one run and 4 of 6 of another, of two webs that measured alike).
-      await vacuumAnalyze(s.url);
+      await s.db.query('vacuum analyze');
       const jobs = run['2xx'] / SECONDS;
       answered[s.name] = (answered[s.name] ?? 0) + run['2xx'];
       rows[s.name]!.push({ express: Math.round(express), jobs: Math.round(jobs), share: +(jobs / express).toFixed(3), cpu_us: Math.round(used * 1e6 / Math.max(1, run['2xx'])), db_cpu_us: Math.round(dbUsed * 1e6 / Math.max(1, run['2xx'])), peak_mb: peak });
@@ -128,14 +118,12 @@ try {
   // What each participant wrote, against the creations it answered 201: a participant that
   // answered without writing would show here.
   for (const s of setups) {
-    const db = new pg.Client({ connectionString: s.url });
-    await db.connect();
-    const { rows: [written] } = await db.query(`select (select count(*) from webhook_jobs)::int as jobs, (select count(*) from deliveries)::int as deliveries,
+    const { rows: [written] } = await s.db.query(`select (select count(*) from webhook_jobs)::int as jobs, (select count(*) from deliveries)::int as deliveries,
       (select count(*) from pgboss.job where name = 'deliveries')::int as messages`);
-    await db.end();
     process.stderr.write(`${s.name}: answered 201 ${answered[s.name]}, wrote ${JSON.stringify(written)}\n`);
   }
 } finally {
+  for (const s of setups) await s.db.end();
   await admin.end();
   await embedded.stop();
 }
