@@ -49,13 +49,15 @@ async function accept(dir: string, url: string, orgs: Fixture[], count: number):
   }
 }
 
+type ServerCounters = Record<'wal_bytes' | 'wal_fpi' | 'checkpoints' | 'blks_read', number>;
+
 /** The server's WAL written, full-page images, checkpoints begun and blocks read from outside its buffers, so far. */
-async function serverCounters(admin: import('pg').Client) {
-  const { rows: [row] } = await admin.query<Record<'wal_bytes' | 'wal_fpi' | 'checkpoints' | 'blks_read', string>>(`
+async function serverCounters(admin: import('pg').Client): Promise<ServerCounters> {
+  const { rows: [row] } = await admin.query<Record<keyof ServerCounters, string>>(`
     select (select wal_bytes from pg_stat_wal) as wal_bytes, (select wal_fpi from pg_stat_wal) as wal_fpi,
            (select num_timed + num_requested from pg_stat_checkpointer) as checkpoints,
            (select sum(blks_read) from pg_stat_database) as blks_read`);
-  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)])) as Record<'wal_bytes' | 'wal_fpi' | 'checkpoints' | 'blks_read', number>;
+  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)])) as ServerCounters;
 }
 
 const { embedded, admin, receiver, receiverPort, ask, trees, close } = await startAbRun(here, 'delivery-ab', logger, STATEMENTS ? STATEMENT_SETTINGS : {});
