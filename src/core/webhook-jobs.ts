@@ -202,22 +202,32 @@ type Settled = { answer: Accepted } | { error: unknown };
  * running after `overlapAfterMs` (a lock held by another transaction, a slow commit) lets the
  * next one start beside it, up to `groupsInFlight` at once, so one stalled application does not
  * hold every other tenant's jobs.
+ *
+ * When at least `earlyStartAt` requests wait, a group that committed lets the next one start
+ * before its own requests are answered, and answers them only after the event loop's next turn,
+ * by when the next group's statement has been sent: the database works on that group while this
+ * process writes the answers, instead of waiting for them (about 1 ms of every group of 25 at
+ * full load). With fewer waiting (a light load) the answers come first, as the others gather:
+ * starting a group of one or two at once made more, smaller statements, each with its fixed
+ * cost, and the answers slower.
  */
 export function makeJobAcceptor(
   pool: DatabasePool, queue: Queue,
-  options: { maxGroup?: number; groupsInFlight?: number; overlapAfterMs?: number; rule?: LimitRule } = {},
+  options: { maxGroup?: number; groupsInFlight?: number; overlapAfterMs?: number; earlyStartAt?: number; rule?: LimitRule } = {},
 ) {
   const { rule } = options;
   const maxGroup = options.maxGroup ?? 100;
   const groupsInFlight = options.groupsInFlight ?? 3;
   const overlapAfterMs = options.overlapAfterMs ?? OVERLAP_AFTER_MS;
+  const earlyStartAt = options.earlyStartAt ?? EARLY_START_AT;
   const waiting: Waiting[] = [];
   let inFlight = 0;
   /** When the most recent group started (performance.now()), and the timer that pumps once it is overdue. */
   let lastStart = 0;
   let overdue: NodeJS.Timeout | undefined;
 
-  async function acceptGroup(group: Waiting[]): Promise<void> {
+  /** Accepts `group`; calls `release` (which starts the next group) once its transaction is over. */
+  async function acceptGroup(group: Waiting[], release: () => void): Promise<void> {
     // One lock order for every group: by application, then job id.
     group.sort((x, y) => compare(x.a.input.applicationId, y.a.input.applicationId) || compare(x.a.id, y.a.id));
     let settled: Map<Waiting, Settled>;
@@ -258,6 +268,10 @@ export function makeJobAcceptor(
         return acceptAlone(pool, queue, w.a);
       }).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
       return;
+    }
+    if (waiting.length >= earlyStartAt) {
+      release();
+      await new Promise((resolve) => setImmediate(resolve));
     }
     for (const waiter of group) {
       if (waiter.take && waiter.taken) waiter.take.onTaken(waiter.taken);
@@ -313,10 +327,14 @@ export function makeJobAcceptor(
       lastStart = now;
       // Outside any request's scope: pump runs in the scope of whichever request or group called
       // it, and a group's queries must not be refused because that one client went away.
-      void requestScope.exit(() => acceptGroup(group)).finally(() => {
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
         inFlight -= 1;
         pump();
-      });
+      };
+      void requestScope.exit(() => acceptGroup(group, release)).finally(release);
     }
   }
 
@@ -358,6 +376,11 @@ const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
 
 /** How long a group runs alone before the next may start beside it (makeJobAcceptor). */
 export const OVERLAP_AFTER_MS = 100;
+/**
+ * How many requests must wait for the next group to start before the last group's answers
+ * (makeJobAcceptor): at full load about 25 wait, at 300 jobs/s one to three.
+ */
+export const EARLY_START_AT = 10;
 
 /**
  * The group's rate-limit takes, one statement for all its counters, in its transaction (so the

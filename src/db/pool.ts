@@ -40,6 +40,8 @@ export type PoolOptions = {
   logger?: Logger;
   /** Called on each availability change (the metrics gauge). */
   onAvailabilityChange?: (available: boolean) => void;
+  /** More interceptors, after the rows' check (tests watch what a pool sends, and when). */
+  interceptors?: readonly Interceptor[];
 };
 
 export const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
@@ -56,7 +58,7 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
   const maximumPoolSize = options.maximumPoolSize ?? 10;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
   const create = (url: string) => createPool(url, {
-    interceptors: [resultParser],
+    interceptors: [resultParser, ...options.interceptors ?? []],
     typeParsers,
     maximumPoolSize,
     statementTimeout: options.statementTimeoutMs ?? 30_000,

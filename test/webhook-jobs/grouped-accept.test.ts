@@ -2,7 +2,7 @@
 // together share one transaction, and each still gets exactly the answer it would get alone;
 // a refused job leaves nothing behind for the others' commit (no idempotency key claimed), and a
 // group whose transaction fails has each of its jobs accepted alone.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -13,6 +13,7 @@ import { newId } from '../../src/ids.ts';
 import type { Taken } from '../../src/db/rate-limits.ts';
 import type { Tenant } from '../../src/db/tenant.ts';
 import { AppError, translateDatabaseError } from '../../src/errors.ts';
+import { makePool } from '../../src/db/pool.ts';
 import { RequestScope, requestScope } from '../../src/db/request-scope.ts';
 import { until } from '../helpers/until.ts';
 import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, INVOICE_SCHEMA } from './helpers.ts';
@@ -184,6 +185,61 @@ test('one group at a time while the running group is young: requests that come m
   }
   t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
   t.is(await transactionsOf(answers.slice(1).map((a) => (a as { id: string }).id)), 1, 'the three waited for one group of their own');
+});
+
+/**
+ * How many group statements the acceptor had sent when its first group's answer came, with two
+ * requests waiting for the next group as the first commits, and `earlyStartAt` as given.
+ */
+async function statementsSentAtFirstAnswer(t: ExecutionContext, earlyStartAt: number): Promise<number | undefined> {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const held = await createApplication(t, key);
+  const tenant = { orgId, environment: 'live' } as const;
+  // A pool of its own that counts the group statements it has sent.
+  let sent = 0;
+  const pool = await makePool(app.databaseUrl, {
+    maximumPoolSize: 2,
+    interceptors: [{
+      name: 'count-group-statements',
+      beforeQueryExecution: (_context, query) => {
+        if (query.sql.includes('accept_job_group(')) sent += 1;
+        return null;
+      },
+    }],
+  });
+  t.teardown(() => pool.end());
+  const accept = makeJobAcceptor(pool, app.queue, { groupsInFlight: 3, overlapAfterMs: 60_000, earlyStartAt });
+  const release = await holdApplications([held]);
+  let sentAtFirstAnswer: number | undefined;
+  let answers: Answer[];
+  try {
+    const first = settle(accept(tenant, job(held, 'invoice.paid', { n: 0 })).then((answer) => {
+      sentAtFirstAnswer = sent;
+      return answer;
+    }));
+    await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
+    const rest = Promise.all([1, 2].map((n) => settle(accept(tenant, job(appId, 'invoice.paid', { n })))));
+    await until('the others to wait', () => accept.waiting === 2);
+    t.is(sent, 1);
+    await release();
+    answers = [await first, ...await rest];
+  } finally {
+    await release();
+  }
+  t.true(answers.every((a) => 'id' in a && !a.replayed), JSON.stringify(answers));
+  t.is(sent, 2);
+  await until('every group to end', () => accept.busy === 0);
+  return sentAtFirstAnswer;
+}
+
+test('with earlyStartAt requests waiting, a group that committed sends the next group\'s statement before it answers', async (t) => {
+  t.is(await statementsSentAtFirstAnswer(t, 2), 2, 'the second group\'s statement was sent before the first group answered');
+});
+
+test('with fewer than earlyStartAt waiting, a group that committed answers first, then the next group starts', async (t) => {
+  t.is(await statementsSentAtFirstAnswer(t, 3), 1, 'the first group answered before the second group\'s statement was sent');
 });
 
 test('a group still running past overlapAfterMs lets the next start beside it, up to groupsInFlight at once', async (t) => {
