@@ -7,7 +7,7 @@ import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
 import { takenManyRow } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
-import { ownedBy, type Tenant } from './tenant.ts';
+import { inEnvironment, ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
 
 const status = z.enum(['created', 'executing', 'awaiting_retry', 'succeeded', 'discarded', 'archived']);
@@ -199,10 +199,26 @@ export type JobFilters = {
 
 const summaryRow = jobRow.pick({ id: true, event_type: true, status: true, created_at: true });
 
+/**
+ * Where a list's jobs are found. One application's (the usual list, and any list of a portal
+ * token) by that application alone, once the application is known to be the tenant's, so that
+ * the list's total and the jobs before its page are read from the index (application_id,
+ * created_at, id) without the table: with org_id and environment in the condition every one of
+ * them was read from the table, and page 9,000 of an application of 1,000,000 jobs took 8.5 s
+ * (test/webhook-jobs/list-deep-pages.test.ts). A job's org_id and environment are its
+ * application's (accept_webhook_jobs copies them). An organization's list reads its own index
+ * (org_id, environment, created_at, id) as it is.
+ */
+function listedBy(tenant: Tenant, applicationId: string | undefined) {
+  if (applicationId === undefined) return ownedBy(tenant);
+  const limit = tenant.applicationId === undefined ? sql.fragment`true` : sql.fragment`application_id = ${tenant.applicationId}`;
+  return sql.fragment`application_id = ${applicationId} and ${limit}
+    and exists (select 1 from applications a where a.id = ${applicationId} and ${inEnvironment(tenant, 'a')})`;
+}
+
 export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: JobFilters, page: PageRequest) {
   const where = sql.join([
-    ownedBy(tenant),
-    filters.applicationId !== undefined ? sql.fragment`application_id = ${filters.applicationId}` : null,
+    listedBy(tenant, filters.applicationId ?? tenant.applicationId),
     sql.fragment`deleted_at is null`,
     filters.status === 'failed' ? sql.fragment`status = 'discarded' and discard_reason = 'failed'` : null,
     filters.status && filters.status !== 'failed' ? statusFilter(filters.status) : null,
@@ -215,9 +231,16 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
   ].filter((f) => f !== null), sql.fragment` and `);
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from webhook_jobs where ${where}`);
+  // The page's ids first, then its rows: the jobs skipped before the page are never read.
   const rows = await db.any(sql.type(summaryRow)`
-    select id, event_type, webhook_jobs.current_status as status, created_at from webhook_jobs where ${where}
-    order by created_at desc, id desc ${limitOffset(page)}`);
+    with page as (
+      select id, created_at from webhook_jobs where ${where}
+      order by created_at desc, id desc ${limitOffset(page)}
+    )
+    select j.id, j.event_type, j.current_status as status, j.created_at
+    from page p join webhook_jobs j on j.id = p.id
+    where ${ownedBy(tenant, 'j')}
+    order by p.created_at desc, p.id desc`);
   return { rows, total };
 }
 
