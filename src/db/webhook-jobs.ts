@@ -7,7 +7,7 @@ import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
 import { takenManyRow } from './rate-limits.ts';
 import { limitOffset, type PageRequest } from './offset.ts';
-import { inEnvironment, ownedBy, type Tenant } from './tenant.ts';
+import { applicationsOf, ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
 
 const status = z.enum(['created', 'executing', 'awaiting_retry', 'succeeded', 'discarded', 'archived']);
@@ -210,9 +210,8 @@ const summaryRow = jobRow.pick({ id: true, event_type: true, status: true, creat
  */
 function listedBy(tenant: Tenant, applicationId: string | undefined) {
   if (applicationId === undefined) return ownedBy(tenant);
-  const limit = tenant.applicationId === undefined ? sql.fragment`true` : sql.fragment`application_id = ${tenant.applicationId}`;
-  return sql.fragment`application_id = ${applicationId} and ${limit}
-    and exists (select 1 from applications a where a.id = ${applicationId} and ${inEnvironment(tenant, 'a')})`;
+  return sql.fragment`application_id = ${applicationId}
+    and exists (select 1 from applications a where a.id = ${applicationId} and ${applicationsOf(tenant, 'a')})`;
 }
 
 export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: JobFilters, page: PageRequest) {
