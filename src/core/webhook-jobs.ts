@@ -207,9 +207,9 @@ type Settled = { answer: Accepted } | { error: unknown };
  * before its own requests are answered, and answers them only after the event loop's next turn,
  * by when the next group's statement has been sent: the database works on that group while this
  * process writes the answers, instead of waiting for them (an estimated 1 ms of every group of
- * 25 at full load, not timed). With fewer waiting (a light load) the answers come first, as the others gather:
- * starting a group of one or two at once made more, smaller statements, each with its fixed
- * cost, and the answers slower.
+ * 25 at full load, not timed). With fewer waiting (a light load) the answers come first, as the
+ * others gather: starting a group of one or two at once made more, smaller statements, each with
+ * its fixed cost, and the answers slower.
  */
 export function makeJobAcceptor(
   pool: DatabasePool, queue: Queue,
