@@ -19,7 +19,6 @@ export type ApplicationRow = z.infer<typeof applicationRow>;
 
 export const applicationSummaryRow = applicationRow.omit({ metadata: true, updated_at: true });
 const columns = sql.fragment`id, name, uid, metadata, endpoints_count, webhook_jobs_count, success_rate, created_at, updated_at`;
-const summaryColumns = sql.fragment`id, name, uid, endpoints_count, webhook_jobs_count, success_rate, created_at`;
 
 export async function insertApplication(
   db: CommonQueryMethods,
@@ -52,6 +51,11 @@ export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id
     select 1 from applications where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null for no key update`);
 }
 
+/**
+ * Applications newest first, a page's ids first and its rows read after: the applications
+ * skipped before the page are read from the index (org_id, environment, created_at, id) alone,
+ * not from the table (docs/sql.md, "The lists and their indexes").
+ */
 export async function listApplications(db: CommonQueryMethods, tenant: Tenant, page: PageRequest & { search?: string }) {
   const search = page.search === undefined
     ? sql.fragment``
@@ -59,9 +63,14 @@ export async function listApplications(db: CommonQueryMethods, tenant: Tenant, p
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from applications where ${applicationsOf(tenant)} and deleted_at is null ${search}`);
   const rows = await db.any(sql.type(applicationSummaryRow)`
-    select ${summaryColumns} from applications
-    where ${applicationsOf(tenant)} and deleted_at is null ${search}
-    order by created_at desc, id desc ${limitOffset(page)}`);
+    with page as (
+      select id, created_at from applications
+      where ${applicationsOf(tenant)} and deleted_at is null ${search}
+      order by created_at desc, id desc ${limitOffset(page)}
+    )
+    select applications.id, name, uid, endpoints_count, webhook_jobs_count, success_rate, applications.created_at
+    from page join applications on applications.id = page.id
+    order by page.created_at desc, page.id desc`);
   return { rows, total };
 }
 

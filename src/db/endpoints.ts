@@ -3,7 +3,7 @@
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { limitOffset, type PageRequest } from './offset.ts';
-import { ownedBy, type Tenant } from './tenant.ts';
+import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
 
 export const endpointRow = z.object({
   id: z.string(),
@@ -59,7 +59,13 @@ export const endpointSummaryRow = endpointRow.pick({
   id: true, application_id: true, url: true, status: true, event_types: true, failure_count: true, created_at: true,
 });
 
-/** Endpoints newest first: one application's, or (applicationId undefined) every one of the tenant. */
+/**
+ * Endpoints newest first: one application's, or (applicationId undefined) every one of the
+ * tenant. One application's are found by that application alone (ofApplication), and a page's
+ * ids first, its rows (and their subscriptions) read after: the endpoints skipped before the
+ * page are read from the index alone, where every one of them used to be read from the table with
+ * its subscriptions (page 999 of 100,000 endpoints: 0.73 s; docs/sql.md).
+ */
 export async function listEndpoints(
   db: CommonQueryMethods,
   tenant: Tenant,
@@ -67,8 +73,7 @@ export async function listEndpoints(
   page: PageRequest & { status?: 'active' | 'paused' | 'disabled'; failing?: boolean },
 ) {
   const where = sql.join([
-    ownedBy(tenant),
-    applicationId !== undefined ? sql.fragment`application_id = ${applicationId}` : null,
+    applicationId !== undefined ? ofApplication(tenant, applicationId) : ownedBy(tenant),
     sql.fragment`deleted_at is null`,
     page.status ? sql.fragment`status = ${page.status}` : null,
     page.failing === true ? sql.fragment`failure_count > 0` : null,
@@ -77,9 +82,14 @@ export async function listEndpoints(
   const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
     select count(*)::int as total from endpoints where ${where}`);
   const rows = await db.any(sql.type(endpointSummaryRow)`
-    select id, application_id, url, status, ${eventTypeNames}, failure_count, created_at from endpoints
-    where ${where}
-    order by created_at desc, id desc ${limitOffset(page)}`);
+    with page as (
+      select id, created_at from endpoints where ${where}
+      order by created_at desc, id desc ${limitOffset(page)}
+    )
+    select endpoints.id, application_id, url, status, ${eventTypeNames}, failure_count, endpoints.created_at
+    from page join endpoints on endpoints.id = page.id
+    where ${ownedBy(tenant)}
+    order by page.created_at desc, page.id desc`);
   return { rows, total };
 }
 

@@ -28,6 +28,19 @@ export function applicationsOf(tenant: Tenant, alias?: string): FragmentSqlToken
   return ownedBy(tenant, alias, 'id');
 }
 
+/**
+ * One application's rows by `application_id` alone, once a one-time check has found the
+ * application to be the tenant's (with a portal token's limit: applicationsOf). A row's org_id
+ * and environment are its application's (every insert copies them), so a list's index on
+ * `(application_id, …)` answers without reading each row from the table to check them: with
+ * ownedBy() a deep page read every row before it (docs/sql.md, "The lists and their indexes").
+ * Lists still check the page's own rows with ownedBy().
+ */
+export function ofApplication(tenant: Tenant, applicationId: string): FragmentSqlToken {
+  return sql.fragment`application_id = ${applicationId}
+    and exists (select 1 from applications listed_app where listed_app.id = ${applicationId} and ${applicationsOf(tenant, 'listed_app')})`;
+}
+
 /** `org_id = … and environment = …` alone: for rows shared by every application (event types). */
 export function inEnvironment(tenant: Tenant, alias?: string): FragmentSqlToken {
   return alias

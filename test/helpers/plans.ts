@@ -3,9 +3,11 @@
 // the statistics views read after this session's own counts reached them.
 import type { ExecutionContext } from 'ava';
 import pg from 'pg';
+import { sql, type DatabasePool } from 'slonik';
 import { DELIVERY_QUEUE } from '../../src/queue.ts';
 import type { TestApp } from './app.ts';
 import { createApplication, createEndpoint, createEventType } from './fixtures.ts';
+import { until } from './until.ts';
 
 export type PlanFixture = { orgId: string; applicationId: string; endpointId: string; db: pg.Client };
 
@@ -74,3 +76,33 @@ export async function rolledBackClaims(db: pg.Client, size: number, count: numbe
   }
   return fetched;
 }
+
+/**
+ * Vacuums `table` until nearly all its pages are marked all-visible, as autovacuum leaves a table
+ * between bursts, so that an index-only scan can answer without the table. A vacuum cannot mark
+ * what a transaction running meanwhile (the test app's worker, polling) might not see yet: so
+ * again, until it has.
+ */
+export async function vacuumAllVisible(db: pg.Client, table: string): Promise<void> {
+  await until(`${table} all-visible after a vacuum`, async () => {
+    await db.query(`vacuum analyze ${table}`);
+    const { rows: [row] } = await db.query<{ pages: number; visible: number }>(
+      'select relpages as pages, relallvisible as visible from pg_class where relname = $1', [table]);
+    return row !== undefined && row.visible >= 0.95 * row.pages;
+  }, 90_000, 200);
+}
+
+/**
+ * A reading of `table`'s statistics (`expression` over pg_stat_user_tables, such as the rows it
+ * gave up to scans) with the counts of `pool`'s one connection in it: `pool` forces its own
+ * to be flushed first.
+ */
+export async function tableCount(pool: DatabasePool, db: pg.Client, table: string, expression: string): Promise<number> {
+  await pool.query(sql.unsafe`select pg_stat_force_next_flush()`);
+  await pool.query(sql.unsafe`select 1`);
+  const row = await flushedStats<{ n: string }>(db, `select (${expression})::text as n from pg_stat_user_tables where relname = '${table}'`);
+  return Number(row.n);
+}
+
+/** The rows `table` gave up to scans, sequential and by index (tableCount). */
+export const ROWS_READ = 'coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)';

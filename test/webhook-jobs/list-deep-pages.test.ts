@@ -1,14 +1,12 @@
 // A page of a job list and its total read the list's index, not every job before the page: at
 // 1,000,000 jobs of one application, page 9,000 (of 100) read 900,000 rows from the table and
-// took 8.4 s (docs/sql.md, "The job lists and their indexes"). Counted in rows the table gave up
+// took 8.4 s (docs/sql.md, "The lists and their indexes"). Counted in rows the table gave up
 // (sequential and by index, from PostgreSQL's statistics), which needs no timing.
 import test from 'ava';
-import { sql } from 'slonik';
 import { makePool } from '../../src/db/pool.ts';
 import { listJobs } from '../../src/db/webhook-jobs.ts';
 import { startTestApp } from '../helpers/app.ts';
-import { flushedStats, insertPlanJobs, planFixture } from '../helpers/plans.ts';
-import { until } from '../helpers/until.ts';
+import { insertPlanJobs, planFixture, ROWS_READ, tableCount, vacuumAllVisible } from '../helpers/plans.ts';
 
 const app = startTestApp();
 const JOBS = 20_000;
@@ -22,25 +20,11 @@ test.serial('a deep page of a job list and its total read about a page of rows f
     insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
     select 'job_deep' || lpad(g::text, 23, '0'), $1, 'live', $2, 'plan.item', json_build_object('pad', repeat('x', 600)), now() + interval '48 hours'
     from generate_series(1, $3::int) g`, [fixture.orgId, fixture.applicationId, JOBS]);
-  // As autovacuum leaves a table between bursts: its pages marked all-visible, so the list's
-  // index answers alone. A vacuum cannot mark what a transaction running meanwhile (the test
-  // app's worker, polling) might not see yet: vacuumed again until it has.
-  await until('webhook_jobs all-visible after a vacuum', async () => {
-    await fixture.db.query('vacuum analyze webhook_jobs');
-    const { rows: [table] } = await fixture.db.query<{ pages: number; visible: number }>(
-      `select relpages as pages, relallvisible as visible from pg_class where relname = 'webhook_jobs'`);
-    return table!.visible >= 0.95 * table!.pages;
-  }, 90_000, 200);
+  await vacuumAllVisible(fixture.db, 'webhook_jobs');
   const pool = await makePool(app.databaseUrl, { maximumPoolSize: 1 });
   t.teardown(() => pool.end());
   /** Rows webhook_jobs gave up to scans so far, this pool's own counted (it has one connection). */
-  const rowsRead = async () => {
-    await pool.query(sql.unsafe`select pg_stat_force_next_flush()`);
-    await pool.query(sql.unsafe`select 1`);
-    const row = await flushedStats<{ n: string }>(fixture.db,
-      `select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text as n from pg_stat_user_tables where relname = 'webhook_jobs'`);
-    return Number(row.n);
-  };
+  const rowsRead = () => tableCount(pool, fixture.db, 'webhook_jobs', ROWS_READ);
   const tenant = { orgId: fixture.orgId, environment: 'live' as const };
   // Every job was inserted by one statement: one created_at, so newest first is by id.
   const expected = (page: number) => Array.from({ length: PER_PAGE }, (_, i) => JOBS - (page - 1) * PER_PAGE - i)
