@@ -7,34 +7,66 @@
 // the recovery is noticed.
 // A call made while serving an HTTP request whose client has gone away does not start, and its
 // transaction rolls back instead of committing.
+// A call made for an authenticated request counts against its organization: one organization
+// holds at most `perOrganization` permits at once (its further calls wait, in their turn, for
+// one of its own to end), so that its slow or stuck requests (a burst of updates queued on one
+// row lock, a list over a million rows) leave connections to every other tenant. Calls outside
+// any organization's request (authentication, the accept's groups, the worker) are not counted.
 import type { DatabasePool, DatabasePoolConnection } from 'slonik';
 import { DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
 import { currentRequestScope, type RequestScope } from './request-scope.ts';
 
 type GuardOptions = { permits: number; acquireTimeoutMs: number; availability: Availability };
 
+/**
+ * The most permits one organization's requests hold at once: all but a fifth of the pool, at
+ * least one left to the others when there are two or more (8 of 10, 1 of 2; 1 of 1).
+ */
+export function organizationShare(permits: number): number {
+  return Math.max(1, permits - Math.max(1, Math.floor(permits / 5)));
+}
+
 /** The pool methods that need a connection; everything else (end, state, configuration) passes through. */
 const CONNECTION_METHODS = new Set(['any', 'anyFirst', 'exists', 'many', 'manyFirst', 'maybeOne', 'maybeOneFirst',
   'one', 'oneFirst', 'query', 'stream', 'transaction', 'connect']);
 
-type Waiter = { grant: () => void; fail: (error: Error) => void };
+type Waiter = { organization: string | undefined; grant: () => void; fail: (error: Error) => void };
 
 export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePool {
   const { acquireTimeoutMs, availability } = options;
+  const perOrganization = organizationShare(options.permits);
   let free = options.permits;
   const waiters: Waiter[] = [];
+  /** Permits held by each organization's requests (none listed: none held). */
+  const held = new Map<string, number>();
 
-  const release = () => {
-    const next = waiters.shift();
-    if (next) next.grant();
-    else free += 1;
+  const atShare = (organization: string | undefined) => organization !== undefined && (held.get(organization) ?? 0) >= perOrganization;
+  const take = (organization: string | undefined) => {
+    if (organization !== undefined) held.set(organization, (held.get(organization) ?? 0) + 1);
+  };
+
+  /** A permit comes back: to the first waiter whose organization is under its share, else to the free ones. */
+  const release = (organization: string | undefined) => {
+    if (organization !== undefined) {
+      const count = (held.get(organization) ?? 1) - 1;
+      if (count > 0) held.set(organization, count);
+      else held.delete(organization);
+    }
+    const next = waiters.find((waiter) => !atShare(waiter.organization));
+    if (!next) {
+      free += 1;
+      return;
+    }
+    take(next.organization);
+    next.grant();
   };
 
   /** A permit within the deadline (or the caller's abort), else an error. */
-  function permit(deadline: number, scope: RequestScope | undefined): Promise<void> {
+  function permit(deadline: number, scope: RequestScope | undefined, organization: string | undefined): Promise<void> {
     if (scope?.aborted) return Promise.reject(new RequestAbandonedError());
-    if (free > 0) {
+    if (free > 0 && !atShare(organization)) {
       free -= 1;
+      take(organization);
       return Promise.resolve();
     }
     if (!availability.available) return Promise.reject(new DatabaseUnavailableError('the database is unavailable'));
@@ -46,6 +78,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
         if (index >= 0) waiters.splice(index, 1);
       };
       const waiter: Waiter = {
+        organization,
         grant: () => { done(); resolve(); },
         fail: (error) => { done(); reject(error); },
       };
@@ -64,8 +97,9 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
 
   async function run<T>(work: (connection: DatabasePoolConnection) => Promise<T>): Promise<T> {
     const scope = currentRequestScope();
+    const organization = scope?.organization;
     const deadline = Date.now() + acquireTimeoutMs;
-    await permit(deadline, scope);
+    await permit(deadline, scope, organization);
     let gaveUp = false;
     let connected = false;
     let timer: NodeJS.Timeout | undefined;
@@ -78,7 +112,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
     underlying.then(() => availability.succeeded(), (error: unknown) => {
       availability.failed(error);
       failWaitersIfLost();
-    }).finally(release);
+    }).finally(() => release(organization));
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         if (connected) return;

@@ -1,5 +1,6 @@
 // Whether the client of the HTTP request being served went away, carried through async calls, so
-// the pool can refuse to start (or commit) database work for a client that has already gone.
+// the pool can refuse to start (or commit) database work for a client that has already gone; and
+// whose request it is, so that one organization's requests cannot hold every connection.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /**
@@ -10,6 +11,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 export class RequestScope {
   #aborted = false;
   #listeners: Array<() => void> | undefined;
+  /**
+   * The organization the request acts for, once authenticated: the pool holds one
+   * organization's requests to a share of its connections (pool-guard.ts).
+   */
+  organization: string | undefined;
 
   get aborted(): boolean {
     return this.#aborted;

@@ -6,6 +6,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { DatabasePool } from 'slonik';
 import { findApiKeyByHash } from '../../db/api-keys.ts';
 import { findPortalTokenByHash } from '../../db/portal-tokens.ts';
+import type { RequestScope } from '../../db/request-scope.ts';
 import { hashKey, keyRefusal, KEY_PATTERN } from '../../core/api-keys.ts';
 import { TOKEN_PATTERN } from '../../core/portal-tokens.ts';
 import { accessFor, allows, tokenAllows, type Family } from '../../core/scopes.ts';
@@ -105,6 +106,16 @@ export type AuthenticateOptions = {
   provisional?: { family: Family };
 };
 
+/**
+ * The request's credential; its organization also on the request's scope, where the pool holds
+ * one organization's calls to its share of the connections (src/db/pool-guard.ts).
+ */
+function authenticated(res: Response, auth: Auth): void {
+  res.locals.auth = auth;
+  const scope = res.locals.requestScope as RequestScope | undefined;
+  if (scope) scope.organization = auth.orgId;
+}
+
 export function authenticate(pool: DatabasePool, options: AuthenticateOptions = {}) {
   const { recentKeys, provisional } = options;
   return async (req: Request, res: Response, next: NextFunction) => {
@@ -114,7 +125,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     if (!match) throw unauthorized('The Authorization header must have the form "Bearer <API key>".');
     const key = match[1] ?? '';
     if (TOKEN_PATTERN.test(key)) {
-      res.locals.auth = await authenticateToken(pool, key);
+      authenticated(res, await authenticateToken(pool, key));
       return next();
     }
     if (!KEY_PATTERN.test(key)) throw unauthorized('Malformed API key.');
@@ -122,7 +133,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     const recentKey = hash.toString('base64');
     const recent = recentKeys && provisional ? recentKeys.get(recentKey) : undefined;
     if (recent && recentKeys && provisional && allows(recent.scopes, provisional.family, accessFor(req.method))) {
-      res.locals.auth = { ...recent, provisional: true } satisfies Auth;
+      authenticated(res, { ...recent, provisional: true } satisfies Auth);
       res.locals.renewRecentKey = () => recentKeys.renew(recentKey);
       res.locals.forgetRecentKey = () => recentKeys.forget(recentKey);
       return next();
@@ -134,7 +145,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
       kind: 'api_key', keyId: row.id, orgId: row.org_id, environment: row.environment, scopes: row.scopes, readOnly: false,
     };
     recentKeys?.set(recentKey, auth);
-    res.locals.auth = auth;
+    authenticated(res, auth);
     next();
   };
 }
