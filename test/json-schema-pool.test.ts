@@ -5,7 +5,7 @@
 // validation that runs out of memory on its thread must end that thread alone, never the process.
 import test from 'ava';
 import { INLINE_MAX_PAYLOAD, prepareValidator, validatePayload, type PayloadValidator } from '../src/core/json-schema.ts';
-import { stopValidationPool } from '../src/core/json-schema-pool.ts';
+import { MAX_WAITING, stopValidationPool, THREADS } from '../src/core/json-schema-pool.ts';
 
 test.after.always(() => stopValidationPool());
 
@@ -87,4 +87,27 @@ test.serial('one tenant\'s flood of expensive validations delays another tenant\
   t.is(problems, null);
   for (const refused of await Promise.all(floods)) t.regex(refused?.[0]?.message ?? '', /could not be validated/);
   t.true(finished.indexOf('other') <= 2, `finished in this order: ${finished.join(', ')}`);
+});
+
+// The line of waiting validations is bounded (MAX_WAITING), and was one bound for all: a tenant
+// that filled it had every other tenant's validation answered 503 at once until it drained. Now
+// the longest lane gives its newest place up to a shorter one. All in one turn of the event loop
+// (every validation below asks for its turn before any thread answers): no timing.
+test.serial('a tenant that fills the line of waiting validations gives its newest place up to another tenant', async (t) => {
+  const schema = { type: 'object', properties: { note: { type: 'string' } } };
+  const flood = await prepareValidator(schema, 'pool-test-line-flood', 'org_line_flood');
+  const other = await prepareValidator(schema, 'pool-test-line-other', 'org_line_other');
+  if ('problems' in flood || 'problems' in other) return t.fail('schemas refused');
+  const large = { note: 'x'.repeat(INLINE_MAX_PAYLOAD) }; // past the inline limit: to a thread, and quick there
+  const text = JSON.stringify(large);
+  for (const validator of [flood, other]) t.is(await validatePayload(validator, large, text), null, 'compiled on the threads');
+  const settle = (validation: Promise<unknown>) => validation.then(() => 'valid', (error: { status?: number }) => `refused ${error.status}`);
+  const floods = Array.from({ length: THREADS + MAX_WAITING }, () => settle(validatePayload(flood, large, text)));
+  const mine = settle(validatePayload(other, large, text));
+  const again = settle(validatePayload(flood, large, text)); // the flood's own lane is the longest: refused at once
+  t.is(await mine, 'valid', 'the other tenant\'s validation took the flood\'s newest place');
+  const outcomes = await Promise.all(floods);
+  t.deepEqual(outcomes.slice(-1), ['refused 503'], 'the newest of the flood gave its place up');
+  t.true(outcomes.slice(0, -1).every((o) => o === 'valid'), 'the rest of the flood was validated');
+  t.is(await again, 'refused 503');
 });

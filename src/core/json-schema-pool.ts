@@ -18,9 +18,9 @@ export const WALL_BUDGET_MS = 20_000;
 export const QUEUE_BUDGET_MS = 30_000;
 
 /** Threads of the pool; as many tasks run at once, the rest wait in their lanes. */
-const THREADS = 2;
+export const THREADS = 2;
 /** Tasks waiting in all lanes at most; past that a request is answered 503 at once. */
-const MAX_WAITING = 1_000;
+export const MAX_WAITING = 1_000;
 
 let pool: Piscina<ValidationTask, ValidationResult> | null = null;
 let ready: Promise<unknown> | null = null;
@@ -52,14 +52,17 @@ function warmPool(): { pool: Piscina<ValidationTask, ValidationResult>; ready: P
 
 const tooManyWaiting = () => serviceUnavailable(`Too many schema validations are waiting; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 
-type Waiter = { go: (release: () => void) => void; timer: NodeJS.Timeout };
+type Waiter = { go: (release: () => void) => void; refuse: (error: Error) => void; timer: NodeJS.Timeout };
 
 /**
  * Turns at the pool's threads, by lane (a tenant): at most THREADS tasks hold one. When one is
  * released, the next task comes from the waiting lane that holds the fewest turns, and among
  * those from the one served longest ago (the map's order: a lane served goes to its end). So a
  * tenant's flood of expensive work delays another tenant's task by one task at most. A task that
- * waits QUEUE_BUDGET_MS without a turn is answered 503, as is any past MAX_WAITING waiting.
+ * waits QUEUE_BUDGET_MS without a turn is answered 503. With MAX_WAITING waiting, a task of a lane
+ * shorter than the longest by two or more takes the place of the longest lane's newest task (that
+ * one is answered 503), else it is answered 503 itself: one tenant's flood cannot fill the line
+ * for everyone.
  */
 function makeFairShare() {
   const lanes = new Map<string, Waiter[]>();
@@ -95,15 +98,27 @@ function makeFairShare() {
       waiter.go(hold(lane));
     }
   }
+  /** The line is full: the longest lane's newest task gives its place up, if that lane is longer than `lane`'s by two or more. */
+  function makeRoom(lane: string): boolean {
+    let longest: Waiter[] | undefined;
+    for (const queue of lanes.values()) if (!longest || queue.length > longest.length) longest = queue;
+    if (!longest || longest.length < (lanes.get(lane)?.length ?? 0) + 2) return false;
+    const shed = longest.pop() as Waiter; // the longest lane keeps at least one: its entry stays
+    waiting -= 1;
+    clearTimeout(shed.timer);
+    shed.refuse(tooManyWaiting());
+    return true;
+  }
   return {
     /** Resolves with the function that gives the turn back, once `lane` has one. */
     turn(lane: string): Promise<() => void> {
       if (running < THREADS && waiting === 0) return Promise.resolve(hold(lane));
-      if (waiting >= MAX_WAITING) return Promise.reject(tooManyWaiting());
+      if (waiting >= MAX_WAITING && !makeRoom(lane)) return Promise.reject(tooManyWaiting());
       return new Promise((resolve, reject) => {
         const queue = lanes.get(lane) ?? [];
         const waiter: Waiter = {
           go: resolve,
+          refuse: reject,
           timer: setTimeout(() => {
             const at = queue.indexOf(waiter);
             if (at < 0) return;
