@@ -19,7 +19,7 @@ export const QUEUE_BUDGET_MS = 30_000;
 
 /** Threads of the pool; as many tasks run at once, the rest wait in their lanes. */
 export const THREADS = 2;
-/** Tasks waiting in all lanes at most; past that a request is answered 503 at once. */
+/** Tasks waiting in all lanes at most; past that a task is answered 503 (the longest lane's newest, or the one asking: makeRoom). */
 export const MAX_WAITING = 1_000;
 
 let pool: Piscina<ValidationTask, ValidationResult> | null = null;
