@@ -16,6 +16,7 @@ import {
 import { isId, newId } from '../ids.ts';
 import type { Queue, QueueItem } from '../queue.ts';
 import { prepareValidator, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
+import { TenantCache } from './tenant-cache.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
@@ -24,17 +25,19 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 // is only a guess: accept_webhook_job checks the version under the insert's own snapshot and
 // answers 'stale' when the event type changed, and then it is looked up again.
 // A stored schema that no longer passes the schema limits refuses payloads with its problems.
+// The cache is shared by every tenant of the process, and a tenant cycling through more event
+// types than it holds evicts its own entries, not another's (tenant-cache.ts).
 type KnownEventType = { id: string; version: number; validator: PayloadValidator | null; refused: SchemaProblem[] | null };
-const eventTypes = new Map<string, KnownEventType>();
 const MAX_EVENT_TYPES = 1000;
+const eventTypes = new TenantCache<KnownEventType>(MAX_EVENT_TYPES);
 
-const eventTypeKey = (tenant: Tenant, name: string) => `${tenant.orgId}/${tenant.environment}/${name}`;
+/** The cache's partition of a tenant: its organization and environment (a portal token's, its organization's). */
+const eventTypesOf = (tenant: Tenant) => `${tenant.orgId}/${tenant.environment}`;
 
 async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: string): Promise<KnownEventType | null> {
-  const key = eventTypeKey(tenant, name);
   const row = await findEventTypeForJob(db, tenant, name);
   if (!row) {
-    eventTypes.delete(key);
+    eventTypes.delete(eventTypesOf(tenant), name);
     return null;
   }
   const prepared = row.schema ? await prepareValidator(row.schema, `${row.id}@${row.version}`, tenant.orgId) : null;
@@ -43,9 +46,7 @@ async function lookUpEventType(db: CommonQueryMethods, tenant: Tenant, name: str
     validator: prepared && 'problems' in prepared ? null : prepared,
     refused: prepared && 'problems' in prepared ? prepared.problems : null,
   };
-  eventTypes.delete(key);
-  if (eventTypes.size >= MAX_EVENT_TYPES) eventTypes.delete(eventTypes.keys().next().value as string);
-  eventTypes.set(key, known);
+  eventTypes.set(eventTypesOf(tenant), name, known);
   return known;
 }
 
@@ -72,7 +73,7 @@ function createdJob(row: AcceptedRow): CreatedJob {
 
 /** One job being accepted: the request's parts, its id, and what validation said of its payload. */
 type Acceptance = {
-  tenant: Tenant; input: NewJobInput; id: string; payloadText: string; cacheKey: string;
+  tenant: Tenant; input: NewJobInput; id: string; payloadText: string;
   known: KnownEventType | null; problems: SchemaProblem[] | null;
 };
 
@@ -83,9 +84,10 @@ async function prepare(db: CommonQueryMethods, tenant: Tenant, input: NewJobInpu
   if (!isId('app', input.applicationId)) throw notFound('Application');
   // accept_webhook_job takes the application from the input: a portal token's own only.
   if (tenant.applicationId !== undefined && tenant.applicationId !== input.applicationId) throw notFound('Application');
-  const cacheKey = eventTypeKey(tenant, input.eventType);
-  const known = input.endpointId !== undefined ? null : eventTypes.get(cacheKey) ?? await lookUpEventType(db, tenant, input.eventType);
-  const acceptance = { tenant, input, id: newId('job'), payloadText: JSON.stringify(input.payload), cacheKey, known, problems: null };
+  const known = input.endpointId !== undefined
+    ? null
+    : eventTypes.get(eventTypesOf(tenant), input.eventType) ?? await lookUpEventType(db, tenant, input.eventType);
+  const acceptance = { tenant, input, id: newId('job'), payloadText: JSON.stringify(input.payload), known, problems: null };
   await validate(acceptance);
   return acceptance;
 }
@@ -112,7 +114,7 @@ function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stal
     case 'replayed':
       return { job: createdJob(row), replayed: true };
     case 'unknown_event_type':
-      eventTypes.delete(a.cacheKey);
+      eventTypes.delete(eventTypesOf(a.tenant), a.input.eventType);
       throw validationError(`Unknown event type: ${a.input.eventType}.`, [{ path: 'event_type', message: 'no event type has this name' }]);
     case 'invalid':
       throw validationError('payload does not match the event type\'s schema.', a.problems ?? []);
