@@ -164,13 +164,16 @@ export async function runOnThread(task: Task, lane: string): Promise<ThreadOutco
   await warm.ready;
   const release = await fairShare.turn(lane);
   try {
-    return await runWithBudgets(warm, task);
+    return await runWithBudgets(warm, 'key' in task ? { ...task, lane } : task);
   } finally {
     release();
   }
 }
 
-async function runWithBudgets(warm: ReturnType<typeof warmPool>, task: Task): Promise<ThreadOutcome> {
+/** A task as the thread gets it, but for its clock: a validation names its lane, by which the thread keeps its compiled schemas. */
+type ThreadTask = Exclude<Task, { key: string }> | (Extract<Task, { key: string }> & { lane: string });
+
+async function runWithBudgets(warm: ReturnType<typeof warmPool>, task: ThreadTask): Promise<ThreadOutcome> {
   const clock = new Float64Array(new SharedArrayBuffer(24));
   const controller = new AbortController();
   const submitted = Date.now();

@@ -5,6 +5,7 @@ import type { ValidateFunction } from 'ajv';
 import { runValidator, type SchemaProblem } from './json-schema-engine.ts';
 import { checkAndCompile } from './schema-check.ts';
 import type { SchemaShape } from './schema-limits.ts';
+import { TenantCache } from './tenant-cache.ts';
 
 /**
  * `clock` is shared with the web process: [0] receives the time work starts, [1] the time the
@@ -14,7 +15,7 @@ import type { SchemaShape } from './schema-limits.ts';
 export type ValidationTask =
   | { ping: true }
   | { check: true; schemaText: string; root: string; clock: Float64Array }
-  | { key: string; schemaText: string; payloadText: string; clock: Float64Array };
+  | { key: string; lane: string; schemaText: string; payloadText: string; clock: Float64Array };
 export type ValidationResult =
   | { problems: SchemaProblem[] | null }
   | { checked: { shape: SchemaShape } }
@@ -28,16 +29,18 @@ const threadId = (() => {
   }
 })();
 
-const compiled = new Map<string, ValidateFunction | SchemaProblem[]>();
+// Compiled validators by tenant (the task's lane) and key: a tenant that cycles through more
+// schemas than the cache holds pushes out its own, not another's (tenant-cache.ts), so nobody
+// else's expensive schema is compiled again because of it.
 const MAX_COMPILED = 200;
+const compiled = new TenantCache<ValidateFunction | SchemaProblem[]>(MAX_COMPILED);
 
-function validatorFor(key: string, schemaText: string): ValidateFunction | SchemaProblem[] {
-  const known = compiled.get(key);
+function validatorFor(lane: string, key: string, schemaText: string): ValidateFunction | SchemaProblem[] {
+  const known = compiled.get(lane, key);
   if (known) return known;
   const result = checkAndCompile(JSON.parse(schemaText) as Record<string, unknown>, 'event_type.schema');
   const entry = 'problems' in result ? result.problems : result.validate;
-  if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value as string);
-  compiled.set(key, entry);
+  compiled.set(lane, key, entry);
   return entry;
 }
 
@@ -49,7 +52,7 @@ export default function run(task: ValidationTask): ValidationResult {
     const result = checkAndCompile(JSON.parse(task.schemaText) as Record<string, unknown>, task.root);
     return 'problems' in result ? { problems: result.problems } : { checked: { shape: result.shape } };
   }
-  const validate = validatorFor(task.key, task.schemaText);
+  const validate = validatorFor(task.lane, task.key, task.schemaText);
   if (Array.isArray(validate)) return { problems: validate };
   task.clock[1] = Date.now();
   try {
