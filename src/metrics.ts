@@ -9,7 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
-import { poolAvailability } from './db/pool.ts';
+import { poolAvailability, poolShareWaits } from './db/pool.ts';
 import type { Logger } from './logger.ts';
 import type { AttemptError } from './worker/attempt.ts';
 
@@ -116,6 +116,18 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
   claims.inc({ result: 'empty' }, 0);
   attemptDuration.zero({ outcome: 'success' });
   attemptDuration.zero({ outcome: 'failure' });
+
+  let shareWaitsSeen = 0;
+  new Counter({
+    name: `${PREFIX}database_share_waits_total`,
+    help: 'Database calls of this process that waited for a connection because their organization\'s requests held its share of the pool (all but a fifth of DATABASE_POOL_SIZE).',
+    registers: [registry],
+    collect() {
+      const count = poolShareWaits(deps.pool);
+      this.inc(count - shareWaitsSeen);
+      shareWaitsSeen = count;
+    },
+  });
 
   const slowOrganizations = new Gauge({
     name: `${PREFIX}worker_slow_organizations`,

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { organizationShare } from '../src/db/pool-guard.ts';
 import { startTestApp } from './helpers/app.ts';
 import { createApplication } from './helpers/fixtures.ts';
+import { scrape, valueOf } from './helpers/metrics.ts';
 import { until } from './helpers/until.ts';
 
 const app = startTestApp();
@@ -31,9 +32,11 @@ test('an organization whose requests wait on a lock leaves connections to the ot
     return row?.n ?? 0;
   };
 
+  const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_database_share_waits_total');
+  t.is(await waits(), 0);
   await db.query('begin');
   await db.query('select 1 from applications where id = $1 for update', [target.id]);
-  const burst = Array.from({ length: POOL_SIZE + 2 }, (_, i) =>
+  const burst = Array.from({ length: POOL_SIZE }, (_, i) =>
     app.request('PATCH', `/v1/applications/${target.id}`, { key: hog.key, body: { name: `Renamed ${i}` } }));
   const share = organizationShare(POOL_SIZE);
   t.is(share, 8);
@@ -44,6 +47,7 @@ test('an organization whose requests wait on a lock leaves connections to the ot
   t.is(list.status, 200, JSON.stringify(list.body));
   t.deepEqual(list.body.data.map((a: { name: string }) => a.name), ['Other']);
   t.is(await stuck(), share, 'the burst holds its share of the connections and no more');
+  await until('the rest of the burst waiting for its share', async () => (await waits()) === 2);
 
   await db.query('commit');
   const answers = await Promise.all(burst);

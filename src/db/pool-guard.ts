@@ -16,7 +16,11 @@ import type { DatabasePool, DatabasePoolConnection } from 'slonik';
 import { DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
 import { currentRequestScope, type RequestScope } from './request-scope.ts';
 
-type GuardOptions = { permits: number; acquireTimeoutMs: number; availability: Availability };
+type GuardOptions = {
+  permits: number; acquireTimeoutMs: number; availability: Availability;
+  /** Told each time a call waits because its organization holds its share (the metric; the log line). */
+  onShareWait?: (organization: string) => void;
+};
 
 /**
  * The most permits one organization's requests hold at once: all but a fifth of the pool, at
@@ -70,6 +74,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
       return Promise.resolve();
     }
     if (!availability.available) return Promise.reject(new DatabaseUnavailableError('the database is unavailable'));
+    if (organization !== undefined && atShare(organization)) options.onShareWait?.(organization);
     return new Promise<void>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);

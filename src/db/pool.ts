@@ -5,7 +5,7 @@ import { createPool, SchemaValidationError, type DatabasePool, type Interceptor 
 import type { Logger } from '../logger.ts';
 import { isDatabaseUnavailable, makeAvailability, type Availability } from './availability.ts';
 import { findPrimary, isMultiHost, parseMultiHostUrl } from './multi-host.ts';
-import { guardPool } from './pool-guard.ts';
+import { guardPool, organizationShare } from './pool-guard.ts';
 import { parseTimestamptz } from './timestamps.ts';
 
 export type { DatabasePool };
@@ -48,6 +48,15 @@ export const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
 export const DEFAULT_IDLE_TIMEOUT_MS = 600_000;
 
 const availabilities = new WeakMap<DatabasePool, Availability>();
+const shareWaits = new WeakMap<DatabasePool, { count: number }>();
+
+/** Calls of a pool made by makePool that waited because their organization held its share of the connections (pool-guard.ts). */
+export function poolShareWaits(pool: DatabasePool): number {
+  return shareWaits.get(pool)?.count ?? 0;
+}
+
+/** An organization held at its share is logged at most this often per pool. */
+const SHARE_LOG_INTERVAL_MS = 60_000;
 
 /** The availability tracker of a pool made by makePool (always up for any other pool). */
 export function poolAvailability(pool: DatabasePool): Availability {
@@ -83,8 +92,19 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     ? await followPrimary(databaseUrl, create, acquireTimeoutMs, options.logger)
     : await create(databaseUrl);
   const availability = makeAvailability(options.logger, options.onAvailabilityChange);
-  const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability });
+  const waits = { count: 0 };
+  let loggedAt = -Infinity;
+  const onShareWait = (organization: string) => {
+    waits.count += 1;
+    const now = performance.now();
+    if (now - loggedAt < SHARE_LOG_INTERVAL_MS) return;
+    loggedAt = now;
+    options.logger?.warn({ org_id: organization, share: organizationShare(maximumPoolSize) },
+      'an organization\'s requests wait for a database connection: they hold its share of the pool (logged at most once a minute)');
+  };
+  const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability, onShareWait });
   availabilities.set(guarded, availability);
+  shareWaits.set(guarded, waits);
   return guarded;
 }
 
