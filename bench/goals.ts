@@ -41,7 +41,7 @@ export const GOALS: readonly Goal[] = [
   {
     issue: 17, figure: 'creation to first attempt at 300 jobs/s, p99 (ms)', path: ['latency', 'p99_ms'], at_most: 60, before: '180',
     // A job is seen by no worker before its accept's commit is flushed: a stalled flush holds
-    // every first attempt of its span (README, "Where the rest goes").
+    // every first attempt of its span (docs/where-the-cost-goes.md, "Where the rest goes").
     beside: { what: 'the disk\'s longest sync in the phase (ms)', of: (r) => figure(r.latency as Record<string, unknown>, 'disk_syncs', 'max_ms') },
   },
   {
