@@ -191,12 +191,12 @@ type Settled = { answer: Accepted } | { error: unknown };
 /**
  * Group commit for job creation. Each request is prepared (checks, event type, payload
  * validation) on its own, then waits for a group: requests that arrive while a group's
- * transaction runs go together into the next, at most `maxGroup` a transaction: one
- * accept_webhook_job statement for all of them, one pg-boss insert, one commit. Every request
- * still answers only after the commit that made its job durable, with exactly the answer it would
- * get alone (accept_webhook_job writes nothing for a job it refuses). A group's transaction that
- * fails (a deadlock, a lost connection, anything one body triggers) is not anyone's answer: each
- * of its jobs is then accepted alone.
+ * transaction runs go together into the next, at most `maxGroup` a transaction (by organization
+ * in turn when more wait: nextGroup): one accept_webhook_job statement for all of them, one
+ * pg-boss insert, one commit. Every request still answers only after the commit that made its
+ * job durable, with exactly the answer it would get alone (accept_webhook_job writes nothing for
+ * a job it refuses). A group's transaction that fails (a deadlock, a lost connection, anything
+ * one body triggers) is not anyone's answer: each of its jobs is then accepted alone.
  *
  * One group runs at a time while groups finish quickly: overlapping groups are smaller, so they
  * pay the statement's fixed costs more often and wait on each other's locks, which cost more
@@ -323,7 +323,7 @@ export function makeJobAcceptor(
         }, lastStart + overlapAfterMs - now);
         return;
       }
-      const group = startable(waiting.splice(0, maxGroup));
+      const group = startable(nextGroup(waiting, maxGroup));
       if (group.length === 0) continue;
       inFlight += 1;
       lastStart = now;
@@ -375,6 +375,36 @@ export function makeJobAcceptor(
 }
 
 const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+
+/**
+ * The next group, taken out of `waiting`: every request when they fit in one group (the usual
+ * case), else `maxGroup` of them taken by organization in turn, each organization's in its order
+ * of arrival: one organization's flood (its requests past its rate limit included, which are
+ * answered 429 in their group) no longer makes another's wait behind all of it.
+ */
+function nextGroup<W extends { a: { tenant: Tenant } }>(waiting: W[], maxGroup: number): W[] {
+  if (waiting.length <= maxGroup) return waiting.splice(0);
+  const byOrganization = new Map<string, W[]>();
+  for (const waiter of waiting) {
+    const list = byOrganization.get(waiter.a.tenant.orgId);
+    if (list) list.push(waiter);
+    else byOrganization.set(waiter.a.tenant.orgId, [waiter]);
+  }
+  const taken = new Set<W>();
+  for (let turn = 0; taken.size < maxGroup; turn += 1) {
+    const before = taken.size;
+    for (const list of byOrganization.values()) {
+      const waiter = list[turn];
+      if (waiter && taken.size < maxGroup) taken.add(waiter);
+    }
+    if (taken.size === before) break;
+  }
+  const group = waiting.filter((waiter) => taken.has(waiter));
+  let kept = 0;
+  for (const waiter of waiting) if (!taken.has(waiter)) waiting[kept++] = waiter;
+  waiting.length = kept;
+  return group;
+}
 
 /** How long a group runs alone before the next may start beside it (makeJobAcceptor). */
 export const OVERLAP_AFTER_MS = 100;

@@ -161,6 +161,43 @@ test('a group of every kind of request: created, replayed within the group, inva
   for (const answer of again) t.false((answer as { replayed: boolean }).replayed, JSON.stringify(answer));
 });
 
+// More requests waiting than a group holds used to go in their order of arrival: another
+// organization's job waited behind all of one organization's flood (its requests past its rate
+// limit too, answered 429 only in their group).
+test('with more waiting than a group holds, the next group takes each organization\'s requests in turn', async (t) => {
+  const flood = await setup(t);
+  const other = await setup(t);
+  for (const org of [flood, other]) await createEventType(t, org.key, 'invoice.paid');
+  const held = await createApplication(t, flood.key);
+  const floodTenant = { orgId: flood.orgId, environment: 'live' } as const;
+  const otherTenant = { orgId: other.orgId, environment: 'live' } as const;
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, maxGroup: 10 });
+  // Each organization's event type looked up once first, so that every request below waits in the order it was made.
+  for (const [tenant, appId] of [[floodTenant, flood.appId], [otherTenant, other.appId]] as const) {
+    t.true('id' in await settle(accept(tenant, job(appId, 'invoice.paid', { warm: true }))));
+  }
+  const release = await holdApplications([held]);
+  let floods: Answer[];
+  let theirs: Answer;
+  try {
+    const first = settle(accept(floodTenant, job(held, 'invoice.paid', { n: 0 })));
+    await until('the first group to start', () => accept.busy === 1 && accept.waiting === 0);
+    const waitingFloods = Promise.all(Array.from({ length: 25 }, (_, n) => settle(accept(floodTenant, job(flood.appId, 'invoice.paid', { n: n + 1 })))));
+    const waitingTheirs = settle(accept(otherTenant, job(other.appId, 'invoice.paid', { n: 0 })));
+    await until('all of them to wait', () => accept.waiting === 26);
+    await release();
+    t.true('id' in await first);
+    [floods, theirs] = [await waitingFloods, await waitingTheirs];
+  } finally {
+    await release();
+  }
+  const ids = [...floods, theirs].map((a) => (a as { id: string }).id);
+  t.true(ids.every((id) => typeof id === 'string'), JSON.stringify([...floods, theirs]));
+  t.is(await transactionsOf([ids[0] as string, ids[25] as string]), 1, 'the other organization\'s job went in the next group, beside the flood\'s first');
+  t.is(await transactionsOf(ids.slice(0, 9)), 1, 'the flood\'s first nine with it');
+  t.is(await transactionsOf(ids), 3, 'then the flood\'s next ten, then its last six');
+});
+
 test('one group at a time while the running group is young: requests that come meanwhile wait and go together', async (t) => {
   const { key, orgId, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
