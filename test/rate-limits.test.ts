@@ -159,6 +159,38 @@ test('limits are configuration: the headers and the 429 follow the configured li
   t.deepEqual(responses.map((r) => rateHeaders(r).remaining), [2, 1, 0, 0]);
 });
 
+// A window the web saw fill answers 429 at once (src/api/middleware/rate-limit.ts,
+// makeFullWindows): no statement, validation or accept group for a flood past the limit. Before,
+// every refused request was counted in the database (the counter went on past the limit).
+test('job creation: once this process saw the window fill, later requests of it are 429 without reaching the database; a revoked key still gets its 401', async (t) => {
+  const root = await lowPinned.createOrg();
+  const application = await lowPinned.request('POST', '/v1/applications', { key: root.key, body: { name: 'limited' } });
+  await lowPinned.request('POST', '/v1/event-types', { key: root.key, body: { name: 'limit.tested' } });
+  const second = await lowPinned.request('POST', '/v1/api-keys', { key: root.key, body: { name: 'jobs' } });
+  const appId = application.body.id as string;
+  const counted = () => lowPinned.pool.oneFirst(sql.type(count)`
+    select coalesce(max(count), 0)::int as n from rate_limit_counters where key = ${`jobs:${root.orgId}`}`);
+
+  const admitted = [];
+  for (let i = 0; i < 3; i += 1) admitted.push(await postJob(lowPinned, second.body.key, appId));
+  t.deepEqual(admitted.map((r) => [r.status, rateHeaders(r).remaining]), [[201, 2], [201, 1], [201, 0]]);
+  t.is(await counted(), 3);
+
+  const refused = await postJob(lowPinned, second.body.key, appId);
+  assertLimited(t, refused);
+  t.is(rateHeaders(refused).reset, windowEnd(1));
+  t.is(Number(refused.headers.get('retry-after')), Math.ceil(windowEnd(1) - PINNED.getTime() / 1000));
+  const badBody = await lowPinned.request('POST', '/v1/webhook-jobs', { key: root.key, body: { application_id: appId } });
+  assertLimited(t, badBody);
+  t.is(await counted(), 3, 'neither refusal was counted: the window was known full');
+  t.is(await jobCount(lowPinned, appId), 3);
+
+  // The key is revoked: its next request gets its 401, not the 429 of the full window.
+  t.is((await lowPinned.request('DELETE', `/v1/api-keys/${second.body.id}`, { key: root.key })).status, 200);
+  assertError(t, await postJob(lowPinned, second.body.key, appId), 401, 'unauthorized');
+  assertLimited(t, await postJob(lowPinned, root.key, appId));
+});
+
 test('operations without a limit carry no rate-limit headers', async (t) => {
   const { key } = await pinned.createOrg();
   const res = await pinned.request('GET', '/v1/api-keys', { key });

@@ -38,3 +38,46 @@ export function setRateLimitHeaders(res: Response, rule: RateLimitRule, taken: P
   res.setHeader('X-RateLimit-Remaining', String(taken.remaining));
   res.setHeader('X-RateLimit-Reset', String(Math.ceil(Date.parse(taken.reset_at) / 1000)));
 }
+
+/** How long before a full window's end (by this process's clock) its requests go to the database again. */
+const FULL_WINDOW_MARGIN_MS = 100;
+/** Full windows remembered at most (expired ones are dropped first). */
+const MAX_FULL_WINDOWS = 10_000;
+
+/**
+ * The windows this process has seen fill up, by counter: a take that left no room (remaining 0)
+ * means every later request of that counter in that window is refused, by every process, since a
+ * window's count only grows. Such a request is answered 429 here without a statement, a
+ * validation or a place in an accept group, so that a tenant flooding past its limit costs
+ * little. A window's end comes from the database's clock (or the pinned one, in tests); it is
+ * trusted until FULL_WINDOW_MARGIN_MS before it by this process's clock, so clocks apart by less
+ * than that never refuse a request of the next window. Refused here, a request is not counted in
+ * rate_limit_counters (the window is full either way).
+ */
+export function makeFullWindows() {
+  const windows = new Map<string, { resetAt: string; endsAt: number }>();
+  return {
+    /** Remembers `taken` of counter `key` when it filled the window. */
+    learn(key: string, taken: Pick<Taken, 'remaining' | 'reset_at'>): void {
+      if (taken.remaining > 0) return;
+      windows.delete(key);
+      if (windows.size >= MAX_FULL_WINDOWS) {
+        const now = Date.now();
+        for (const [k, w] of windows) if (w.endsAt <= now) windows.delete(k);
+        if (windows.size >= MAX_FULL_WINDOWS) windows.delete(windows.keys().next().value as string);
+      }
+      windows.set(key, { resetAt: taken.reset_at, endsAt: Date.parse(taken.reset_at) });
+    },
+    /** The full window of counter `key` at `at` (the request's time, or now): its end, and the whole seconds to it (at least 1). */
+    full(key: string, at: Date | undefined): { resetAt: string; retryAfter: number } | null {
+      const window = windows.get(key);
+      if (!window) return null;
+      const now = at?.getTime() ?? Date.now();
+      if (now >= window.endsAt - FULL_WINDOW_MARGIN_MS) {
+        windows.delete(key);
+        return null;
+      }
+      return { resetAt: window.resetAt, retryAfter: Math.max(1, Math.ceil((window.endsAt - now) / 1000)) };
+    },
+  };
+}

@@ -11,9 +11,9 @@ import { pagination } from '../../db/offset.ts';
 import { findJob, listJobAttempts, listJobs, type JobRow } from '../../db/webhook-jobs.ts';
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
-import { AppError, notFound, validationError } from '../../errors.ts';
+import { AppError, notFound, rateLimitExceeded, validationError } from '../../errors.ts';
 import { authOf, forgetRecentKey, renewRecentKey } from '../middleware/auth.ts';
-import { rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
+import { makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
   deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
@@ -62,6 +62,7 @@ const toCancelled = shaper(webhookJobCancelled);
 export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: Config): RequestHandler {
   const { jobCreation } = rateLimitRules(config);
   const acceptJob = makeJobAcceptor(pool, queue, { rule: jobCreation });
+  const fullWindows = makeFullWindows();
 
   return async (req, res) => {
     const tenant = authOf(res);
@@ -70,13 +71,25 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
     // The limit is counted first for every request, as enforceRateLimit counts it; for a valid
     // body, in the transaction that accepts the job (one round trip and one commit fewer).
     const take = {
-      key: rateLimitKey(jobCreation, tenant.orgId), at: requestTime(res), onTaken: (taken: Taken) => setRateLimitHeaders(res, jobCreation, taken),
+      key: rateLimitKey(jobCreation, tenant.orgId),
+      at: requestTime(res),
+      onTaken: (taken: Taken) => {
+        setRateLimitHeaders(res, jobCreation, taken);
+        fullWindows.learn(take.key, taken);
+      },
     };
     // A provisional key refused at its confirmation (the only 401 and 403 here) is looked up next time.
     const refused = (error: unknown): never => {
       if (key && error instanceof AppError && (error.status === 401 || error.status === 403)) forgetRecentKey(res);
       throw error;
     };
+    // A window this process saw fill: 429 at once (the key's 401 or 403 first, as always).
+    const full = fullWindows.full(take.key, take.at);
+    if (full) {
+      await checkAlone(pool, undefined, undefined, key).catch(refused);
+      setRateLimitHeaders(res, jobCreation, { remaining: 0, reset_at: full.resetAt });
+      throw rateLimitExceeded(full.retryAfter);
+    }
     let body: z.output<typeof createBody>;
     try {
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
