@@ -1,7 +1,7 @@
 // Table applications: typed queries, all scoped to a tenant and to live (not deleted) rows.
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { limitOffset, type PageRequest } from './offset.ts';
+import { newestFirstPage, type PageRequest } from './offset.ts';
 import { applicationsOf, containing, type Tenant } from './tenant.ts';
 
 export const applicationRow = z.object({
@@ -60,18 +60,11 @@ export async function listApplications(db: CommonQueryMethods, tenant: Tenant, p
   const search = page.search === undefined
     ? sql.fragment``
     : sql.fragment`and (name ilike ${containing(page.search)} or uid ilike ${containing(page.search)})`;
-  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from applications where ${applicationsOf(tenant)} and deleted_at is null ${search}`);
-  const rows = await db.any(sql.type(applicationSummaryRow)`
-    with page as (
-      select id, created_at from applications
-      where ${applicationsOf(tenant)} and deleted_at is null ${search}
-      order by created_at desc, id desc ${limitOffset(page)}
-    )
-    select applications.id, name, uid, endpoints_count, webhook_jobs_count, success_rate, applications.created_at
-    from page join applications on applications.id = page.id
-    order by page.created_at desc, page.id desc`);
-  return { rows, total };
+  return newestFirstPage(db, applicationSummaryRow, {
+    table: 'applications',
+    where: sql.fragment`${applicationsOf(tenant)} and deleted_at is null ${search}`,
+    columns: sql.fragment`applications.id, name, uid, endpoints_count, webhook_jobs_count, success_rate, applications.created_at`,
+  }, page);
 }
 
 export type ApplicationPatch = { name?: string; uid?: string | null; metadata?: Record<string, unknown> };

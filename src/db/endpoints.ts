@@ -2,7 +2,7 @@
 // `event_types` is read from the subscription rows (written by endpoint-event-types.ts).
 import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
-import { limitOffset, type PageRequest } from './offset.ts';
+import { limitOffset, newestFirstPage, type PageRequest } from './offset.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
 
 export const endpointRow = z.object({
@@ -79,18 +79,12 @@ export async function listEndpoints(
     page.failing === true ? sql.fragment`failure_count > 0` : null,
     page.failing === false ? sql.fragment`failure_count = 0` : null,
   ].filter((f) => f !== null), sql.fragment` and `);
-  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from endpoints where ${where}`);
-  const rows = await db.any(sql.type(endpointSummaryRow)`
-    with page as (
-      select id, created_at from endpoints where ${where}
-      order by created_at desc, id desc ${limitOffset(page)}
-    )
-    select endpoints.id, application_id, url, status, ${eventTypeNames}, failure_count, endpoints.created_at
-    from page join endpoints on endpoints.id = page.id
-    where ${ownedBy(tenant)}
-    order by page.created_at desc, page.id desc`);
-  return { rows, total };
+  return newestFirstPage(db, endpointSummaryRow, {
+    table: 'endpoints',
+    where,
+    columns: sql.fragment`endpoints.id, application_id, url, status, ${eventTypeNames}, failure_count, endpoints.created_at`,
+    check: ownedBy(tenant, 'endpoints'),
+  }, page);
 }
 
 export const deletedEndpointRow = endpointSummaryRow.extend({ deleted_at: z.string() });

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
 import { takenManyRow } from './rate-limits.ts';
-import { limitOffset, type PageRequest } from './offset.ts';
+import { newestFirstPage, type PageRequest } from './offset.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
 
@@ -223,19 +223,12 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
     filters.createdAfter ? sql.fragment`created_at >= ${filters.createdAfter}::timestamptz` : null,
     filters.createdBefore ? sql.fragment`created_at < ${filters.createdBefore}::timestamptz` : null,
   ].filter((f) => f !== null), sql.fragment` and `);
-  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from webhook_jobs where ${where}`);
-  // The page's ids first, then its rows: the jobs skipped before the page are never read.
-  const rows = await db.any(sql.type(summaryRow)`
-    with page as (
-      select id, created_at from webhook_jobs where ${where}
-      order by created_at desc, id desc ${limitOffset(page)}
-    )
-    select j.id, j.event_type, j.current_status as status, j.created_at
-    from page p join webhook_jobs j on j.id = p.id
-    where ${ownedBy(tenant, 'j')}
-    order by p.created_at desc, p.id desc`);
-  return { rows, total };
+  return newestFirstPage(db, summaryRow, {
+    table: 'webhook_jobs',
+    where,
+    columns: sql.fragment`webhook_jobs.id, event_type, webhook_jobs.current_status as status, webhook_jobs.created_at`,
+    check: ownedBy(tenant, 'webhook_jobs'),
+  }, page);
 }
 
 const retriedRow = z.object({
