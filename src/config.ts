@@ -43,6 +43,7 @@ const schema = z.object({
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),
+  DATABASE_STATEMENT_TIMEOUT_MS: integer(1_000, 600_000).default(30_000),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
     const parts = value.split(',').map((p) => p.trim());
@@ -90,6 +91,8 @@ export type Config = Readonly<{
   databaseAcquireTimeoutMs: number;
   /** How long an unused connection of the pool stays open. */
   databaseIdleTimeoutMs: number;
+  /** PostgreSQL's statement_timeout for the process's pool: a request's statement cancelled past it answers 503. */
+  databaseStatementTimeoutMs: number;
   allowPrivateDestinations: boolean;
   retrySchedule: readonly number[];
   circuitBreakerThreshold: number;
@@ -135,6 +138,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databasePoolSize: c.DATABASE_POOL_SIZE,
     databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
     databaseIdleTimeoutMs: c.DATABASE_IDLE_TIMEOUT_MS,
+    databaseStatementTimeoutMs: c.DATABASE_STATEMENT_TIMEOUT_MS,
     allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,

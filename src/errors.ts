@@ -1,6 +1,6 @@
 // The one error type of the service, shared by the API and core/: a constructor per row of
 // decisions section 3, and the translation of database constraint names into those rows.
-import { UniqueIntegrityConstraintViolationError } from 'slonik';
+import { StatementCancelledError, StatementTimeoutError, UniqueIntegrityConstraintViolationError } from 'slonik';
 import { isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
 
 export type ErrorDetail = { path: string; message: string };
@@ -68,6 +68,10 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 export const serviceUnavailable = (
   message = `The service cannot reach its database right now; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`,
 ) => new AppError(503, 'service_unavailable', message, { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+export const statementCancelled = () => new AppError(503, 'service_unavailable',
+  `The database took too long to answer this request and its statement was cancelled; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
+  + ' A list that reads many jobs answers faster with created_after and created_before.',
+  { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
 export const internalError = () => new AppError(500, 'internal_error', 'An unexpected error occurred.');
 
 /**
@@ -84,6 +88,10 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
 export function translateDatabaseError(error: unknown): AppError | null {
   // A lost database is the service's state, not a bug: 503, logged once per change by the pool.
   if (error instanceof RequestAbandonedError || isDatabaseUnavailable(error)) return serviceUnavailable();
+  // A statement cancelled by the statement timeout (DATABASE_STATEMENT_TIMEOUT_MS: a lock held
+  // long by another transaction, a list that reads too much) or by an operator's
+  // pg_cancel_backend(): its transaction rolled back; the service is busy, not broken.
+  if (error instanceof StatementTimeoutError || error instanceof StatementCancelledError) return statementCancelled();
   if (error instanceof UniqueIntegrityConstraintViolationError) {
     const make = UNIQUE_CONSTRAINT_ERRORS[error.constraint ?? ''];
     if (make) return make();

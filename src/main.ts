@@ -56,7 +56,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     }
     const pool = await makePool(database.url, {
       maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs,
-      idleTimeoutMs: config.databaseIdleTimeoutMs, logger,
+      idleTimeoutMs: config.databaseIdleTimeoutMs, statementTimeoutMs: config.databaseStatementTimeoutMs, logger,
     });
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the

@@ -11,6 +11,7 @@ test('defaults match decisions section 1', (t) => {
   t.is(config.circuitBreakerCooldown, 300);
   t.is(config.dataDir, '.data');
   t.is(config.databaseIdleTimeoutMs, 600_000, 'idle connections are kept ten minutes (docs/deploy.md)');
+  t.is(config.databaseStatementTimeoutMs, 30_000);
   t.true(Object.isFrozen(config));
 });
 
@@ -38,6 +39,8 @@ const bad: Array<[string, string]> = [
   ['DATABASE_POOL_SIZE', '0'],
   ['DATABASE_IDLE_TIMEOUT_MS', '500'],
   ['DATABASE_IDLE_TIMEOUT_MS', '3600001'],
+  ['DATABASE_STATEMENT_TIMEOUT_MS', '999'],
+  ['DATABASE_STATEMENT_TIMEOUT_MS', '600001'],
   ['ALLOW_PRIVATE_DESTINATIONS', 'yes'],
   ['RETRY_SCHEDULE', '5,300'],
   ['RETRY_SCHEDULE', '5,300,1800,7200,18000,-1'],

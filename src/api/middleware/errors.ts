@@ -1,6 +1,7 @@
 // The one place that writes error bodies (decisions section 3). Nothing internal leaks:
 // unexpected errors become a bare 500 and are logged with the request id.
 import type { NextFunction, Request, Response } from 'express';
+import { StatementCancelledError, StatementTimeoutError } from 'slonik';
 import type { Logger } from '../../logger.ts';
 import { AppError, internalError, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
 
@@ -35,6 +36,11 @@ export function errorHandler(logger: Logger) {
     if (error instanceof URIError) appError = notFound();
     appError ??= typeof error === 'object' && error !== null ? fromBodyParser(error) : null;
     appError ??= translateDatabaseError(error);
+    if (error instanceof StatementTimeoutError || error instanceof StatementCancelledError) {
+      // Answered 503, but an operator wants to know which requests run into the timeout.
+      logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId },
+        'a statement of this request was cancelled (statement timeout or pg_cancel_backend): answered 503');
+    }
     if (!appError) {
       logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path }, 'unexpected error');
       appError = internalError();

@@ -1,0 +1,68 @@
+// A request whose statement the database cancels (DATABASE_STATEMENT_TIMEOUT_MS, or an
+// operator's pg_cancel_backend()) answers 503 service_unavailable with Retry-After, its
+// transaction rolled back, and a warning in the log; it was a bare 500 ("unexpected error").
+// The waits are on a row lock this test holds itself, found in pg_stat_activity.
+import test from 'ava';
+import pg from 'pg';
+import pino from 'pino';
+import { startTestApp, assertError } from './helpers/app.ts';
+import { createApplication } from './helpers/fixtures.ts';
+import { until } from './helpers/until.ts';
+
+type Line = { level: number; msg: string; path?: string; org_id?: string; request_id?: string };
+const logLines: Line[] = [];
+const TIMEOUT_MS = 3_000;
+const app = startTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) },
+  { logger: pino({ level: 'warn' }, { write: (line: string) => { logLines.push(JSON.parse(line) as Line); } }) });
+
+async function lockedApplication(t: import('ava').ExecutionContext) {
+  const org = await app.createOrg();
+  const application = await createApplication({ on: app, key: org.key }, { name: 'Before' });
+  const [holder, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
+  for (const client of [holder, watcher]) {
+    await client.connect();
+    t.teardown(() => client.end());
+  }
+  await holder.query('begin');
+  await holder.query('select 1 from applications where id = $1 for update', [application.id]);
+  const waiting = async () => (await watcher.query<{ pid: number }>(`
+    select pid from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock' and query like '%update applications%'`)).rows;
+  return { org, application, holder, watcher, waiting };
+}
+
+test.serial('a statement past the statement timeout answers 503 with Retry-After, and changes nothing', async (t) => {
+  const { org, application, holder } = await lockedApplication(t);
+  const started = performance.now();
+  const res = await app.request('PATCH', `/v1/applications/${application.id}`, { key: org.key, body: { name: 'After' } });
+  assertError(t, res, 503, 'service_unavailable');
+  t.is(res.headers.get('retry-after'), '5');
+  t.regex(res.body.error.message, /took too long/);
+  t.true(performance.now() - started >= TIMEOUT_MS - 50, 'cancelled by the timeout, not before it');
+  await holder.query('rollback');
+
+  const read = await app.request('GET', `/v1/applications/${application.id}`, { key: org.key });
+  t.is(read.body.name, 'Before', 'the cancelled update left nothing behind');
+  const line = logLines.find((l) => l.request_id === res.headers.get('x-request-id'));
+  t.truthy(line, 'a warning names the request');
+  t.is(line?.level, 40);
+  t.is(line?.org_id, org.orgId);
+  t.is(line?.path, `/v1/applications/${application.id}`);
+  t.false(logLines.some((l) => l.msg === 'unexpected error'));
+  const again = await app.request('PATCH', `/v1/applications/${application.id}`, { key: org.key, body: { name: 'After' } });
+  t.is(again.status, 200, 'the same request passes once the lock is gone');
+  t.is(again.body.name, 'After');
+});
+
+test.serial('a statement an operator cancels answers 503 too', async (t) => {
+  const { org, application, holder, watcher, waiting } = await lockedApplication(t);
+  const answer = app.request('PATCH', `/v1/applications/${application.id}`, { key: org.key, body: { name: 'After' } });
+  await until('the update waiting on the lock', async () => (await waiting()).length === 1);
+  const [stuck] = await waiting();
+  await watcher.query('select pg_cancel_backend($1)', [stuck?.pid]);
+  const res = await answer;
+  assertError(t, res, 503, 'service_unavailable');
+  t.is(res.headers.get('retry-after'), '5');
+  await holder.query('rollback');
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key: org.key })).body.name, 'Before');
+});
