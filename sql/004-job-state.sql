@@ -10,8 +10,20 @@
 
 -- A job's stored status, attempt_count and completion follow from its deliveries (decisions
 -- section 7).
+--
+-- The jobs are locked first, in id order, in a statement of their own: the update after it then
+-- reads their deliveries with a snapshot taken once the lock is held (each statement of a
+-- volatile function takes its own, under READ COMMITTED). Without it, two transactions that
+-- each finish one of a job's deliveries (two endpoints deleted at once, two workers' recordings,
+-- a recording and a delete) each counted the other's delivery as still open, the second one
+-- even after waiting for the first one's lock on the job (the update re-checks the job's row,
+-- not its subquery), and the job stayed `created` or `awaiting_retry` with no delivery left to
+-- finish it (found by a race probe: 15 of 20 rounds of two endpoint deletes;
+-- test/job-refresh-race.test.ts).
 create or replace function refresh_webhook_jobs(p_job_ids text[]) returns void
 language sql as $$
+  select 1 from webhook_jobs where id = any(p_job_ids) order by id for no key update;
+
   update webhook_jobs j set
     attempt_count = s.max_attempt,
     status = case
