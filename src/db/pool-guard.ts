@@ -1,7 +1,13 @@
 // A guard in front of the slonik pool. slonik queues a caller for a connection without a time
 // limit, so during an outage requests waited for the whole of it and then ran. Here every call
-// first takes one of `permits` (as many as the pool has connections), then a connection, both
-// within `acquireTimeoutMs`; past that it fails with DatabaseUnavailableError (the API's 503).
+// first takes one of `permits` (as many as the pool has connections) within `acquireTimeoutMs`,
+// then a connection within `acquireTimeoutMs` of getting its permit; past either it fails with
+// DatabaseUnavailableError (the API's 503). Only the second means the database is lost: a
+// permit is a connection the pool holds or may open, so taking it is quick unless opening one
+// hangs. (With one deadline for both, a call whose permit came just before the deadline, after a
+// busy pool's queue, had a few milliseconds left to take its connection, missed them, and
+// declared the database lost: every waiter failed at once, and a worker left its claimed
+// sends to their leases. Found by a race probe under one tenant's load.)
 // While the database is known to be lost, callers that would have to queue fail at once (and
 // the queue is emptied when it is lost); callers that find a free permit try it, which is how
 // the recovery is noticed.
@@ -103,8 +109,8 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
   async function run<T>(work: (connection: DatabasePoolConnection) => Promise<T>): Promise<T> {
     const scope = currentRequestScope();
     const organization = scope?.organization;
+    await permit(Date.now() + acquireTimeoutMs, scope, organization);
     const deadline = Date.now() + acquireTimeoutMs;
-    await permit(deadline, scope, organization);
     let gaveUp = false;
     let connected = false;
     let timer: NodeJS.Timeout | undefined;
