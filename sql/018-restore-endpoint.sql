@@ -16,25 +16,36 @@ returns text
 language plpgsql as $$
 declare
   v_endpoint endpoints;
+  v_application_id text;
   v_application_deleted_at timestamptz;
 begin
-  select * into v_endpoint from endpoints
+  -- The lock order of every write to an endpoint that touches its application: the application
+  -- first, then the endpoint (an application delete takes them so, its cascade of
+  -- 003-soft-delete.sql). The endpoint's application_id never changes, so it is read unlocked.
+  select application_id into v_application_id from endpoints
     where id = p_id and org_id = p_org_id and environment = p_environment
-      and (p_application_id is null or application_id = p_application_id) -- a portal token's application
-    for no key update;
+      and (p_application_id is null or application_id = p_application_id); -- a portal token's application
   if not found then return 'not_found'; end if;
+  -- FOR NO KEY UPDATE: a concurrent application delete waits for this restore (and then deletes
+  -- it again); the restore's count trigger updates this row, so no weaker lock to upgrade later
+  -- (two restores holding FOR SHARE and each upgrading it deadlocked).
+  select deleted_at into v_application_deleted_at from applications where id = v_application_id for no key update;
+  select * into v_endpoint from endpoints where id = p_id for no key update;
   if v_endpoint.deleted_at is null then return 'not_deleted'; end if;
   if v_endpoint.deleted_at < now() - p_window then return 'not_found'; end if;
-  -- FOR SHARE: a concurrent application delete waits for this restore (and then deletes it again).
-  select deleted_at into v_application_deleted_at from applications where id = v_endpoint.application_id for share;
   if v_application_deleted_at is not null then return 'application_deleted'; end if;
 
   update endpoints set deleted_at = null, deleted_event_types = null where id = p_id;
+  -- The event types that exist then: FOR KEY SHARE (what the foreign key check takes anyway)
+  -- waits for a concurrent delete of one of them, and READ COMMITTED then leaves out the row it
+  -- deleted, where the insert used to fail the foreign key (a 500). In id order, as every
+  -- subscription write locks event types.
   insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
     select p_id, et.id, p_org_id from event_types et
     where et.org_id = p_org_id and et.environment = p_environment
       and et.name = any(coalesce(v_endpoint.deleted_event_types, '{}'))
     order by et.id
+    for key share of et
   on conflict do nothing;
   return 'restored';
 end;

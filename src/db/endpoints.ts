@@ -1,6 +1,6 @@
 // Table endpoints: typed queries, all scoped to a tenant and to live (not deleted) endpoints.
 // `event_types` is read from the subscription rows (written by endpoint-event-types.ts).
-import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { limitOffset, newestFirstPage, type PageRequest } from './offset.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
@@ -146,12 +146,24 @@ export async function updateEndpoint(db: CommonQueryMethods, id: string, patch: 
 
 const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 
-/** Soft delete; a trigger removes the endpoint's subscriptions and adjusts the counts. */
-export async function softDeleteEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
-  return db.maybeOne(sql.type(deletedRow)`
-    update endpoints set deleted_at = now()
-    where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
-    returning id, deleted_at`);
+/**
+ * Soft delete; a trigger removes the endpoint's subscriptions and adjusts the counts. Its
+ * application's row is locked first: the count trigger updates it, and an application delete
+ * locks the application, then its endpoints (the cascade of sql/003-soft-delete.sql). Taken
+ * the other way round (the endpoint, then its application), the two deadlocked.
+ */
+export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id: string) {
+  return pool.transaction(async (tx) => {
+    const applicationId = await tx.maybeOneFirst(sql.type(z.object({ application_id: z.string() }))`
+      select application_id from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+    if (applicationId === null) return null;
+    // The lock the count trigger takes anyway (`for no key update`), taken first.
+    await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
+    return tx.maybeOne(sql.type(deletedRow)`
+      update endpoints set deleted_at = now()
+      where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+      returning id, deleted_at`);
+  });
 }
 
 export const rotatedRow = z.object({ id: z.string(), secret: z.string(), secret_version: z.number(), old_secret_expires_at: z.string() });

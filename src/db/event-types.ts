@@ -79,21 +79,65 @@ export type DeleteOutcome = { deleted: z.infer<typeof deletedRow> } | { inUse: t
 
 /**
  * Deletes an event type: refused while subscribed unless `force`, which removes the
- * subscriptions first. The row lock taken first makes a concurrent subscription (whose
- * foreign key check needs a key-share lock on this row) wait for the outcome.
+ * subscriptions first. The row lock taken on the event type makes a concurrent subscription
+ * (whose foreign key check needs a key-share lock on this row) wait for the outcome.
+ *
+ * A forced delete writes its subscribers too (the count trigger of sql/002-counters.sql moves
+ * their updated_at), so it locks them first, in id order, and the event type after: the order
+ * of every endpoint write (an endpoint's PATCH or delete locks the endpoint, then its event
+ * types). Locking the event type first and the endpoints after deadlocked with those.
  */
 export async function deleteEventType(db: DatabasePool, tenant: Tenant, id: string, force: boolean): Promise<DeleteOutcome> {
   return db.transaction(async (tx) => {
-    const locked = await tx.exists(sql.unsafe`select 1 from event_types where ${inEnvironment(tenant)} and id = ${id} for update`);
-    if (!locked) return null;
-    if (force) {
-      await deleteSubscriptionsTo(tx, id);
-    } else if (await hasSubscribers(tx, id)) {
-      return { inUse: true };
+    if (!force) {
+      if (!(await lockEventType(tx, tenant, id))) return null;
+      if (await hasSubscribers(tx, id)) return { inUse: true };
+      return { deleted: await tx.one(sql.type(deletedRow)`delete from event_types where id = ${id} returning id, now() as deleted_at`) };
     }
-    const deleted = await tx.one(sql.type(deletedRow)`delete from event_types where id = ${id} returning id, now() as deleted_at`);
-    return { deleted };
+    if (!(await tx.exists(sql.unsafe`select 1 from event_types where ${inEnvironment(tenant)} and id = ${id}`))) return null;
+    for (let attempt = 1; ; attempt += 1) {
+      // In a savepoint: an endpoint that subscribed between the two locks is found after them, and
+      // the attempt rolls back to it (releasing its locks) and starts again, the newcomer locked
+      // in order this time.
+      const outcome = await tx.transaction(async (attemptTx) => {
+        const locked = await lockSubscribers(attemptTx, id);
+        if (!(await lockEventType(attemptTx, tenant, id))) return null;
+        // No endpoint subscribes to it anew from here on (the foreign key check waits for this
+        // lock), so the endpoints found now are all there will be.
+        if (attempt < MAX_FORCE_ATTEMPTS && await hasSubscribersBeyond(attemptTx, id, locked)) throw new SubscribersChanged();
+        await deleteSubscriptionsTo(attemptTx, id);
+        return { deleted: await attemptTx.one(sql.type(deletedRow)`delete from event_types where id = ${id} returning id, now() as deleted_at`) };
+      }).catch((error: unknown) => {
+        if (error instanceof SubscribersChanged) return 'again' as const;
+        throw error;
+      });
+      if (outcome !== 'again') return outcome;
+    }
   });
+}
+
+/** After this many attempts a forced delete takes the newcomers' locks out of order (503 at worst). */
+const MAX_FORCE_ATTEMPTS = 5;
+
+class SubscribersChanged extends Error {}
+
+async function lockEventType(tx: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
+  return tx.exists(sql.unsafe`select 1 from event_types where ${inEnvironment(tenant)} and id = ${id} for update`);
+}
+
+/** Locks the endpoints subscribed to an event type, in id order (`for no key update`, the lock their updated_at write takes). */
+async function lockSubscribers(tx: CommonQueryMethods, eventTypeId: string): Promise<readonly string[]> {
+  return tx.anyFirst(sql.type(z.object({ id: z.string() }))`
+    select e.id from endpoints e
+    where e.id in (select s.endpoint_id from endpoint_event_types s where s.event_type_id = ${eventTypeId})
+    order by e.id
+    for no key update of e`);
+}
+
+async function hasSubscribersBeyond(tx: CommonQueryMethods, eventTypeId: string, locked: readonly string[]): Promise<boolean> {
+  return tx.exists(sql.unsafe`
+    select 1 from endpoint_event_types
+    where event_type_id = ${eventTypeId} and endpoint_id <> all(${sql.array([...locked], 'text')})`);
 }
 
 const forJobRow = z.object({ id: z.string(), schema: z.record(z.string(), z.unknown()).nullable(), version: z.number() });

@@ -1,0 +1,277 @@
+// Deletes and restores that run at the same time as other writes to the same rows: each race of
+// the probe in one fixed interleaving, made with a row lock this test holds itself (its own
+// pg.Client) and released once the app's statements wait for it (pg_stat_activity), never a sleep.
+//
+// - A restore racing a forced delete of one of its event types failed the foreign key (a 500):
+//   it now leaves that event type out, as a restore does for any event type that is gone.
+// - Row locks taken in opposite orders deadlocked (an application delete and an endpoint delete,
+//   a forced event type delete and an endpoint PATCH or delete, two restores in one application).
+//   PostgreSQL would break such a cycle after deadlock_timeout (1 s) and slonik would retry the
+//   victim, which hides most of them (the probe's 500s were the retries running out): this file's
+//   sessions, the app's included, wait 10 minutes before that check (PGOPTIONS, read by pg), so
+//   that a cycle stays for the test to find (pg_blocking_pids), and to break by cancelling it.
+import test, { type ExecutionContext } from 'ava';
+import pg from 'pg';
+import { startTestApp, type Response } from './helpers/app.ts';
+import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
+import { until } from './helpers/until.ts';
+import { translateDatabaseError } from '../src/errors.ts';
+
+process.env.PGOPTIONS = '-c deadlock_timeout=10min';
+const app = startTestApp();
+
+async function clients(t: ExecutionContext) {
+  const [holder, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
+  for (const client of [holder, watcher]) {
+    await client.connect();
+    t.teardown(() => client.end());
+  }
+  const timeout = await watcher.query<{ deadlock_timeout: string }>('show deadlock_timeout');
+  t.is(timeout.rows[0]?.deadlock_timeout, '10min', 'the sessions of this file leave lock cycles for the test to find');
+  return { holder, watcher };
+}
+
+type Waiter = { pid: number; blockers: number[]; query: string };
+
+async function lockWaiters(watcher: pg.Client): Promise<Waiter[]> {
+  return (await watcher.query<Waiter>(`
+    select pid, pg_blocking_pids(pid) as blockers, query from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)).rows;
+}
+
+/** Until `count` statements whose text contains `text` wait for a lock. */
+async function waitingOn(watcher: pg.Client, text: string, count = 1) {
+  await until(`${count} statement(s) "${text}" waiting for a lock`,
+    async () => (await lockWaiters(watcher)).filter((w) => w.query.includes(text)).length >= count);
+}
+
+/** The pids of a cycle of lock waits, if there is one. */
+function cycleOf(waiters: Waiter[]): number[] | null {
+  const edges = new Map(waiters.map((w) => [w.pid, w.blockers]));
+  for (const start of edges.keys()) {
+    const path: number[] = [];
+    const walk = (pid: number): number[] | null => {
+      const at = path.indexOf(pid);
+      if (at >= 0) return path.slice(at);
+      path.push(pid);
+      for (const next of edges.get(pid) ?? []) {
+        const found = walk(next);
+        if (found) return found;
+      }
+      path.pop();
+      return null;
+    };
+    const found = walk(start);
+    if (found) return found;
+  }
+  return null;
+}
+
+/**
+ * Waits until every answer is in, or until the app's statements wait for each other in a
+ * cycle: then cancels them (each answers 503) and says so.
+ */
+async function settle(t: ExecutionContext, watcher: pg.Client, answers: Promise<Response>[]): Promise<Response[]> {
+  let answered = false;
+  const all = Promise.all(answers).finally(() => { answered = true; });
+  const outcome = await until('the answers, or a cycle of lock waits', async () => {
+    if (answered) return 'answered';
+    const cycle = cycleOf(await lockWaiters(watcher));
+    if (!cycle) return false;
+    for (const pid of cycle) await watcher.query('select pg_cancel_backend($1)', [pid]);
+    return 'deadlock';
+  });
+  t.is(outcome, 'answered', 'the requests waited for each other in a cycle (a deadlock)');
+  return all;
+}
+
+async function setup(t: ExecutionContext) {
+  const org = await app.createOrg();
+  const by = { on: app, key: org.key, t };
+  const application = await createApplication(by);
+  return { org, by, key: org.key, application };
+}
+
+test.serial('a restore racing a forced delete of one of its event types subscribes to the others: 200, not a 500', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const gone = await createEventType(by, 'order.gone');
+  const kept = await createEventType(by, 'order.kept');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.gone', 'order.kept'] });
+  t.is((await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key })).status, 200);
+
+  // What a forced delete does, stopped before its commit: the event type's row locked and deleted.
+  await holder.query('begin');
+  await holder.query('select 1 from event_types where id = $1 for update', [gone.id]);
+  await holder.query('delete from event_types where id = $1', [gone.id]);
+  const restore = app.request('POST', `/v1/endpoints/${endpoint.id}/restore`, { key });
+  await waitingOn(watcher, 'restore_endpoint');
+  await holder.query('commit');
+
+  const [res] = await settle(t, watcher, [restore]);
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  t.deepEqual(res?.body.event_types, ['order.kept'], 'subscribed again to the event type that still exists');
+  const read = await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key });
+  t.deepEqual(read.body.event_types, ['order.kept']);
+  t.is((await app.request('GET', `/v1/event-types/${kept.id}`, { key })).body.subscriber_count, 1);
+  t.is((await app.request('GET', `/v1/event-types/${gone.id}`, { key })).status, 404);
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints_count, 1);
+});
+
+test.serial('an endpoint delete racing its application\'s delete: both answer 200, no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const eventType = await createEventType(by, 'order.created');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+
+  // The endpoint delete stops at its subscriptions (their count trigger locks the event type):
+  // before the fix it held the endpoint there, and wanted the application only after.
+  await holder.query('begin');
+  await holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
+  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await waitingOn(watcher, 'update endpoints set deleted_at');
+  const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await waitingOn(watcher, 'update applications set deleted_at');
+  await holder.query('rollback');
+
+  const [a, b] = await settle(t, watcher, [endpointDelete, applicationDelete]);
+  t.is(a?.status, 200, JSON.stringify(a?.body));
+  t.is(b?.status, 200, JSON.stringify(b?.body));
+  t.is((await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key })).status, 404);
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).status, 404);
+  t.is((await app.request('GET', `/v1/event-types/${eventType.id}`, { key })).body.subscriber_count, 0);
+});
+
+test.serial('a PATCH queued behind an endpoint delete, and the application\'s delete behind it: no deadlock', async (t) => {
+  // The probe's three-way cycle: the PATCH, first in line for the endpoint, held the application
+  // delete back, which held the application the endpoint delete wanted.
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const eventType = await createEventType(by, 'order.created');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+
+  await holder.query('begin');
+  await holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
+  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await waitingOn(watcher, 'update endpoints set deleted_at');
+  const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'paused' } });
+  await waitingOn(watcher, 'for update');
+  const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await waitingOn(watcher, 'update applications set deleted_at');
+  await holder.query('rollback');
+
+  const [deleted, patched, applicationDeleted] = await settle(t, watcher, [endpointDelete, patch, applicationDelete]);
+  t.is(deleted?.status, 200, JSON.stringify(deleted?.body));
+  t.is(patched?.status, 404, 'the endpoint was deleted before the PATCH got to it');
+  t.is(applicationDeleted?.status, 200, JSON.stringify(applicationDeleted?.body));
+});
+
+test.serial('a forced event type delete racing a PATCH of a subscriber\'s event types: no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const dropped = await createEventType(by, 'order.dropped');
+  const deleted = await createEventType(by, 'order.deleted');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.deleted', 'order.dropped'] });
+
+  // The PATCH stops at the subscription it removes (the count trigger locks that event type),
+  // its endpoint locked; the forced delete comes then.
+  await holder.query('begin');
+  await holder.query('select 1 from event_types where id = $1 for no key update', [dropped.id]);
+  const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { event_types: ['order.deleted'] } });
+  await waitingOn(watcher, 'delete from endpoint_event_types');
+  const forced = app.request('DELETE', `/v1/event-types/${deleted.id}?force=true`, { key });
+  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await holder.query('rollback');
+
+  const [patched, forcedDelete] = await settle(t, watcher, [patch, forced]);
+  t.is(patched?.status, 200, JSON.stringify(patched?.body));
+  t.deepEqual(patched?.body.event_types, ['order.deleted'], 'the PATCH came first');
+  t.is(forcedDelete?.status, 200, JSON.stringify(forcedDelete?.body));
+  const read = await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key });
+  t.deepEqual(read.body.event_types, [], 'the forced delete took the subscription the PATCH kept');
+  t.is((await app.request('GET', `/v1/event-types/${dropped.id}`, { key })).body.subscriber_count, 0);
+});
+
+test.serial('a forced event type delete racing an endpoint delete: no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const eventType = await createEventType(by, 'order.created');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+
+  // The endpoint delete stops at its pending delivery (dropped before its subscriptions go).
+  await holder.query('begin');
+  await holder.query('select 1 from deliveries where endpoint_id = $1 for update', [endpoint.id]);
+  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await waitingOn(watcher, 'update endpoints set deleted_at');
+  const forced = app.request('DELETE', `/v1/event-types/${eventType.id}?force=true`, { key });
+  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await holder.query('rollback');
+
+  const [a, b] = await settle(t, watcher, [endpointDelete, forced]);
+  t.is(a?.status, 200, JSON.stringify(a?.body));
+  t.is(b?.status, 200, JSON.stringify(b?.body));
+  t.is((await app.request('GET', `/v1/event-types/${eventType.id}`, { key })).status, 404);
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints_count, 0);
+});
+
+test.serial('two restores in one application: both answer 200, no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  await createEventType(by, 'order.created');
+  const endpoints = [
+    await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] }),
+    await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] }),
+  ];
+  for (const endpoint of endpoints) t.is((await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key })).status, 200);
+
+  // A share lock on the application, as each restore took before the fix: both restores then
+  // got theirs beside it and waited to update the row (the count), each for the other's.
+  await holder.query('begin');
+  await holder.query('select 1 from applications where id = $1 for share', [application.id]);
+  const restores = endpoints.map((endpoint) => app.request('POST', `/v1/endpoints/${endpoint.id}/restore`, { key }));
+  await waitingOn(watcher, 'restore_endpoint', 2);
+  await holder.query('rollback');
+
+  const answers = await settle(t, watcher, restores);
+  for (const res of answers) t.is(res.status, 200, JSON.stringify(res.body));
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints_count, 2);
+});
+
+test.serial('a forced delete that finds a subscriber added between its locks starts again, and takes it too', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  const deleted = await createEventType(by, 'order.deleted');
+  const later = await createEventType(by, 'order.later'); // a greater id: locked after order.deleted
+  await createEventType(by, 'order.before');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.before'] });
+
+  // The PATCH subscribing to order.deleted stops at order.later, holding order.deleted; the
+  // forced delete finds no subscriber to lock yet and waits for order.deleted.
+  await holder.query('begin');
+  await holder.query('select 1 from event_types where id = $1 for no key update', [later.id]);
+  const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { event_types: ['order.deleted', 'order.later'] } });
+  await waitingOn(watcher, 'insert into endpoint_event_types');
+  const forced = app.request('DELETE', `/v1/event-types/${deleted.id}?force=true`, { key });
+  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await holder.query('rollback');
+
+  const [patched, forcedDelete] = await settle(t, watcher, [patch, forced]);
+  t.is(patched?.status, 200, JSON.stringify(patched?.body));
+  t.is(forcedDelete?.status, 200, JSON.stringify(forcedDelete?.body));
+  t.deepEqual((await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key })).body.event_types, ['order.later']);
+  t.is((await app.request('GET', `/v1/event-types/${later.id}`, { key })).body.subscriber_count, 1);
+});
+
+test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
+  for (const code of ['40P01', '40001']) {
+    const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));
+    t.is(error?.status, 503, code);
+    t.is(error?.code, 'service_unavailable');
+    t.is(error?.retryAfterHeader, 5);
+    t.regex(error?.message ?? '', /conflicted with a concurrent request .* rolled back/);
+    const wrapped = translateDatabaseError(Object.assign(new Error('wrapped'), { cause: { code } }));
+    t.is(wrapped?.status, 503, `${code} wrapped by slonik`);
+  }
+  t.is(translateDatabaseError(Object.assign(new Error('other'), { code: '40003' })), null, 'other rollbacks are not guessed at');
+});
