@@ -72,6 +72,22 @@ export const statementCancelled = () => new AppError(503, 'service_unavailable',
   `The database took too long to answer this request and its statement was cancelled; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
   + ' A list that reads many jobs answers faster with created_after and created_before.',
   { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+/** SQLSTATEs of a transaction the database rolled back for a concurrent one: a deadlock, a serialization failure. */
+const CONFLICT_ROLLBACK_CODES = new Set(['40P01', '40001']);
+export const concurrentConflict = () => new AppError(503, 'service_unavailable',
+  'This request conflicted with a concurrent request on the same rows and was rolled back, changing nothing;'
+  + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`,
+  { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+/**
+ * '40P01' (a deadlock) or '40001' (a serialization failure) when the database rolled the
+ * transaction back for a concurrent one, else null. slonik passes these through as the
+ * driver's error, or wraps it (`cause`).
+ */
+export function concurrentConflictCode(error: unknown): string | null {
+  if (typeof error !== 'object' || error === null) return null;
+  const code = (error as { code?: unknown }).code ?? (error as { cause?: { code?: unknown } }).cause?.code;
+  return typeof code === 'string' && CONFLICT_ROLLBACK_CODES.has(code) ? code : null;
+}
 export const internalError = () => new AppError(500, 'internal_error', 'An unexpected error occurred.');
 
 /**
@@ -92,6 +108,9 @@ export function translateDatabaseError(error: unknown): AppError | null {
   // long by another transaction, a list that reads too much) or by an operator's
   // pg_cancel_backend(): its transaction rolled back; the service is busy, not broken.
   if (error instanceof StatementTimeoutError || error instanceof StatementCancelledError) return statementCancelled();
+  // What a consistent lock order leaves (slonik retries a deadlocked transaction 5 times first):
+  // rolled back whole, busy rather than broken.
+  if (concurrentConflictCode(error)) return concurrentConflict();
   if (error instanceof UniqueIntegrityConstraintViolationError) {
     const make = UNIQUE_CONSTRAINT_ERRORS[error.constraint ?? ''];
     if (make) return make();

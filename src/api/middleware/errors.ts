@@ -3,7 +3,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { StatementCancelledError, StatementTimeoutError } from 'slonik';
 import type { Logger } from '../../logger.ts';
-import { AppError, internalError, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
+import { AppError, internalError, concurrentConflictCode, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
 
 /** body-parser reports client mistakes as errors with a `type`. */
 function fromBodyParser(error: { type?: unknown }): AppError | null {
@@ -40,6 +40,12 @@ export function errorHandler(logger: Logger) {
       // Answered 503, but an operator wants to know which requests run into the timeout.
       logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId },
         'a statement of this request was cancelled (statement timeout or pg_cancel_backend): answered 503');
+    }
+    const conflict = concurrentConflictCode(error);
+    if (conflict) {
+      // Answered 503 too, but each one is a lock order (or a retry) to look at.
+      logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId, sqlstate: conflict },
+        'this request\'s transaction was rolled back for a concurrent one (deadlock or serialization failure): answered 503');
     }
     if (!appError) {
       logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path }, 'unexpected error');
