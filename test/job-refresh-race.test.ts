@@ -5,6 +5,7 @@
 // again (a race probe: 15 of 20 rounds of two concurrent endpoint deletes). The interleaving is
 // made here by hand, without timing: this test's own transaction drops one delivery and holds
 // it while the API deletes the other endpoint.
+import { readFile } from 'node:fs/promises';
 import test from 'ava';
 import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
@@ -45,4 +46,26 @@ test('a job whose last two open deliveries end in two concurrent transactions is
   const { rows: [stored] } = await watcher.query<{ status: string; discard_reason: string | null }>(
     'select status, discard_reason from webhook_jobs where id = $1', [job.id]);
   t.deepEqual(stored, { status: 'discarded', discard_reason: 'failed' }, 'what a DBA reads is what the API returns');
+});
+
+test('the migration that finishes jobs a race left open refreshes them, and leaves open ones alone', async (t) => {
+  const org = await app.createOrg();
+  const by = { on: app, key: org.key };
+  const stuck = await createJobWithTargets(by, { urls: ['https://one.example.com/hook', 'https://two.example.com/hook'], eventType: 'order.stuck' });
+  const open = await createJobWithTargets(by, { urls: ['https://three.example.com/hook'], appId: stuck.appId, eventType: 'order.open' });
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  // What the race left: every delivery dropped, the job still stored as created.
+  await db.query(`update deliveries set status = 'dropped' where job_id = $1`, [stuck.job.id]);
+  await db.query(`alter table webhook_jobs disable trigger user`);
+  await db.query(`update webhook_jobs set status = 'created', completed_at = null, discarded_at = null, discard_reason = null where id = $1`, [stuck.job.id]);
+  await db.query(`alter table webhook_jobs enable trigger user`);
+  const stored = async (id: string) => (await db.query<{ status: string }>('select status from webhook_jobs where id = $1', [id])).rows[0]?.status;
+  t.is(await stored(stuck.job.id), 'created');
+
+  const file = await readFile(new URL('../migrations/1765700000000_finish-jobs-left-open.sql', import.meta.url), 'utf8');
+  await db.query(file.slice(file.indexOf('-- Up Migration'), file.indexOf('-- Down Migration')));
+  t.is(await stored(stuck.job.id), 'discarded');
+  t.is(await stored(open.job.id), 'created', 'a job with a delivery still pending stays as it is');
 });
