@@ -14,7 +14,7 @@ import { until } from './helpers/until.ts';
 
 const app = startTestApp();
 
-test('a job whose last two open deliveries end in two concurrent transactions is finished by the second', async (t) => {
+test.serial('a job whose last two open deliveries end in two concurrent transactions is finished by the second', async (t) => {
   const org = await app.createOrg();
   const { endpointIds: [first, second], job } = await createJobWithTargets({ on: app, key: org.key },
     { urls: ['https://one.example.com/hook', 'https://two.example.com/hook'] });
@@ -48,7 +48,7 @@ test('a job whose last two open deliveries end in two concurrent transactions is
   t.deepEqual(stored, { status: 'discarded', discard_reason: 'failed' }, 'what a DBA reads is what the API returns');
 });
 
-test('the migration that finishes jobs a race left open refreshes them, and leaves open ones alone', async (t) => {
+test.serial('the migration that finishes jobs a race left open refreshes them, and leaves open ones alone', async (t) => {
   const org = await app.createOrg();
   const by = { on: app, key: org.key };
   const stuck = await createJobWithTargets(by, { urls: ['https://one.example.com/hook', 'https://two.example.com/hook'], eventType: 'order.stuck' });
