@@ -263,6 +263,37 @@ test.serial('a forced delete that finds a subscriber added between its locks sta
   t.is((await app.request('GET', `/v1/event-types/${later.id}`, { key })).body.subscriber_count, 1);
 });
 
+test.serial('an application delete beside a worker\'s recording of one of its jobs: no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  await createEventType(by, 'order.created');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1`, [job.id]); // what a claim does
+
+  // What a recording does, in its order: the delivery's outcome (its job refreshed and locked),
+  // stopped there while the application's delete comes.
+  await holder.query('begin');
+  await holder.query(`update deliveries set status = 'failed', attempt_count = 1 where job_id = $1`, [job.id]);
+  const deleted = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await until('the delete waiting for a lock', async () => (await lockWaiters(watcher)).length >= 1);
+  // The rest of the recording: the failing endpoint's count, the application's success rate.
+  const recording = (async () => {
+    await holder.query('update endpoints set failure_count = failure_count + 1 where id = $1', [endpoint.id]);
+    await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
+    await holder.query('commit');
+  })();
+  recording.catch(() => {}); // cancelled if it is part of a cycle: settle() says so
+
+  const [res] = await settle(t, watcher, [deleted]);
+  await recording;
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).status, 404);
+  const { rows: [stored] } = await watcher.query<{ status: string; deleted: boolean }>(
+    'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [job.id]);
+  t.deepEqual(stored, { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
+});
+
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
   for (const code of ['40P01', '40001']) {
     const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));
