@@ -294,6 +294,59 @@ test.serial('an application delete beside a worker\'s recording of one of its jo
   t.deepEqual(stored, { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
 });
 
+test.serial('an endpoint delete beside a worker\'s recording of the same job\'s other delivery: no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  await createEventType(by, 'order.created');
+  const dropped = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const recorded = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
+
+  // A recording of the in-flight delivery, stopped after its job was refreshed (and locked).
+  await holder.query('begin');
+  await holder.query(`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
+  const deleted = app.request('DELETE', `/v1/endpoints/${dropped.id}`, { key });
+  await until('the delete waiting for a lock', async () => (await lockWaiters(watcher)).length >= 1);
+  // The rest of the recording: the application's success rate.
+  const recording = (async () => {
+    await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
+    await holder.query('commit');
+  })();
+  recording.catch(() => {});
+
+  const [res] = await settle(t, watcher, [deleted]);
+  await recording;
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  const { rows: [stored] } = await watcher.query<{ status: string }>('select status from webhook_jobs where id = $1', [job.id]);
+  t.is(stored?.status, 'discarded', 'one delivery succeeded, the other dropped: the job is finished');
+});
+
+test.serial('an endpoint delete and its application\'s delete, both with a pending delivery to drop: no deadlock', async (t) => {
+  const { by, key, application } = await setup(t);
+  const { holder, watcher } = await clients(t);
+  await createEventType(by, 'order.created');
+  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+
+  // The application's delete stops at the endpoint (its cascade), the application locked; the
+  // endpoint's delete comes then, and takes the job it will refresh.
+  await holder.query('begin');
+  await holder.query('select 1 from endpoints where id = $1 for no key update', [endpoint.id]);
+  const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await until('the application delete waiting', async () => (await lockWaiters(watcher)).length >= 1);
+  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await until('both deletes waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await holder.query('rollback');
+
+  const [a, e] = await settle(t, watcher, [applicationDelete, endpointDelete]);
+  t.is(a?.status, 200, JSON.stringify(a?.body));
+  t.true(e?.status === 404 || e?.status === 200, JSON.stringify(e?.body));
+  const { rows: [stored] } = await watcher.query<{ status: string; deleted: boolean }>(
+    'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [job.id]);
+  t.deepEqual(stored, { status: 'discarded', deleted: true });
+});
+
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
   for (const code of ['40P01', '40001']) {
     const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));

@@ -88,17 +88,18 @@ const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 /** Soft delete; a trigger soft-deletes the application's endpoints in the same statement. */
 export async function softDeleteApplication(pool: DatabasePool, tenant: Tenant, id: string) {
   return pool.transaction(async (tx) => {
-    // The jobs a worker may be recording now (a delivery in flight, of a live or deleted endpoint)
-    // are locked first, in id order, as a recording locks them. A recording takes its jobs, then
-    // its failing endpoints and its application (the success rates); the delete takes the
-    // application, its endpoints (the cascade), then every job: without this, each waited for
-    // the other's (a race probe: a delete held 4-5 s while the cycle formed again and again,
-    // slonik retrying it). A delivery claimed after this lock can still meet it, within the
-    // delete's own few milliseconds.
+    // The jobs with a delivery open (of a live or deleted endpoint) are locked first, in id
+    // order: those a worker may be recording now (in flight), as a recording locks them, and
+    // those whose deliveries the cascade drops (pending, held), as an endpoint delete locks them.
+    // A recording takes its jobs, then its failing endpoints and its application (the success
+    // rates); the delete took the application, its endpoints (the cascade), then every job:
+    // each waited for the other's (a race probe: a delete held 4-5 s while the cycle formed
+    // again and again, slonik retrying it). A delivery claimed after this lock can still meet
+    // it, within the delete's own few milliseconds.
     await tx.query(sql.unsafe`
       select 1 from webhook_jobs j
       where j.id in (select d.job_id from deliveries d
-                     where d.status = 'in_flight'
+                     where d.status in ('pending', 'held', 'in_flight')
                        and d.endpoint_id in (select e.id from endpoints e where ${ownedBy(tenant, 'e')} and e.application_id = ${id}))
       order by j.id
       for no key update of j`);

@@ -148,15 +148,24 @@ const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 
 /**
  * Soft delete; a trigger removes the endpoint's subscriptions and adjusts the counts. Its
- * application's row is locked first: the count trigger updates it, and an application delete
- * locks the application, then its endpoints (the cascade of sql/003-soft-delete.sql). Taken
- * the other way round (the endpoint, then its application), the two deadlocked.
+ * application's row is locked before the endpoint: the count trigger updates it, and an
+ * application delete locks the application, then its endpoints (the cascade of
+ * sql/003-soft-delete.sql). Taken the other way round (the endpoint, then its application),
+ * the two deadlocked. The jobs it refreshes come before both, as a recording takes them.
  */
 export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id: string) {
   return pool.transaction(async (tx) => {
     const applicationId = await tx.maybeOneFirst(sql.type(z.object({ application_id: z.string() }))`
       select application_id from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
     if (applicationId === null) return null;
+    // The jobs of the deliveries the delete drops (pending or held), whose state it refreshes,
+    // before anything else: a worker recording another delivery of one of them holds the job
+    // and then wants the application (its success rate), which the delete would hold already.
+    await tx.query(sql.unsafe`
+      select 1 from webhook_jobs j
+      where j.id in (select d.job_id from deliveries d where d.endpoint_id = ${id} and d.status in ('pending', 'held'))
+      order by j.id
+      for no key update of j`);
     // The lock the count trigger takes anyway (`for no key update`), taken first.
     await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
     return tx.maybeOne(sql.type(deletedRow)`
