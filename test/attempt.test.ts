@@ -271,6 +271,28 @@ test('tenants do not share connections: one tenant\'s hanging attempts leave ano
   for (const outcome of await Promise.all(hanging)) t.like(outcome, { success: false });
 });
 
+test('the wait for one of the worker\'s own connections does not count against the timeout; the limit bounds it', async (t) => {
+  // One connection per origin, a receiver answering in 1.5 s, a timeout of 2.25 s: the second
+  // attempt waits about 1.5 s for the connection, then gets its answer 1.5 s later. Counted from
+  // its start it timed out at 2.25 s (under a backlog, healthy receivers' circuits opened).
+  const server = await startServer(t, (_req, res) => { setTimeout(() => res.writeHead(200).end('ok'), 1_500); });
+  const made = attempter(t, { connections: 1 });
+  const [first, second] = await Promise.all([1, 2].map(() => made.attempt(request(`${server.url}/slow`, { timeoutMs: 2_250, limitMs: 30_000 }))));
+  t.like(first, { success: true, statusCode: 200 });
+  t.like(second, { success: true, statusCode: 200 }, 'its 2.25 s counted from the moment it had a connection');
+  t.true((second?.latencyMs ?? 0) < 2_250, `latency ${second?.latencyMs} ms: the receiver's time, not the wait before it`);
+  // The limit (the lease) still bounds the whole: a wait past it is a timeout, the request never sent.
+  const [held, cut] = await Promise.all([
+    made.attempt(request(`${server.url}/slow`, { timeoutMs: 2_250, limitMs: 30_000 })),
+    made.attempt(request(`${server.url}/slow`, { timeoutMs: 300, limitMs: 600 })),
+  ]);
+  t.like(held, { success: true });
+  t.like(cut, { success: false, error: 'timeout' });
+  // One more through the same queue, behind where the cut one waited: had that one been sent, it would have arrived first.
+  t.like(await made.attempt(request(`${server.url}/slow`, { timeoutMs: 5_000 })), { success: true });
+  t.is(server.requests.length, 4, 'the attempt cut by its limit was never sent');
+});
+
 test('renewed shared pools leave the requests of the old ones behind; the old ones close once idle', async (t) => {
   // A tenant's first hanging requests go out in the shared pool (it is not known to be slow
   // yet) and can hold its every connection to an origin; the worker then renews the shared

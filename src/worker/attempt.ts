@@ -13,6 +13,12 @@ export type AttemptRequest = {
   body: string;
   headers: Record<string, string>;
   timeoutMs: number;
+  /**
+   * The longest the attempt may take in all (the delivery's lease, less a margin): time spent
+   * waiting for one of the worker's own connections to the origin does not count against
+   * `timeoutMs`, but does against this. `timeoutMs` when absent.
+   */
+  limitMs?: number;
   allowPrivate: boolean;
   /**
    * A pool of connections of its own for this tenant (per origin), apart from the pool shared
@@ -223,7 +229,8 @@ function makePinnedAgent(allowPrivate: boolean, connections: number | undefined)
   return { agent, pins };
 }
 
-type TenantAgent = PinnedAgent & { active: number; lastUsed: number };
+/** `sending`: this pool's attempts dispatched and not yet ended, per origin (to know when one must wait for a connection). */
+type TenantAgent = PinnedAgent & { active: number; lastUsed: number; sending: Map<string, number> };
 
 export function makeAttempter(options: AttempterOptions = {}): Attempter {
   const lookupHost = options.lookup ?? defaultLookup;
@@ -245,7 +252,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     const key = `${allowPrivate ? 'private' : 'strict'}:${tenant ?? `#${sharedGeneration}`}`;
     let pinned = agents.get(key);
     if (!pinned) {
-      pinned = { ...makePinnedAgent(allowPrivate, options.connections), active: 0, lastUsed: 0 };
+      pinned = { ...makePinnedAgent(allowPrivate, options.connections), active: 0, lastUsed: 0, sending: new Map() };
       agents.set(key, pinned);
     }
     return pinned;
@@ -290,7 +297,27 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     // signal, a WeakRef and a finalization entry, all promoted to the old generation meanwhile.
     const deadline = new AbortController();
     const signal = deadline.signal;
-    const timer = setTimeout(() => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), req.timeoutMs);
+    const timeUp = () => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+    // An attempt dispatched while every connection of its pool to the origin is in use waits in
+    // undici's queue for one of ours: that wait is the worker's, not the receiver's, so the
+    // deadline stops for it and goes on, with what was left, once the request is on a connection
+    // (onRequestStart). Counted, a healthy receiver answering in 1.5 s of a 4 s timeout got
+    // timeouts unsent under a backlog of one origin (3 workers × 64 connections against 965
+    // deliveries in flight: 596 attempts never reached it, its circuit opened 11 times; a probe
+    // of three workers). `limitMs` (the lease) bounds the whole. One timer: when it comes due
+    // after such a wait, it is set again for the rest.
+    let queuedAt: number | undefined;
+    let queuedMs = 0;
+    let origin: string | undefined;
+    const onTimer = () => {
+      const now = performance.now();
+      const waited = queuedMs + (queuedAt === undefined ? 0 : now - queuedAt);
+      const due = Math.min(started + req.timeoutMs + waited, started + Math.max(req.timeoutMs, req.limitMs ?? 0));
+      if (now >= due - 1) return timeUp();
+      timer = setTimeout(onTimer, due - now);
+      timer.unref();
+    };
+    let timer = setTimeout(onTimer, req.timeoutMs);
     timer.unref();
     let statusCode: number | null = null;
     let retryAfterSeconds: number | null = null;
@@ -302,7 +329,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       success: error === null,
       statusCode,
       responseBody,
-      latencyMs: Math.round(performance.now() - started),
+      latencyMs: Math.round(performance.now() - started - queuedMs - (queuedAt === undefined ? 0 : performance.now() - queuedAt)),
       error,
       retryAfterSeconds,
     });
@@ -318,8 +345,17 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       // IP literals were judged by checkDestinationUrl; names are resolved and judged here.
       if (isIP(hostname) === 0) unpin = pins.pin(url.hostname, await resolve(url.hostname, req.allowPrivate, signal));
 
+      origin = url.origin;
+      const sending = tenantAgent.sending.get(origin) ?? 0;
+      tenantAgent.sending.set(origin, sending + 1);
+      if (options.connections !== undefined && sending >= options.connections) queuedAt = performance.now();
+      const onSocket = () => {
+        if (queuedAt === undefined) return;
+        queuedMs += performance.now() - queuedAt;
+        queuedAt = undefined;
+      };
       // The status is kept once the answer starts: an answer cut off in its body records it too.
-      responseBody = await post(agent, { origin: url.origin, path: `${url.pathname}${url.search}`, headers: req.headers, body: req.body }, signal,
+      responseBody = await post(agent, { origin: url.origin, path: `${url.pathname}${url.search}`, headers: req.headers, body: req.body }, signal, onSocket,
         (code, retryAfter) => {
           statusCode = code;
           if (code === 429 || code === 503) retryAfterSeconds = parseRetryAfter(retryAfter);
@@ -334,6 +370,11 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     } finally {
       clearTimeout(timer);
       unpin();
+      if (tenantAgent && origin !== undefined) {
+        const left = (tenantAgent.sending.get(origin) ?? 1) - 1;
+        if (left > 0) tenantAgent.sending.set(origin, left);
+        else tenantAgent.sending.delete(origin);
+      }
       if (tenantAgent) {
         tenantAgent.active -= 1;
         tenantAgent.lastUsed = performance.now();
@@ -374,6 +415,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
  */
 function post(
   agent: Agent, options: { origin: string; path: string; headers: Record<string, string>; body: string }, signal: AbortSignal,
+  onSocket: () => void,
   onStatus: (statusCode: number, retryAfter: string | undefined) => void,
   onPartial: (body: string) => void,
 ): Promise<string> {
@@ -411,6 +453,7 @@ function post(
     agent.dispatch({ ...options, method: 'POST' }, {
       onRequestStart(started) {
         controller = started;
+        onSocket();
         if (signal.aborted) started.abort(signal.reason);
       },
       onResponseStart(_started, code, headers) {

@@ -237,12 +237,14 @@ export function startDeliveryLoop(deps: {
     if (startAt === null) return null;
     held.started(startAt);
     const started = new Date(startAt);
+    // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
+    const leaseLimitMs = Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,
       headers: deliveryHeaders(claimed, Math.floor(started.getTime() / 1000)),
-      // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
-      timeoutMs: Math.min(claimed.timeout_ms, Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000)),
+      timeoutMs: Math.min(claimed.timeout_ms, leaseLimitMs),
+      limitMs: leaseLimitMs,
       allowPrivate: config.allowPrivateDestinations,
       // A slow organization's attempts get a pool of their own (connections per origin): its
       // hanging requests must not hold the connections other tenants' attempts wait for. The
