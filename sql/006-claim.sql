@@ -201,8 +201,8 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- again, those it read past are *parked*: given priority -1, which the fetch's order (pg-boss's,
 -- priority first) puts after every other due message and which a fetch with busy organizations
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
--- after the others' (nothing else uses priorities), and unpark_messages() puts it back at 0, in
--- its old place, within a minute once its organization is no longer busy. Claims of 100 with 10,000 busy
+-- after the others' (the only other priority is a recovery probe's 1, ahead of all:
+-- src/worker/upkeep.ts), and unpark_messages() puts it back at 0, in its old place, within a minute once its organization is no longer busy. Claims of 100 with 10,000 busy
 -- messages ahead took 67.5 ms in the form before (a `not exists` in the query, see below, and
 -- every busy message read past at every claim) against 20.0 with none; 19.9 now
 -- (bench/statement-costs.ts, STATEMENTS_BUSY=25). A cursor fetches rows ten at a time, so up to

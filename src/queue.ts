@@ -38,7 +38,11 @@ export function toMessage(item: QueueItem): { data: MessageData; startAfter?: st
 }
 
 export type Queue = {
-  enqueue(db: CommonQueryMethods, items: readonly QueueItem[]): Promise<void>;
+  /**
+   * Enqueues `items` in `db`'s transaction. `priority` (0 by default) orders due messages for the
+   * fetch before their age: the upkeep's recovery probes go ahead of a backlog (PROBE_PRIORITY).
+   */
+  enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
   fetch(batchSize: number): Promise<Message[]>;
   /**
@@ -122,11 +126,13 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
   await boss.updateQueue(DELIVERY_QUEUE, queueOptions);
 
   return {
-    async enqueue(db, items) {
+    async enqueue(db, items, options = {}) {
+      const priority = options.priority ?? 0;
       // pg-boss sends a batch as one JSON parameter: chunks keep a large release (an endpoint
       // back from a long outage) from building one huge string and statement.
       for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
-        await boss.insert(DELIVERY_QUEUE, items.slice(start, start + ENQUEUE_CHUNK).map(toMessage), { db: inside(db) });
+        const messages = items.slice(start, start + ENQUEUE_CHUNK).map(toMessage);
+        await boss.insert(DELIVERY_QUEUE, priority === 0 ? messages : messages.map((m) => ({ ...m, priority })), { db: inside(db) });
       }
     },
     async fetch(batchSize) {

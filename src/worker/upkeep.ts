@@ -12,6 +12,9 @@ import { runRetention, type RetentionRun, type RetentionSettings } from '../db/r
 import type { Logger } from '../logger.ts';
 import type { Queue } from '../queue.ts';
 
+/** The queue priority of recovery probes: fetched before every message at 0 (and parked ones, at -1). */
+export const PROBE_PRIORITY = 1;
+
 export type UpkeepDependencies = { pool: DatabasePool; queue: Queue; logger: Logger; retention: RetentionSettings };
 
 export type HourlySchedule = { firstAfterMs: number; everyMs: number };
@@ -74,8 +77,12 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
   const stopping = new AbortController();
   const tick = () => {
     running ??= deps.pool.transaction(async (tx) => {
-      const probes = await runDeliveryUpkeep(tx);
-      await deps.queue.enqueue(tx, probes);
+      const { probes, released } = await runDeliveryUpkeep(tx);
+      await deps.queue.enqueue(tx, released);
+      // A disabled endpoint's probe goes ahead of every other due message: behind a backlog (a
+      // probe of three workers: about 7,000 deliveries) it waited about 25 s, and the endpoint
+      // and its held deliveries with it, whatever its cooldown said.
+      await deps.queue.enqueue(tx, probes, { priority: PROBE_PRIORITY });
     }).catch((error: unknown) => {
       if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
     })
