@@ -1,7 +1,7 @@
 // The one error type of the service, shared by the API and core/: a constructor per row of
 // decisions section 3, and the translation of database constraint names into those rows.
 import { StatementCancelledError, StatementTimeoutError, UniqueIntegrityConstraintViolationError } from 'slonik';
-import { isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
+import { causeChain, isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
 
 export type ErrorDetail = { path: string; message: string };
 
@@ -68,25 +68,25 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 export const serviceUnavailable = (
   message = `The service cannot reach its database right now; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`,
 ) => new AppError(503, 'service_unavailable', message, { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
-export const statementCancelled = () => new AppError(503, 'service_unavailable',
+export const statementCancelled = () => serviceUnavailable(
   `The database took too long to answer this request and its statement was cancelled; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
-  + ' A list that reads many jobs answers faster with created_after and created_before.',
-  { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+  + ' A list that reads many jobs answers faster with created_after and created_before.');
 /** SQLSTATEs of a transaction the database rolled back for a concurrent one: a deadlock, a serialization failure. */
 const CONFLICT_ROLLBACK_CODES = new Set(['40P01', '40001']);
-export const concurrentConflict = () => new AppError(503, 'service_unavailable',
+export const concurrentConflict = () => serviceUnavailable(
   'This request conflicted with a concurrent request on the same rows and was rolled back, changing nothing;'
-  + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`,
-  { retryAfterHeader: UNAVAILABLE_RETRY_AFTER_SECONDS });
+  + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 /**
  * '40P01' (a deadlock) or '40001' (a serialization failure) when the database rolled the
  * transaction back for a concurrent one, else null. slonik passes these through as the
  * driver's error, or wraps it (`cause`).
  */
 export function concurrentConflictCode(error: unknown): string | null {
-  if (typeof error !== 'object' || error === null) return null;
-  const code = (error as { code?: unknown }).code ?? (error as { cause?: { code?: unknown } }).cause?.code;
-  return typeof code === 'string' && CONFLICT_ROLLBACK_CODES.has(code) ? code : null;
+  for (const current of causeChain(error)) {
+    const { code } = current as { code?: unknown };
+    if (typeof code === 'string' && CONFLICT_ROLLBACK_CODES.has(code)) return code;
+  }
+  return null;
 }
 export const internalError = () => new AppError(500, 'internal_error', 'An unexpected error occurred.');
 
