@@ -3,6 +3,7 @@ import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue
 import { z } from 'zod';
 import { newestFirstPage, type PageRequest } from './offset.ts';
 import { applicationsOf, containing, ownedBy, type Tenant } from './tenant.ts';
+import { lockJobsOfDeliveries } from './webhook-jobs.ts';
 
 export const applicationRow = z.object({
   id: z.string(),
@@ -96,13 +97,9 @@ export async function softDeleteApplication(pool: DatabasePool, tenant: Tenant, 
     // each waited for the other's (a race probe: a delete held 4-5 s while the cycle formed
     // again and again, slonik retrying it). A delivery claimed after this lock can still meet
     // it, within the delete's own few milliseconds.
-    await tx.query(sql.unsafe`
-      select 1 from webhook_jobs j
-      where j.id in (select d.job_id from deliveries d
-                     where d.status in ('pending', 'held', 'in_flight')
-                       and d.endpoint_id in (select e.id from endpoints e where ${ownedBy(tenant, 'e')} and e.application_id = ${id}))
-      order by j.id
-      for no key update of j`);
+    await lockJobsOfDeliveries(tx, sql.fragment`
+      d.status in ('pending', 'held', 'in_flight')
+      and d.endpoint_id in (select e.id from endpoints e where ${ownedBy(tenant, 'e')} and e.application_id = ${id})`);
     return tx.maybeOne(sql.type(deletedRow)`
       update applications set deleted_at = now()
       where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null

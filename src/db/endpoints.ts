@@ -4,6 +4,7 @@ import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue
 import { z } from 'zod';
 import { limitOffset, newestFirstPage, type PageRequest } from './offset.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
+import { lockJobsOfDeliveries } from './webhook-jobs.ts';
 
 export const endpointRow = z.object({
   id: z.string(),
@@ -161,11 +162,7 @@ export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id:
     // The jobs of the deliveries the delete drops (pending or held), whose state it refreshes,
     // before anything else: a worker recording another delivery of one of them holds the job
     // and then wants the application (its success rate), which the delete would hold already.
-    await tx.query(sql.unsafe`
-      select 1 from webhook_jobs j
-      where j.id in (select d.job_id from deliveries d where d.endpoint_id = ${id} and d.status in ('pending', 'held'))
-      order by j.id
-      for no key update of j`);
+    await lockJobsOfDeliveries(tx, sql.fragment`d.endpoint_id = ${id} and d.status in ('pending', 'held')`);
     // The lock the count trigger takes anyway (`for no key update`), taken first.
     await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
     return tx.maybeOne(sql.type(deletedRow)`

@@ -1,7 +1,7 @@
 // Tables webhook_jobs and webhook_job_keys, and the job-level operations on deliveries
 // (accept with fan-out, retry, cancel: their rules are SQL functions, sql/005-accept-job.sql and
 // sql/010-retry-cancel.sql). Every query is scoped to a tenant.
-import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
+import { sql, type CommonQueryMethods, type FragmentSqlToken, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
@@ -178,6 +178,20 @@ export async function acceptJobGroup(
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
   return db.maybeOne(sql.type(jobRow)`
     select ${columns} from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+}
+
+/**
+ * Locks the jobs of the deliveries matching `deliveries` (a condition on `deliveries d`), in id
+ * order, as a recording locks its jobs (refresh_webhook_jobs, sql/004-job-state.sql): a write that
+ * will refresh them, and then also its application, takes them first, before that application,
+ * or it waits for a recording that holds the jobs and wants the application (docs/operations.md).
+ */
+export async function lockJobsOfDeliveries(db: CommonQueryMethods, deliveries: FragmentSqlToken): Promise<void> {
+  await db.query(sql.unsafe`
+    select 1 from webhook_jobs j
+    where j.id in (select d.job_id from deliveries d where ${deliveries})
+    order by j.id
+    for no key update of j`);
 }
 
 /** The `deliveries` of a job: one record per attempt, oldest first. */
