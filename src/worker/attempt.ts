@@ -309,10 +309,11 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     let queuedAt: number | undefined;
     let queuedMs = 0;
     let origin: string | undefined;
+    /** The time spent waiting for a connection of ours, up to `now`. */
+    const waited = (now: number) => queuedMs + (queuedAt === undefined ? 0 : now - queuedAt);
     const onTimer = () => {
       const now = performance.now();
-      const waited = queuedMs + (queuedAt === undefined ? 0 : now - queuedAt);
-      const due = Math.min(started + req.timeoutMs + waited, started + Math.max(req.timeoutMs, req.limitMs ?? 0));
+      const due = Math.min(started + req.timeoutMs + waited(now), started + Math.max(req.timeoutMs, req.limitMs ?? 0));
       if (now >= due - 1) return timeUp();
       timer = setTimeout(onTimer, due - now);
       timer.unref();
@@ -325,14 +326,10 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
     let unpin = () => {};
     let tenantAgent: TenantAgent | undefined;
 
-    const finish = (error: AttemptError | null): AttemptOutcome => ({
-      success: error === null,
-      statusCode,
-      responseBody,
-      latencyMs: Math.round(performance.now() - started - queuedMs - (queuedAt === undefined ? 0 : performance.now() - queuedAt)),
-      error,
-      retryAfterSeconds,
-    });
+    const finish = (error: AttemptError | null): AttemptOutcome => {
+      const now = performance.now();
+      return { success: error === null, statusCode, responseBody, latencyMs: Math.round(now - started - waited(now)), error, retryAfterSeconds };
+    };
 
     try {
       const check = checkDestinationUrl(req.url, req.allowPrivate);
