@@ -39,7 +39,7 @@ async function lockWaiters(watcher: pg.Client): Promise<Waiter[]> {
     where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)).rows;
 }
 
-/** Until `count` statements whose text contains `text` wait for a lock. */
+/** Until `count` statements whose text contains `text` (any statement: '') wait for a lock. */
 async function waitingOn(watcher: pg.Client, text: string, count = 1) {
   await until(`${count} statement(s) "${text}" waiting for a lock`,
     async () => (await lockWaiters(watcher)).filter((w) => w.query.includes(text)).length >= count);
@@ -85,19 +85,30 @@ async function settle(t: ExecutionContext, watcher: pg.Client, answers: Promise<
   return all;
 }
 
+/**
+ * A new organization's application, the test's two sessions (one holds locks, one watches), and
+ * makers of an endpoint subscribed to `eventTypes` and of a job of `eventType` in that application.
+ */
 async function setup(t: ExecutionContext) {
   const org = await app.createOrg();
   const by = { on: app, key: org.key, t };
   const application = await createApplication(by);
-  return { org, by, key: org.key, application };
+  const subscriber = (eventTypes = ['order.created']) => createEndpoint(by, { application_id: application.id, event_types: eventTypes });
+  const newJob = (eventType = 'order.created') => createJob(by, { application_id: application.id, event_type: eventType, payload: { n: 1 } });
+  return { by, key: org.key, application, subscriber, newJob, ...await clients(t) };
+}
+
+/** The job's stored status, and whether it is deleted, as a DBA reads them. */
+async function storedJob(watcher: pg.Client, id: string) {
+  return (await watcher.query<{ status: string; deleted: boolean }>(
+    'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [id])).rows[0];
 }
 
 test.serial('a restore racing a forced delete of one of its event types subscribes to the others: 200, not a 500', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
   const gone = await createEventType(by, 'order.gone');
   const kept = await createEventType(by, 'order.kept');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.gone', 'order.kept'] });
+  const endpoint = await subscriber(['order.gone', 'order.kept']);
   t.is((await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key })).status, 200);
 
   // What a forced delete does, stopped before its commit: the event type's row locked and deleted.
@@ -119,10 +130,9 @@ test.serial('a restore racing a forced delete of one of its event types subscrib
 });
 
 test.serial('an endpoint delete racing its application\'s delete: both answer 200, no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
   const eventType = await createEventType(by, 'order.created');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const endpoint = await subscriber();
 
   // The endpoint delete stops at its subscriptions (their count trigger locks the event type):
   // before the fix it held the endpoint there, and wanted the application only after.
@@ -145,10 +155,9 @@ test.serial('an endpoint delete racing its application\'s delete: both answer 20
 test.serial('a PATCH queued behind an endpoint delete, and the application\'s delete behind it: no deadlock', async (t) => {
   // The probe's three-way cycle: the PATCH, first in line for the endpoint, held the application
   // delete back, which held the application the endpoint delete wanted.
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
   const eventType = await createEventType(by, 'order.created');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
+  const endpoint = await subscriber();
 
   await holder.query('begin');
   await holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
@@ -167,11 +176,10 @@ test.serial('a PATCH queued behind an endpoint delete, and the application\'s de
 });
 
 test.serial('a forced event type delete racing a PATCH of a subscriber\'s event types: no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, subscriber, holder, watcher } = await setup(t);
   const dropped = await createEventType(by, 'order.dropped');
   const deleted = await createEventType(by, 'order.deleted');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.deleted', 'order.dropped'] });
+  const endpoint = await subscriber(['order.deleted', 'order.dropped']);
 
   // The PATCH stops at the subscription it removes (the count trigger locks that event type),
   // its endpoint locked; the forced delete comes then.
@@ -180,7 +188,7 @@ test.serial('a forced event type delete racing a PATCH of a subscriber\'s event 
   const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { event_types: ['order.deleted'] } });
   await waitingOn(watcher, 'delete from endpoint_event_types');
   const forced = app.request('DELETE', `/v1/event-types/${deleted.id}?force=true`, { key });
-  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await waitingOn(watcher, '', 2);
   await holder.query('rollback');
 
   const [patched, forcedDelete] = await settle(t, watcher, [patch, forced]);
@@ -193,11 +201,10 @@ test.serial('a forced event type delete racing a PATCH of a subscriber\'s event 
 });
 
 test.serial('a forced event type delete racing an endpoint delete: no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   const eventType = await createEventType(by, 'order.created');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
-  await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  const endpoint = await subscriber();
+  await newJob();
 
   // The endpoint delete stops at its pending delivery (dropped before its subscriptions go).
   await holder.query('begin');
@@ -205,7 +212,7 @@ test.serial('a forced event type delete racing an endpoint delete: no deadlock',
   const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
   await waitingOn(watcher, 'update endpoints set deleted_at');
   const forced = app.request('DELETE', `/v1/event-types/${eventType.id}?force=true`, { key });
-  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await waitingOn(watcher, '', 2);
   await holder.query('rollback');
 
   const [a, b] = await settle(t, watcher, [endpointDelete, forced]);
@@ -216,12 +223,11 @@ test.serial('a forced event type delete racing an endpoint delete: no deadlock',
 });
 
 test.serial('two restores in one application: both answer 200, no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
   const endpoints = [
-    await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] }),
-    await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] }),
+    await subscriber(),
+    await subscriber(),
   ];
   for (const endpoint of endpoints) t.is((await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key })).status, 200);
 
@@ -239,12 +245,11 @@ test.serial('two restores in one application: both answer 200, no deadlock', asy
 });
 
 test.serial('a forced delete that finds a subscriber added between its locks starts again, and takes it too', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, subscriber, holder, watcher } = await setup(t);
   const deleted = await createEventType(by, 'order.deleted');
   const later = await createEventType(by, 'order.later'); // a greater id: locked after order.deleted
   await createEventType(by, 'order.before');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.before'] });
+  const endpoint = await subscriber(['order.before']);
 
   // The PATCH subscribing to order.deleted stops at order.later, holding order.deleted; the
   // forced delete finds no subscriber to lock yet and waits for order.deleted.
@@ -253,7 +258,7 @@ test.serial('a forced delete that finds a subscriber added between its locks sta
   const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { event_types: ['order.deleted', 'order.later'] } });
   await waitingOn(watcher, 'insert into endpoint_event_types');
   const forced = app.request('DELETE', `/v1/event-types/${deleted.id}?force=true`, { key });
-  await until('the forced delete waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await waitingOn(watcher, '', 2);
   await holder.query('rollback');
 
   const [patched, forcedDelete] = await settle(t, watcher, [patch, forced]);
@@ -264,11 +269,10 @@ test.serial('a forced delete that finds a subscriber added between its locks sta
 });
 
 test.serial('an application delete beside a worker\'s recording of one of its jobs: no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
-  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  const endpoint = await subscriber();
+  const job = await newJob();
   await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1`, [job.id]); // what a claim does
 
   // What a recording does, in its order: the delivery's outcome (its job refreshed and locked),
@@ -276,7 +280,7 @@ test.serial('an application delete beside a worker\'s recording of one of its jo
   await holder.query('begin');
   await holder.query(`update deliveries set status = 'failed', attempt_count = 1 where job_id = $1`, [job.id]);
   const deleted = app.request('DELETE', `/v1/applications/${application.id}`, { key });
-  await until('the delete waiting for a lock', async () => (await lockWaiters(watcher)).length >= 1);
+  await waitingOn(watcher, '', 1);
   // The rest of the recording: the failing endpoint's count, the application's success rate.
   const recording = (async () => {
     await holder.query('update endpoints set failure_count = failure_count + 1 where id = $1', [endpoint.id]);
@@ -289,25 +293,22 @@ test.serial('an application delete beside a worker\'s recording of one of its jo
   await recording;
   t.is(res?.status, 200, JSON.stringify(res?.body));
   t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).status, 404);
-  const { rows: [stored] } = await watcher.query<{ status: string; deleted: boolean }>(
-    'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [job.id]);
-  t.deepEqual(stored, { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
+  t.deepEqual(await storedJob(watcher, job.id), { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
 });
 
 test.serial('an endpoint delete beside a worker\'s recording of the same job\'s other delivery: no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
-  const dropped = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
-  const recorded = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
-  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  const dropped = await subscriber();
+  const recorded = await subscriber();
+  const job = await newJob();
   await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
 
   // A recording of the in-flight delivery, stopped after its job was refreshed (and locked).
   await holder.query('begin');
   await holder.query(`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
   const deleted = app.request('DELETE', `/v1/endpoints/${dropped.id}`, { key });
-  await until('the delete waiting for a lock', async () => (await lockWaiters(watcher)).length >= 1);
+  await waitingOn(watcher, '', 1);
   // The rest of the recording: the application's success rate.
   const recording = (async () => {
     await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
@@ -318,33 +319,29 @@ test.serial('an endpoint delete beside a worker\'s recording of the same job\'s 
   const [res] = await settle(t, watcher, [deleted]);
   await recording;
   t.is(res?.status, 200, JSON.stringify(res?.body));
-  const { rows: [stored] } = await watcher.query<{ status: string }>('select status from webhook_jobs where id = $1', [job.id]);
-  t.is(stored?.status, 'discarded', 'one delivery succeeded, the other dropped: the job is finished');
+  t.is((await storedJob(watcher, job.id))?.status, 'discarded', 'one delivery succeeded, the other dropped: the job is finished');
 });
 
 test.serial('an endpoint delete and its application\'s delete, both with a pending delivery to drop: no deadlock', async (t) => {
-  const { by, key, application } = await setup(t);
-  const { holder, watcher } = await clients(t);
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
-  const endpoint = await createEndpoint(by, { application_id: application.id, event_types: ['order.created'] });
-  const job = await createJob(by, { application_id: application.id, event_type: 'order.created', payload: { n: 1 } });
+  const endpoint = await subscriber();
+  const job = await newJob();
 
   // The application's delete stops at the endpoint (its cascade), the application locked; the
   // endpoint's delete comes then, and takes the job it will refresh.
   await holder.query('begin');
   await holder.query('select 1 from endpoints where id = $1 for no key update', [endpoint.id]);
   const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
-  await until('the application delete waiting', async () => (await lockWaiters(watcher)).length >= 1);
+  await waitingOn(watcher, '', 1);
   const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
-  await until('both deletes waiting', async () => (await lockWaiters(watcher)).length >= 2);
+  await waitingOn(watcher, '', 2);
   await holder.query('rollback');
 
   const [a, e] = await settle(t, watcher, [applicationDelete, endpointDelete]);
   t.is(a?.status, 200, JSON.stringify(a?.body));
   t.true(e?.status === 404 || e?.status === 200, JSON.stringify(e?.body));
-  const { rows: [stored] } = await watcher.query<{ status: string; deleted: boolean }>(
-    'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [job.id]);
-  t.deepEqual(stored, { status: 'discarded', deleted: true });
+  t.deepEqual(await storedJob(watcher, job.id), { status: 'discarded', deleted: true });
 });
 
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
