@@ -13,6 +13,7 @@
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { startTestApp, type Response } from './helpers/app.ts';
+import { twoSessions } from './helpers/sessions.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 import { translateDatabaseError } from '../src/errors.ts';
@@ -21,11 +22,7 @@ process.env.PGOPTIONS = '-c deadlock_timeout=10min';
 const app = startTestApp();
 
 async function clients(t: ExecutionContext) {
-  const [holder, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
-  for (const client of [holder, watcher]) {
-    await client.connect();
-    t.teardown(() => client.end());
-  }
+  const [holder, watcher] = await twoSessions(t, app.databaseUrl);
   const timeout = await watcher.query<{ deadlock_timeout: string }>('show deadlock_timeout');
   t.is(timeout.rows[0]?.deadlock_timeout, '10min', 'the sessions of this file leave lock cycles for the test to find');
   return { holder, watcher };

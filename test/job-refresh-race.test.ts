@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import test from 'ava';
 import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
+import { twoSessions } from './helpers/sessions.ts';
 import { createJobWithTargets } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 
@@ -18,11 +19,7 @@ test.serial('a job whose last two open deliveries end in two concurrent transact
   const org = await app.createOrg();
   const { endpointIds: [first, second], job } = await createJobWithTargets({ on: app, key: org.key },
     { urls: ['https://one.example.com/hook', 'https://two.example.com/hook'] });
-  const [db, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
-  for (const client of [db, watcher]) {
-    await client.connect();
-    t.teardown(() => client.end());
-  }
+  const [db, watcher] = await twoSessions(t, app.databaseUrl);
   const statuses = async () => (await watcher.query<{ endpoint_id: string; status: string }>(
     'select endpoint_id, status from deliveries where job_id = $1 order by endpoint_id', [job.id])).rows;
   t.deepEqual((await statuses()).map((d) => d.status), ['pending', 'pending']);

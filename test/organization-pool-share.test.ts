@@ -4,9 +4,9 @@
 // waited for a connection until the pool's deadline gave it a 503. Shown with a lock this test
 // holds itself, so that nothing depends on timing.
 import test from 'ava';
-import pg from 'pg';
 import { organizationShare } from '../src/db/pool-guard.ts';
 import { startTestApp } from './helpers/app.ts';
+import { twoSessions } from './helpers/sessions.ts';
 import { createApplication } from './helpers/fixtures.ts';
 import { scrape, valueOf } from './helpers/metrics.ts';
 import { until } from './helpers/until.ts';
@@ -20,11 +20,7 @@ test('an organization whose requests wait on a lock leaves connections to the ot
   const target = await createApplication({ on: app, key: hog.key });
   await createApplication({ on: app, key: other.key }, { name: 'Other' });
   // One client holds the lock; another watches (a transaction keeps one snapshot of pg_stat_activity).
-  const [db, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
-  for (const client of [db, watcher]) {
-    await client.connect();
-    t.teardown(() => client.end());
-  }
+  const [db, watcher] = await twoSessions(t, app.databaseUrl);
   const stuck = async () => {
     const { rows: [row] } = await watcher.query<{ n: number }>(`
       select count(*)::int as n from pg_stat_activity

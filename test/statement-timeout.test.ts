@@ -3,9 +3,9 @@
 // transaction rolled back, and a warning in the log; it was a bare 500 ("unexpected error").
 // The waits are on a row lock this test holds itself, found in pg_stat_activity.
 import test from 'ava';
-import pg from 'pg';
 import pino from 'pino';
 import { startTestApp, assertError } from './helpers/app.ts';
+import { twoSessions } from './helpers/sessions.ts';
 import { createApplication } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 
@@ -18,11 +18,7 @@ const app = startTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) },
 async function lockedApplication(t: import('ava').ExecutionContext) {
   const org = await app.createOrg();
   const application = await createApplication({ on: app, key: org.key }, { name: 'Before' });
-  const [holder, watcher] = [new pg.Client({ connectionString: app.databaseUrl }), new pg.Client({ connectionString: app.databaseUrl })];
-  for (const client of [holder, watcher]) {
-    await client.connect();
-    t.teardown(() => client.end());
-  }
+  const [holder, watcher] = await twoSessions(t, app.databaseUrl);
   await holder.query('begin');
   await holder.query('select 1 from applications where id = $1 for update', [application.id]);
   const waiting = async () => (await watcher.query<{ pid: number }>(`
