@@ -36,16 +36,15 @@ export function errorHandler(logger: Logger) {
     if (error instanceof URIError) appError = notFound();
     appError ??= typeof error === 'object' && error !== null ? fromBodyParser(error) : null;
     appError ??= translateDatabaseError(error);
-    if (error instanceof StatementTimeoutError || error instanceof StatementCancelledError) {
-      // Answered 503, but an operator wants to know which requests run into the timeout.
-      logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId },
-        'a statement of this request was cancelled (statement timeout or pg_cancel_backend): answered 503');
-    }
+    // Answered 503, but an operator wants to know which requests run into the statement timeout,
+    // and each conflict left over is a lock order (or a retry) to look at.
+    const cancelled = error instanceof StatementTimeoutError || error instanceof StatementCancelledError;
     const conflict = concurrentConflictCode(error);
-    if (conflict) {
-      // Answered 503 too, but each one is a lock order (or a retry) to look at.
-      logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId, sqlstate: conflict },
-        'this request\'s transaction was rolled back for a concurrent one (deadlock or serialization failure): answered 503');
+    if (cancelled || conflict) {
+      logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId, ...(conflict ? { sqlstate: conflict } : {}) },
+        cancelled
+          ? 'a statement of this request was cancelled (statement timeout or pg_cancel_backend): answered 503'
+          : 'this request\'s transaction was rolled back for a concurrent one (deadlock or serialization failure): answered 503');
     }
     if (!appError) {
       logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path }, 'unexpected error');
