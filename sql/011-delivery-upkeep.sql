@@ -1,9 +1,10 @@
--- Periodic upkeep, run by workers every few seconds; returns probe deliveries to enqueue.
+-- Periodic upkeep, run by workers every few seconds; returns deliveries to enqueue, `probe`
+-- true for the recovery probes (enqueued ahead of the rest: src/worker/upkeep.ts).
 -- 1. held deliveries past their job's 48 h window fail; 2. a disabled endpoint whose probe
 -- vanished (cancelled, dropped) gets another (not one disabled as gone: never probed); 3. each disabled endpoint past its cooldown gets
 -- one held delivery as its probe.
 create or replace function run_delivery_upkeep()
-returns table (delivery_id bigint, round integer, start_after timestamptz)
+returns table (delivery_id bigint, round integer, start_after timestamptz, probe boolean)
 language plpgsql as $$
 begin
   -- From the few unfinished jobs past their window (index webhook_jobs_open_expires_at_idx),
@@ -21,12 +22,12 @@ begin
   -- Held deliveries of active endpoints go back on the queue, 10,000 per run: the rest of a
   -- release too big for one batch (a recovered endpoint), and endpoints activated by hand.
   return query
-  select * from release_held_deliveries(array(
+  select r.delivery_id, r.round, r.start_after, false from release_held_deliveries(array(
     select e.id from endpoints e
     where e.status = 'active' and e.deleted_at is null
       and exists (select 1 from deliveries d where d.endpoint_id = e.id and d.status = 'held')
     order by e.id
-    for no key update skip locked), 10000);
+    for no key update skip locked), 10000) r;
 
   return query
   with due as (
@@ -45,7 +46,7 @@ begin
   )
   update deliveries d set status = 'pending', is_probe = true, next_attempt_at = now(), updated_at = now()
   from pick where d.id = pick.id
-  returning d.id, d.round, d.next_attempt_at;
+  returning d.id, d.round, d.next_attempt_at, true;
 end;
 $$;
 

@@ -133,13 +133,13 @@ export async function recordOutcomes(
       ${DELIVERY_QUEUE}, ${sql.array(messages.map((m) => m.id), 'uuid')}, ${sql.array(messages.map((m) => m.retryCount), 'int4')})`);
 }
 
+const upkeepItem = queueItem.extend({ probe: z.boolean() });
+
+/** run_delivery_upkeep(): the recovery probes it picked (enqueued ahead of the rest) and the held deliveries it released. */
 export async function runDeliveryUpkeep(db: CommonQueryMethods): Promise<{ probes: readonly QueueItem[]; released: readonly QueueItem[] }> {
-  const items = await db.any(sql.type(queueItem)`select * from run_delivery_upkeep()`);
-  if (items.length === 0) return { probes: [], released: [] };
-  // Which of them are recovery probes (is_probe, by primary key): they are enqueued ahead of the rest.
-  const probeIds = new Set(await db.anyFirst(sql.type(z.object({ id: z.number() }))`
-    select id from deliveries where id = any(${sql.array(items.map((i) => i.delivery_id), 'int8')}) and is_probe`));
-  return { probes: items.filter((i) => probeIds.has(i.delivery_id)), released: items.filter((i) => !probeIds.has(i.delivery_id)) };
+  const items = await db.any(sql.type(upkeepItem)`select * from run_delivery_upkeep()`);
+  const item = ({ probe: _, ...rest }: z.infer<typeof upkeepItem>): QueueItem => rest;
+  return { probes: items.filter((i) => i.probe).map(item), released: items.filter((i) => !i.probe).map(item) };
 }
 
 /** The fewest rows changed in the delivery queue's table since its last analyze for another (and more than a fifth of what it held then). */
