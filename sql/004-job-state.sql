@@ -81,9 +81,16 @@ create or replace trigger webhook_jobs_skip_unchanged
   before update on webhook_jobs
   for each row execute function suppress_redundant_updates_trigger();
 
--- A delivery that went from pending (or in_flight, after a lost worker) to in_flight at the
--- same attempt_count changes nothing stored: that is what a claim does, so a claim that sends
--- its whole batch refreshes no job at all. Any other change, by hand included, refreshes.
+-- A job's stored state is a function of its deliveries' attempt counts and of which of three
+-- kinds each status is: open (pending, in_flight, held), given up (failed, dropped) or done
+-- (succeeded, cancelled). A delivery whose kind and attempt_count did not change changes nothing
+-- stored, and its job is not refreshed: a claim that sends (pending to in_flight), holds (to
+-- held: a paused or disabled endpoint) or defers (pending stays pending: a rate-limit slot past
+-- the horizon), and a release of held deliveries (back to pending). Any other change, by hand
+-- included, refreshes. Holds, deferrals and releases refreshed their jobs before: a lock on
+-- each job (taken by a claim after its endpoints' rows, where a recording takes the job first)
+-- and a statement for nothing, for every delivery of an outage's hold and release and for every
+-- deferral of a rate-limited endpoint (test/claim-locks.test.ts).
 -- Each delivery's two versions are grouped, never joined: PL/pgSQL plans this query once per
 -- session, with the transition tables' sizes at its first firing, and the join of the two,
 -- planned for one row as a nested loop, then compared every row with every other in a later
@@ -94,12 +101,15 @@ language plpgsql as $$
 declare
   v_jobs text[] := array(
     select distinct v.job_id
-    from (select c.id, c.job_id, c.status, c.attempt_count, true as after from changed c
-          union all
-          select b.id, b.job_id, b.status, b.attempt_count, false from before b) v
+    from (select v.id, v.job_id, v.attempt_count,
+                 case when v.status in ('pending', 'in_flight', 'held') then 1 -- open
+                      when v.status in ('failed', 'dropped') then 2 -- given up
+                      else 3 end as kind -- done
+          from (select c.id, c.job_id, c.status, c.attempt_count from changed c
+                union all
+                select b.id, b.job_id, b.status, b.attempt_count from before b) v) v
     group by v.id, v.job_id
-    having not (bool_or(v.after and v.status = 'in_flight') and bool_or(not v.after and v.status in ('pending', 'in_flight'))
-                and min(v.attempt_count) = max(v.attempt_count))
+    having min(v.attempt_count) <> max(v.attempt_count) or min(v.kind) <> max(v.kind)
     order by v.job_id);
 begin
   if cardinality(v_jobs) > 0 then
@@ -109,7 +119,7 @@ begin
 end;
 $$;
 
-comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of changed deliveries (none for deliveries now in flight).';
+comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of deliveries whose attempt count or kind of status (open, given up, done) changed.';
 
 -- No trigger on insert: deliveries are inserted only with their job, pending at attempt 0,
 -- which is the job's status from its own insert ('created'); a job with no targets is

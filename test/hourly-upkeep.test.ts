@@ -78,7 +78,7 @@ test.serial('while a batch waits for an endpoint a recording holds, the endpoint
   t.teardown(() => other.end());
   await other.query('begin');
   await other.query(`set local lock_timeout = '2s'`);
-  await other.query('select 1 from endpoints where id = $1 for share', [first.endpointId]);
+  await other.query('select 1 from endpoints where id = $1 for key share', [first.endpointId]);
   await other.query('select 1 from endpoint_success_windows where endpoint_id = $1 for update', [first.endpointId]);
   await other.query('commit');
   t.deepEqual(await sums(first), { endpoint: ['10', '5', '50.00'], application: ['20', '5', '25.00'] }, 'its window moved; its application\'s not yet');
