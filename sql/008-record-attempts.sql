@@ -27,6 +27,7 @@ as $$
 declare
   v_ids bigint[];
   v_breaker text[];
+  v_locking text[];
   v_inactive text[];
   v_recovered text[];
   v_stat_endpoints text[];
@@ -80,18 +81,35 @@ begin
   from unnest(v_rows) r where d.id = r.delivery_id and d.id = any(v_ids);
 
   -- Consecutive failures per endpoint, in attempt order: reset by a success.
-  -- Only endpoints whose breaker state can change are locked and written: a failure or a probe
-  -- in this batch, or a failure count or status to reset. An active endpoint with no failures
-  -- that only succeeded is left alone, so claims of a busy endpoint (which take its row FOR
-  -- SHARE) do not queue behind every recording. (A failure recorded concurrently by another
-  -- worker, not yet committed when this reads the row, is then not reset by these successes.)
-  select array_agg(x.endpoint_id order by x.endpoint_id) into v_breaker
-    from (select r.endpoint_id from unnest(v_rows) r join endpoints e on e.id = r.endpoint_id
-          group by r.endpoint_id, e.failure_count, e.status
-          having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active') x;
+  -- Only the rows this recording will write are locked, before any is written, in the one order
+  -- every writer of them takes (jobs, applications, endpoints, then the success sums: the jobs
+  -- already, by the delivery update's trigger): the applications and the endpoints whose
+  -- success rate can change (below 100, or a failure in this batch; add_to_success_rates writes
+  -- them), and the endpoints whose breaker state can change (a failure or a probe in this batch,
+  -- or a failure count or status to reset). Taken where each was first written, the endpoints
+  -- of the breaker here and those of the rates later (after the sums), two recordings
+  -- deadlocked, one holding an endpoint of the breaker and waiting for the sums of another, the
+  -- other holding that endpoint and waiting for its sums; and the application, written last,
+  -- against an endpoint delete, which takes the application before the endpoint
+  -- (test/recording-locks.test.ts). An active endpoint with no failures that only succeeded at
+  -- 100% is left alone: nothing of it is written. (A failure recorded concurrently by another
+  -- worker, not yet committed when this reads the row, is then not reset by these successes; a
+  -- rate it lowered meanwhile is written unlocked till then, the only write out of that order.)
+  perform 1 from applications ap
+    where ap.id = any(array(select r.application_id from unnest(v_rows) r group by r.application_id))
+      and (ap.success_rate < 100 or ap.id = any(array(select r.application_id from unnest(v_rows) r where not r.success)))
+    order by ap.id for no key update;
+  select array_agg(x.endpoint_id order by x.endpoint_id) filter (where x.breaker), array_agg(x.endpoint_id order by x.endpoint_id)
+    into v_breaker, v_locking
+    from (select r.endpoint_id,
+                 bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active' as breaker
+          from unnest(v_rows) r join endpoints e on e.id = r.endpoint_id
+          group by r.endpoint_id, e.failure_count, e.status, e.success_rate
+          having bool_or(not r.success) or bool_or(r.is_probe) or e.failure_count <> 0 or e.status <> 'active'
+              or e.success_rate < 100) x;
   -- Locked, and those not active as locked noted: only they can recover below.
   select array_agg(e.id) filter (where e.status <> 'active') into v_inactive
-    from (select id, status from endpoints where id = any(v_breaker) order by id for no key update) e;
+    from (select id, status from endpoints where id = any(v_locking) order by id for no key update) e;
 
   -- The circuit: each endpoint's transition is decided once, in `decided`, and `next` gives the
   -- state it leads to:

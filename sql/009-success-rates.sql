@@ -21,7 +21,9 @@ comment on function success_rate_of(numeric, numeric) is
 -- p_*: the batch's attempts by (endpoint, application, minute), as they are about to be added to
 -- endpoint_attempt_stats. Call it before that insert, in the same transaction: a window's sums
 -- are then always those of the stats committed with it, and its row, locked first, orders every
--- recording of one endpoint (its stats rows are locked after, in the same order).
+-- recording of one endpoint (its stats rows are locked after, in the same order). Callers lock
+-- the applications and endpoints whose rates it may write before calling it, in id order (the
+-- rates' rows before the sums' rows: sql/008-record-attempts.sql).
 --
 -- The endpoints' statements and the applications' are the same but for the names, written twice
 -- on purpose: one version for both kinds, through EXECUTE with the names filled in, cost 4 ms
@@ -128,6 +130,9 @@ declare
   v_endpoints text[] := array(select distinct e.id from endpoints e where e.id = any(p_endpoint_ids) order by e.id);
   v_applications text[] := array(select distinct e.application_id from endpoints e where e.id = any(p_endpoint_ids) order by 1);
 begin
+  -- The rows it writes in the order a recording locks them: applications, endpoints, sums.
+  perform 1 from applications a where a.id = any(v_applications) order by a.id for no key update;
+  perform 1 from endpoints e where e.id = any(v_endpoints) order by e.id for no key update;
   insert into endpoint_success_windows (endpoint_id, window_start, attempts, successes)
     select x.id, v_start, 0, 0 from unnest(v_endpoints) x (id) order by x.id
   on conflict (endpoint_id) do nothing;

@@ -5,8 +5,8 @@
 -- recording touches; per-minute stats older than 8 days are dropped (the stats API reads up to
 -- 7 days back). One transaction for all of it held the row locks of every active endpoint's and
 -- application's sums and rates until the end of the stats' deletion: accepts (which lock their
--- application's row), claims (their endpoints' rows, for share) and recordings (their sums'
--- rows) of every tenant with traffic stood still that long, once an hour. With 2,000 and 5,000
+-- application's row), claims (their endpoints' rows, for share, as they took them then) and
+-- recordings (their sums' rows) of every tenant with traffic stood still that long, once an hour. With 2,000 and 5,000
 -- endpoints, the longest such wait was 508-676 ms and 1,098 ms; in batches, 35 and 15 ms, the
 -- upkeep itself taking as long as before (bench/hourly-upkeep.ts).
 
@@ -55,6 +55,10 @@ begin
     into v_last, v_moving
     from (select e2.id from endpoints e2 where e2.id > coalesce(p_cursor, '') order by e2.id limit p_batch) e;
   if v_moving is not null then
+    -- The endpoints before their sums, as a recording locks them (sql/008-record-attempts.sql):
+    -- the sums first, then an endpoint whose rate moved, and a recording holding that endpoint
+    -- and waiting for its sums deadlocked with this.
+    perform 1 from endpoints e where e.id = any(v_moving) order by e.id for no key update;
     perform add_to_success_rates(v_moving, '{}', '{}', '{}', '{}');
   end if;
   return v_last;
@@ -79,6 +83,8 @@ begin
     into v_last, v_moving
     from (select a2.id from applications a2 where a2.id > coalesce(p_cursor, '') order by a2.id limit p_batch) a;
   if v_moving is not null then
+    -- The applications before their sums, as a recording locks them.
+    perform 1 from applications a where a.id = any(v_moving) order by a.id for no key update;
     perform add_to_success_rates('{}', v_moving, '{}', '{}', '{}');
   end if;
   return v_last;

@@ -13,9 +13,8 @@
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { startTestApp, type Response } from './helpers/app.ts';
-import { twoSessions } from './helpers/sessions.ts';
+import { answeredOrCycle, twoSessions, waitingOn } from './helpers/sessions.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
-import { until } from './helpers/until.ts';
 import { translateDatabaseError } from '../src/errors.ts';
 
 process.env.PGOPTIONS = '-c deadlock_timeout=10min';
@@ -28,57 +27,13 @@ async function clients(t: ExecutionContext) {
   return { holder, watcher };
 }
 
-type Waiter = { pid: number; blockers: number[]; query: string };
-
-async function lockWaiters(watcher: pg.Client): Promise<Waiter[]> {
-  return (await watcher.query<Waiter>(`
-    select pid, pg_blocking_pids(pid) as blockers, query from pg_stat_activity
-    where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)).rows;
-}
-
-/** Until `count` statements whose text contains `text` (any statement: '') wait for a lock. */
-async function waitingOn(watcher: pg.Client, text: string, count = 1) {
-  await until(`${count} statement(s) "${text}" waiting for a lock`,
-    async () => (await lockWaiters(watcher)).filter((w) => w.query.includes(text)).length >= count);
-}
-
-/** The pids of a cycle of lock waits, if there is one. */
-function cycleOf(waiters: Waiter[]): number[] | null {
-  const edges = new Map(waiters.map((w) => [w.pid, w.blockers]));
-  for (const start of edges.keys()) {
-    const path: number[] = [];
-    const walk = (pid: number): number[] | null => {
-      const at = path.indexOf(pid);
-      if (at >= 0) return path.slice(at);
-      path.push(pid);
-      for (const next of edges.get(pid) ?? []) {
-        const found = walk(next);
-        if (found) return found;
-      }
-      path.pop();
-      return null;
-    };
-    const found = walk(start);
-    if (found) return found;
-  }
-  return null;
-}
-
 /**
  * Waits until every answer is in, or until the app's statements wait for each other in a
  * cycle: then cancels them (each answers 503) and says so.
  */
 async function settle(t: ExecutionContext, watcher: pg.Client, answers: Promise<Response>[]): Promise<Response[]> {
-  let answered = false;
-  const all = Promise.all(answers).finally(() => { answered = true; });
-  const outcome = await until('the answers, or a cycle of lock waits', async () => {
-    if (answered) return 'answered';
-    const cycle = cycleOf(await lockWaiters(watcher));
-    if (!cycle) return false;
-    for (const pid of cycle) await watcher.query('select pg_cancel_backend($1)', [pid]);
-    return 'deadlock';
-  });
-  t.is(outcome, 'answered', 'the requests waited for each other in a cycle (a deadlock)');
+  const all = Promise.all(answers);
+  t.is(await answeredOrCycle(watcher, all), 'answered', 'the requests waited for each other in a cycle (a deadlock)');
   return all;
 }
 
