@@ -59,12 +59,17 @@ begin
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
     join deliveries d on d.id = r.delivery_id and d.id = any(v_ids));
 
-  -- Every attempt that ran is recorded, even when its job was cancelled meanwhile.
+  -- Every attempt that ran is recorded, even when its job was cancelled meanwhile. In delivery id
+  -- order: the insert's foreign-key checks lock the deliveries (`for key share`) row by row, and
+  -- a claim locks its deliveries in id order too. In attempt order, a recording could hold one
+  -- delivery of a claim's batch and want another the claim held (deliveries handed out again
+  -- after their lease ran out). Lists read attempts by (attempted_at, id), whatever order their
+  -- ids were given in.
   insert into delivery_attempts (delivery_id, job_id, endpoint_id, org_id, attempt, status_code, response_body,
                                  latency_ms, attempted_at, success, error, event_type)
     select r.delivery_id, r.job_id, r.endpoint_id, r.org_id, r.attempt, r.status_code, r.response_body,
            r.latency_ms, r.attempted_at, r.success, r.error, r.event_type
-    from unnest(v_rows) r order by r.attempted_at;
+    from unnest(v_rows) r order by r.delivery_id;
 
   -- Attempt counts always; the next state only for deliveries still in flight in this round.
   update deliveries d set
