@@ -8,6 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
+import { concurrentConflictCode } from '../errors.ts';
 import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
@@ -353,7 +354,11 @@ export function startDeliveryLoop(deps: {
         // find nothing (at low rates, every other claim did: a call and a fetch for nothing).
         if (claimed.drained) await wakeup.wait(config.workerPollIntervalMs);
       } catch (error) {
-        if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'delivery loop error'); // a lost database: logged once by the pool
+        const conflict = concurrentConflictCode(error);
+        // Rolled back for a concurrent transaction: nothing was claimed, and the next claim a
+        // second later takes the same messages. A lost database is logged once by the pool.
+        if (conflict !== null) logger.warn({ err: error, sqlstate: conflict }, 'claim rolled back for a concurrent transaction (deadlock or serialization failure): claiming again in a second');
+        else if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'delivery loop error');
         await sleep(1000);
       }
     }

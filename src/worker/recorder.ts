@@ -8,6 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
+import { concurrentConflictCode } from '../errors.ts';
 import { recordOutcomes, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
 import type { Message } from '../queue.ts';
@@ -61,8 +62,11 @@ export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger:
         for (const transition of transitions) logTransition(transition); // committed: it happened
         return;
       } catch (error) {
-        // A lost database is logged once by the pool; anything else is worth a line per try.
-        if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
+        // A lost database is logged once by the pool; a rollback for a concurrent transaction
+        // (retried here) is a warning; anything else is worth an error per try.
+        const conflict = concurrentConflictCode(error);
+        if (conflict !== null) deps.logger.warn({ err: error, sqlstate: conflict, attempts: batch.length, failures }, 'recording attempts rolled back for a concurrent transaction (deadlock or serialization failure): trying again');
+        else if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
         if (failures >= 5) return; // the leases expire and the attempts are redone
         await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));
       }
