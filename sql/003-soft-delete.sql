@@ -25,6 +25,10 @@ create or replace trigger applications_cascade_soft_delete
 create or replace function endpoints_drop_deliveries() returns trigger
 language plpgsql as $$
 begin
+  -- Locked in id order first, as a claim locks its deliveries: the update alone locked them in
+  -- the order of its plan, and a claim holding one of them and waiting for another deadlocked
+  -- with the delete.
+  perform 1 from deliveries where endpoint_id = new.id and status in ('pending', 'held') order by id for no key update;
   update deliveries set status = 'dropped', updated_at = now()
     where endpoint_id = new.id and status in ('pending', 'held');
   return null;

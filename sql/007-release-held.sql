@@ -7,7 +7,10 @@ language sql as $$
   update deliveries d set status = 'pending', next_attempt_at = now(), updated_at = now()
   where d.id in (select h.id from deliveries h
                  where h.endpoint_id = any(p_endpoint_ids) and h.status = 'held'
-                 order by h.id limit p_limit)
+                 order by h.id limit p_limit
+                 -- Locked in id order, as a claim locks its deliveries: the update alone locks
+                 -- them in the order of its plan.
+                 for no key update)
   returning d.id, d.round, d.next_attempt_at;
 $$;
 

@@ -296,6 +296,61 @@ test.serial('an endpoint delete and its application\'s delete, both with a pendi
   t.deepEqual(await storedJob(watcher, job.id), { status: 'discarded', deleted: true });
 });
 
+/**
+ * Two deliveries of one endpoint (two jobs), the first in id order moved behind the second in
+ * the table and its index (two non-HOT updates of its status, as a pause and an un-pause make),
+ * so that a statement that locks them in the order it reads them takes the second first.
+ */
+async function twoDeliveriesOutOfOrder(t: ExecutionContext, s: Awaited<ReturnType<typeof setup>>, finalStatus: 'pending' | 'held') {
+  await createEventType(s.by, 'order.created');
+  const endpoint = await s.subscriber();
+  await s.newJob();
+  await s.newJob();
+  const { rows } = await s.watcher.query<{ id: string }>('select id::text from deliveries where endpoint_id = $1 order by id', [endpoint.id]);
+  const [first, second] = rows.map((r) => r.id) as [string, string];
+  await s.watcher.query(`update deliveries set status = 'held' where id = $1`, [first]);
+  await s.watcher.query(`update deliveries set status = 'pending' where id = $1`, [first]);
+  if (finalStatus === 'held') {
+    for (const id of [second, first]) await s.watcher.query(`update deliveries set status = 'held' where id = $1`, [id]);
+  }
+  const { rows: order } = await s.watcher.query<{ id: string }>(
+    'select id::text from deliveries where endpoint_id = $1 order by ctid', [endpoint.id]);
+  t.deepEqual(order.map((r) => r.id), [second, first], 'the second delivery comes first in the table');
+  return { endpoint, first, second };
+}
+
+test.serial('an endpoint delete drops its deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
+  const s = await setup(t);
+  const { endpoint, first, second } = await twoDeliveriesOutOfOrder(t, s, 'pending');
+  // A worker's claim of both deliveries, stopped after its first row lock (it locks in id order).
+  await s.holder.query('begin');
+  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
+  const deleted = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key });
+  await waitingOn(s.watcher, '');
+  const claimed = s.holder.query('select 1 from deliveries where id = $1 for update', [second]);
+  t.is(await answeredOrCycle(s.watcher, claimed), 'answered', 'the claim and the delete waited for each other (a deadlock)');
+  await s.holder.query('commit');
+  const [res] = await settle(t, s.watcher, [deleted]);
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+});
+
+test.serial('an un-pause releases held deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
+  const s = await setup(t);
+  const { endpoint, first, second } = await twoDeliveriesOutOfOrder(t, s, 'held');
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: s.key, body: { status: 'paused' } })).status, 200);
+  await s.holder.query('begin');
+  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
+  const resumed = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: s.key, body: { status: 'active' } });
+  await waitingOn(s.watcher, '');
+  const claimed = s.holder.query('select 1 from deliveries where id = $1 for update', [second]);
+  t.is(await answeredOrCycle(s.watcher, claimed), 'answered', 'the claim and the un-pause waited for each other (a deadlock)');
+  await s.holder.query('commit');
+  const [res] = await settle(t, s.watcher, [resumed]);
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  const { rows } = await s.watcher.query<{ status: string }>('select status from deliveries where id = any($1)', [[first, second]]);
+  t.deepEqual(rows.map((r) => r.status), ['pending', 'pending'], 'both released');
+});
+
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
   for (const code of ['40P01', '40001']) {
     const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));
