@@ -65,11 +65,25 @@ declare
   -- claim, with plans kept for the session (test/claim-plans.test.ts). `= any` of an array is
   -- read by primary key.
   v_ids bigint[] := array(select (i->>'delivery_id')::bigint from jsonb_array_elements(p_items) i);
+  v_endpoints text[] := array(select distinct d.endpoint_id from deliveries d where d.id = any(v_ids) order by 1);
 begin
+  -- The batch's endpoints, locked first, in id order, `for key share`: enough to wait for a
+  -- status change made through the API (un-pause, reset-circuit: their row `for update`), which
+  -- releases held deliveries under that lock, so a delivery is never held after that release
+  -- ran; the query below then reads the endpoints with a snapshot taken after the wait. Not
+  -- `for share`, which also waited for every recording that locks the row (`for no key update`:
+  -- a failure count, a success rate) and for an endpoint delete, and which the query below took
+  -- in the batch's delivery order: a claim holding one endpoint and waiting for another, a
+  -- recording holding the second (its endpoints in id order) and waiting for the first,
+  -- deadlocked (three workers on one database: 40 in pg_stat_database in one probe, 284 in a
+  -- heavier one; test/claim-locks.test.ts). And before the deliveries: an un-pause holds the
+  -- endpoint, then releases its held deliveries. A circuit a recording closes (its probe
+  -- succeeded) while a claim holds one of its deliveries: the release in that recording misses
+  -- it, and upkeep releases it within a second (run_delivery_upkeep, sql/011-delivery-upkeep.sql).
+  perform 1 from endpoints e where e.id = any(v_endpoints) order by e.id for key share;
+
   insert into endpoint_send_slots (endpoint_id, next_slot_at)
-    select distinct d.endpoint_id, v_now
-    from deliveries d where d.id = any(v_ids)
-    order by 1
+    select x.id, v_now from unnest(v_endpoints) x (id) order by 1
   on conflict on constraint endpoint_send_slots_pkey do nothing;
 
   return query
@@ -87,24 +101,6 @@ begin
   ), open as (
     select l.id, l.round, l.job_id, l.endpoint_id, l.attempt_count, l.is_probe, l.org_id
     from locked l where l.status in ('pending', 'in_flight')
-  ), endpoint_rows as materialized (
-    -- The batch's endpoints, locked in id order `for key share`: enough to wait for a status
-    -- change made through the API (un-pause, reset-circuit: their row `for update`), which
-    -- releases held deliveries under that lock, so a delivery is never held after that release
-    -- ran. Not `for share`, which also waited for every recording that locks the row (`for no
-    -- key update`: a failure count, a success rate, an endpoint delete), and which the join
-    -- below took in the batch's delivery order: a claim holding one endpoint and waiting for
-    -- another, a recording holding the second (its endpoints in id order) and waiting for the
-    -- first, deadlocked (three workers on one database: 40 in pg_stat_database;
-    -- test/claim-locks.test.ts). A circuit a recording closes (its probe succeeded) while a
-    -- claim holds one of its deliveries: the release in that recording misses it, and upkeep
-    -- releases it within a second (run_delivery_upkeep, sql/011-delivery-upkeep.sql).
-    select e.id, e.url, e.timeout_ms, e.headers, e.rate_limit_rps, e.secret, e.old_secret, e.old_secret_expires_at,
-           e.status, e.deleted_at
-    from endpoints e
-    where e.id in (select o.endpoint_id from open o)
-    order by e.id
-    for key share
   ), decided as (
     select l.*, j.expires_at, j.payload::text as payload, j.headers as job_headers, j.event_type,
            e.url, e.timeout_ms, e.headers as endpoint_headers, e.rate_limit_rps,
@@ -117,7 +113,7 @@ begin
              else 'send' end as verdict
     from open l
       join webhook_jobs j on j.id = l.job_id
-      join endpoint_rows e on e.id = l.endpoint_id
+      join endpoints e on e.id = l.endpoint_id
       join applications a on a.id = j.application_id
   ), shared as (
     -- The n-th send of an organization held to a share, past its room in the worker: 'share'.
