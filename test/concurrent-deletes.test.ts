@@ -306,7 +306,7 @@ async function twoDeliveriesOutOfOrder(t: ExecutionContext, s: Awaited<ReturnTyp
   const endpoint = await s.subscriber();
   await s.newJob();
   await s.newJob();
-  const { rows } = await s.watcher.query<{ id: string }>('select id::text from deliveries where endpoint_id = $1 order by id', [endpoint.id]);
+  const { rows } = await s.watcher.query<{ id: string }>('select d.id::text as id from deliveries d where d.endpoint_id = $1 order by d.id', [endpoint.id]);
   const [first, second] = rows.map((r) => r.id) as [string, string];
   await s.watcher.query(`update deliveries set status = 'held' where id = $1`, [first]);
   await s.watcher.query(`update deliveries set status = 'pending' where id = $1`, [first]);
@@ -314,7 +314,7 @@ async function twoDeliveriesOutOfOrder(t: ExecutionContext, s: Awaited<ReturnTyp
     for (const id of [second, first]) await s.watcher.query(`update deliveries set status = 'held' where id = $1`, [id]);
   }
   const { rows: order } = await s.watcher.query<{ id: string }>(
-    'select id::text from deliveries where endpoint_id = $1 order by ctid', [endpoint.id]);
+    'select d.id::text as id from deliveries d where d.endpoint_id = $1 order by d.ctid', [endpoint.id]);
   t.deepEqual(order.map((r) => r.id), [second, first], 'the second delivery comes first in the table');
   return { endpoint, first, second };
 }
