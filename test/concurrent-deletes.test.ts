@@ -274,6 +274,32 @@ test.serial('an endpoint delete beside a worker\'s recording of the same job\'s 
   t.is((await storedJob(watcher, job.id))?.status, 'discarded', 'one delivery succeeded, the other dropped: the job is finished');
 });
 
+test.serial('an endpoint delete beside a worker\'s recording of a failure to that endpoint (a retry): no deadlock', async (t) => {
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
+  await createEventType(by, 'order.created');
+  const endpoint = await subscriber();
+  const job = await newJob();
+  await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1`, [job.id]);
+
+  // A recording of the in-flight delivery's failure, stopped after the delivery went back to
+  // pending for its retry and its job was refreshed (and locked).
+  await holder.query('begin');
+  await holder.query(`update deliveries set status = 'pending', attempt_count = 1 where job_id = $1`, [job.id]);
+  const deleted = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  await waitingOn(watcher, '', 1);
+  // The rest of the recording: the application's success rate.
+  const recording = (async () => {
+    await holder.query('update applications set success_rate = 50 where id = $1', [application.id]);
+    await holder.query('commit');
+  })();
+  recording.catch(() => {});
+
+  const [res] = await settle(t, watcher, [deleted]);
+  await recording;
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  t.like(await storedJob(watcher, job.id), { status: 'discarded' }, 'the retry was dropped with its endpoint: the job is finished');
+});
+
 test.serial('an endpoint delete and its application\'s delete, both with a pending delivery to drop: no deadlock', async (t) => {
   const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');

@@ -162,7 +162,10 @@ export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id:
     // The jobs of the deliveries the delete drops (pending or held), whose state it refreshes,
     // before anything else: a worker recording another delivery of one of them holds the job
     // and then wants the application (its success rate), which the delete would hold already.
-    await lockJobsOfDeliveries(tx, sql.fragment`d.endpoint_id = ${id} and d.status in ('pending', 'held')`);
+    // In flight too: a recording of one of those that fails turns it pending (a retry) while
+    // holding its job, and the delete then drops it; locked later, that job closed a cycle with
+    // the recording (test/concurrent-deletes.test.ts).
+    await lockJobsOfDeliveries(tx, sql.fragment`d.endpoint_id = ${id} and d.status in ('pending', 'held', 'in_flight')`);
     // The lock the count trigger takes anyway (`for no key update`), taken first.
     await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
     return tx.maybeOne(sql.type(deletedRow)`
