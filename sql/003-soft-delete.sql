@@ -6,6 +6,15 @@
 create or replace function applications_cascade_soft_delete() returns trigger
 language plpgsql as $$
 begin
+  -- Their deliveries the cascade drops locked first, in id order, as a claim locks deliveries:
+  -- each endpoint's drop (endpoints_drop_deliveries) locks only its own in id order, so across
+  -- endpoints the delete took them in no order, and a claim holding a delivery of one endpoint
+  -- and waiting for one of another deadlocked with it (3 of the 4 deadlocks left in a probe of
+  -- three workers; test/concurrent-deletes.test.ts).
+  perform 1 from deliveries d
+    where d.endpoint_id in (select e.id from endpoints e where e.application_id = new.id and e.deleted_at is null)
+      and d.status in ('pending', 'held')
+    order by d.id for no key update;
   update endpoints set deleted_at = new.deleted_at
     where application_id = new.id and deleted_at is null;
   return null;

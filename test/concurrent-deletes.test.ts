@@ -300,6 +300,33 @@ test.serial('an endpoint delete beside a worker\'s recording of a failure to tha
   t.like(await storedJob(watcher, job.id), { status: 'discarded' }, 'the retry was dropped with its endpoint: the job is finished');
 });
 
+test.serial('an application delete drops its endpoints\' deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
+  const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
+  await createEventType(by, 'order.a');
+  await createEventType(by, 'order.b');
+  // The older endpoint's delivery is the first by id. The cascade of this schema reads the newer
+  // endpoint first (and each endpoint's drop locked only its own deliveries in id order).
+  const older = await subscriber(['order.a']);
+  const newer = await subscriber(['order.b']);
+  await newJob('order.a');
+  await newJob('order.b');
+  const { rows } = await watcher.query<{ id: string; endpoint_id: string }>(
+    'select d.id::text as id, d.endpoint_id from deliveries d where d.endpoint_id = any($1) order by d.id', [[older.id, newer.id]]);
+  t.deepEqual(rows.map((r) => r.endpoint_id), [older.id, newer.id]);
+  const [first, second] = rows as [{ id: string }, { id: string }];
+
+  // A worker's claim of both deliveries, stopped after its first row lock (it locks in id order).
+  await holder.query('begin');
+  await holder.query('select 1 from deliveries where id = $1 for update', [first.id]);
+  const deleted = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await waitingOn(watcher, '');
+  const claimed = holder.query('select 1 from deliveries where id = $1 for update', [second.id]);
+  t.is(await answeredOrCycle(watcher, claimed), 'answered', 'the claim and the delete waited for each other (a deadlock)');
+  await holder.query('commit');
+  const [res] = await settle(t, watcher, [deleted]);
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+});
+
 test.serial('an endpoint delete and its application\'s delete, both with a pending delivery to drop: no deadlock', async (t) => {
   const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
