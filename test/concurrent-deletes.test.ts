@@ -313,7 +313,7 @@ test.serial('an application delete drops its endpoints\' deliveries in id order,
   const { rows } = await watcher.query<{ id: string; endpoint_id: string }>(
     'select d.id::text as id, d.endpoint_id from deliveries d where d.endpoint_id = any($1) order by d.id', [[older.id, newer.id]]);
   t.deepEqual(rows.map((r) => r.endpoint_id), [older.id, newer.id]);
-  const [first, second] = rows as [{ id: string }, { id: string }];
+  const [first, second] = rows as [{ id: string; endpoint_id: string }, { id: string; endpoint_id: string }];
 
   // A worker's claim of both deliveries, stopped after its first row lock (it locks in id order).
   await holder.query('begin');
