@@ -65,7 +65,7 @@ export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger:
         // A lost database is logged once by the pool; a rollback for a concurrent transaction
         // (retried here) is a warning; anything else is worth an error per try.
         const conflict = concurrentConflictCode(error);
-        if (conflict !== null) deps.logger.warn({ err: error, sqlstate: conflict, attempts: batch.length, failures }, 'recording attempts rolled back for a concurrent transaction (deadlock or serialization failure): trying again');
+        if (conflict !== null) deps.logger.warn({ err: error, sqlstate: conflict, attempts: batch.length, failures }, 'recording attempts rolled back for a concurrent transaction (deadlock or serialization failure)');
         else if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
         if (failures >= 5) return; // the leases expire and the attempts are redone
         await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));
