@@ -248,6 +248,49 @@ test.serial('an application delete beside a worker\'s recording of one of its jo
   t.deepEqual(await storedJob(watcher, job.id), { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
 });
 
+/**
+ * A worker's claim of two deliveries, stopped after its first row lock (a claim locks its
+ * deliveries in id order), `request` sent meanwhile until it waits, then the claim's second lock:
+ * granted, or the two wait for each other (a deadlock, which fails the test). The request's answer.
+ */
+async function requestBesideClaim(
+  t: ExecutionContext, s: { holder: pg.Client; watcher: pg.Client }, [first, second]: [string, string], what: string,
+  request: () => Promise<Response>,
+): Promise<Response | undefined> {
+  await s.holder.query('begin');
+  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
+  const answer = request();
+  await waitingOn(s.watcher, '');
+  const claimed = s.holder.query('select 1 from deliveries where id = $1 for update', [second]);
+  t.is(await answeredOrCycle(s.watcher, claimed), 'answered', `the claim and ${what} waited for each other (a deadlock)`);
+  await s.holder.query('commit');
+  const [res] = await settle(t, s.watcher, [answer]);
+  return res;
+}
+
+/**
+ * A worker's recording stopped after its update of a delivery (`recorded`, which refreshes the
+ * delivery's job and so locks it), an endpoint delete sent meanwhile, then the rest of the
+ * recording (the application's success rate) and its commit: the delete's answer.
+ */
+async function deleteBesideRecording(
+  t: ExecutionContext, s: { key: string; application: { id: string }; holder: pg.Client; watcher: pg.Client },
+  endpointId: string, recorded: string, values: unknown[],
+): Promise<Response | undefined> {
+  await s.holder.query('begin');
+  await s.holder.query(recorded, values);
+  const deleted = app.request('DELETE', `/v1/endpoints/${endpointId}`, { key: s.key });
+  await waitingOn(s.watcher, '', 1);
+  const recording = (async () => {
+    await s.holder.query('update applications set success_rate = success_rate where id = $1', [s.application.id]);
+    await s.holder.query('commit');
+  })();
+  recording.catch(() => {}); // cancelled if it is part of a cycle: settle() says so
+  const [res] = await settle(t, s.watcher, [deleted]);
+  await recording;
+  return res;
+}
+
 test.serial('an endpoint delete beside a worker\'s recording of the same job\'s other delivery: no deadlock', async (t) => {
   const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
@@ -257,19 +300,8 @@ test.serial('an endpoint delete beside a worker\'s recording of the same job\'s 
   await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
 
   // A recording of the in-flight delivery, stopped after its job was refreshed (and locked).
-  await holder.query('begin');
-  await holder.query(`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
-  const deleted = app.request('DELETE', `/v1/endpoints/${dropped.id}`, { key });
-  await waitingOn(watcher, '', 1);
-  // The rest of the recording: the application's success rate.
-  const recording = (async () => {
-    await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
-    await holder.query('commit');
-  })();
-  recording.catch(() => {});
-
-  const [res] = await settle(t, watcher, [deleted]);
-  await recording;
+  const res = await deleteBesideRecording(t, { key, application, holder, watcher }, dropped.id,
+    `update deliveries set status = 'succeeded', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, recorded.id]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
   t.is((await storedJob(watcher, job.id))?.status, 'discarded', 'one delivery succeeded, the other dropped: the job is finished');
 });
@@ -283,19 +315,8 @@ test.serial('an endpoint delete beside a worker\'s recording of a failure to tha
 
   // A recording of the in-flight delivery's failure, stopped after the delivery went back to
   // pending for its retry and its job was refreshed (and locked).
-  await holder.query('begin');
-  await holder.query(`update deliveries set status = 'pending', attempt_count = 1 where job_id = $1`, [job.id]);
-  const deleted = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
-  await waitingOn(watcher, '', 1);
-  // The rest of the recording: the application's success rate.
-  const recording = (async () => {
-    await holder.query('update applications set success_rate = 50 where id = $1', [application.id]);
-    await holder.query('commit');
-  })();
-  recording.catch(() => {});
-
-  const [res] = await settle(t, watcher, [deleted]);
-  await recording;
+  const res = await deleteBesideRecording(t, { key, application, holder, watcher }, endpoint.id,
+    `update deliveries set status = 'pending', attempt_count = 1 where job_id = $1`, [job.id]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
   t.like(await storedJob(watcher, job.id), { status: 'discarded' }, 'the retry was dropped with its endpoint: the job is finished');
 });
@@ -313,17 +334,9 @@ test.serial('an application delete drops its endpoints\' deliveries in id order,
   const { rows } = await watcher.query<{ id: string; endpoint_id: string }>(
     'select d.id::text as id, d.endpoint_id from deliveries d where d.endpoint_id = any($1) order by d.id', [[older.id, newer.id]]);
   t.deepEqual(rows.map((r) => r.endpoint_id), [older.id, newer.id]);
-  const [first, second] = rows as [{ id: string; endpoint_id: string }, { id: string; endpoint_id: string }];
-
-  // A worker's claim of both deliveries, stopped after its first row lock (it locks in id order).
-  await holder.query('begin');
-  await holder.query('select 1 from deliveries where id = $1 for update', [first.id]);
-  const deleted = app.request('DELETE', `/v1/applications/${application.id}`, { key });
-  await waitingOn(watcher, '');
-  const claimed = holder.query('select 1 from deliveries where id = $1 for update', [second.id]);
-  t.is(await answeredOrCycle(watcher, claimed), 'answered', 'the claim and the delete waited for each other (a deadlock)');
-  await holder.query('commit');
-  const [res] = await settle(t, watcher, [deleted]);
+  const [first, second] = rows.map((r) => r.id) as [string, string];
+  const res = await requestBesideClaim(t, { holder, watcher }, [first, second], 'the delete',
+    () => app.request('DELETE', `/v1/applications/${application.id}`, { key }));
   t.is(res?.status, 200, JSON.stringify(res?.body));
 });
 
@@ -375,15 +388,8 @@ async function twoDeliveriesOutOfOrder(t: ExecutionContext, s: Awaited<ReturnTyp
 test.serial('an endpoint delete drops its deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
   const s = await setup(t);
   const { endpoint, first, second } = await twoDeliveriesOutOfOrder(t, s, 'pending');
-  // A worker's claim of both deliveries, stopped after its first row lock (it locks in id order).
-  await s.holder.query('begin');
-  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
-  const deleted = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key });
-  await waitingOn(s.watcher, '');
-  const claimed = s.holder.query('select 1 from deliveries where id = $1 for update', [second]);
-  t.is(await answeredOrCycle(s.watcher, claimed), 'answered', 'the claim and the delete waited for each other (a deadlock)');
-  await s.holder.query('commit');
-  const [res] = await settle(t, s.watcher, [deleted]);
+  const res = await requestBesideClaim(t, s, [first, second], 'the delete',
+    () => app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key }));
   t.is(res?.status, 200, JSON.stringify(res?.body));
 });
 
@@ -391,14 +397,8 @@ test.serial('an un-pause releases held deliveries in id order, as a claim locks 
   const s = await setup(t);
   const { endpoint, first, second } = await twoDeliveriesOutOfOrder(t, s, 'held');
   t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: s.key, body: { status: 'paused' } })).status, 200);
-  await s.holder.query('begin');
-  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
-  const resumed = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: s.key, body: { status: 'active' } });
-  await waitingOn(s.watcher, '');
-  const claimed = s.holder.query('select 1 from deliveries where id = $1 for update', [second]);
-  t.is(await answeredOrCycle(s.watcher, claimed), 'answered', 'the claim and the un-pause waited for each other (a deadlock)');
-  await s.holder.query('commit');
-  const [res] = await settle(t, s.watcher, [resumed]);
+  const res = await requestBesideClaim(t, s, [first, second], 'the un-pause',
+    () => app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: s.key, body: { status: 'active' } }));
   t.is(res?.status, 200, JSON.stringify(res?.body));
   const { rows } = await s.watcher.query<{ status: string }>('select status from deliveries where id = any($1)', [[first, second]]);
   t.deepEqual(rows.map((r) => r.status), ['pending', 'pending'], 'both released');
