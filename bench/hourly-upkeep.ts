@@ -10,8 +10,9 @@
 // Then the tree's runHourlyTasks() (src/worker/upkeep.ts, as the worker calls it each hour: the
 // hourly upkeep, then retention) runs while a prober, every 10 ms in a transaction of its own,
 // takes the row locks a job's accept, a claim and a recording take first: a random tenant's
-// application row (for no key update), one of its endpoints (for share) and that endpoint's
-// running sums (for update), then commits. Prints, per tree, the upkeep's time and the
+// application row (for no key update), one of its endpoints (for no key update: what a recording
+// of an endpoint whose success rate is below 100 takes before its sums, and more than a claim's
+// for key share waits for) and that endpoint's running sums (for update), then commits. Prints, per tree, the upkeep's time and the
 // prober's times (p50, p99, max, how many over 100 ms) to hold the locks and to commit: how long
 // accepts, claims and recordings of that tenant would stand still. What remains after (jobs
 // archived, stats older than 8 days, windows not moved) shows the upkeep did its work.
@@ -96,7 +97,7 @@ async function probe(url: string, done: Promise<unknown>): Promise<{ locks: numb
     const started = performance.now();
     await db.query('begin');
     await db.query('select 1 from applications where id = $1 for no key update', [t.application_id]);
-    await db.query('select 1 from endpoints where id = $1 for share', [t.id]);
+    await db.query('select 1 from endpoints where id = $1 for no key update', [t.id]);
     await db.query('select 1 from endpoint_success_windows where endpoint_id = $1 for update', [t.id]);
     locks.push(performance.now() - started);
     await db.query('commit');
