@@ -81,17 +81,26 @@ test.serial('a restore racing a forced delete of one of its event types subscrib
   t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints_count, 1);
 });
 
-test.serial('an endpoint delete racing its application\'s delete: both answer 200, no deadlock', async (t) => {
-  const { by, key, application, subscriber, holder, watcher } = await setup(t);
-  const eventType = await createEventType(by, 'order.created');
-  const endpoint = await subscriber();
+/**
+ * An endpoint subscribed to a new event type, and its delete sent and stopped at its
+ * subscriptions: the holder session locks the event type (as their count trigger does) until it
+ * rolls back.
+ */
+async function endpointDeleteStoppedAtSubscriptions(s: Awaited<ReturnType<typeof setup>>) {
+  const eventType = await createEventType(s.by, 'order.created');
+  const endpoint = await s.subscriber();
+  await s.holder.query('begin');
+  await s.holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
+  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key });
+  await waitingOn(s.watcher, 'update endpoints set deleted_at');
+  return { eventType, endpoint, endpointDelete };
+}
 
-  // The endpoint delete stops at its subscriptions (their count trigger locks the event type):
-  // before the fix it held the endpoint there, and wanted the application only after.
-  await holder.query('begin');
-  await holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
-  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
-  await waitingOn(watcher, 'update endpoints set deleted_at');
+test.serial('an endpoint delete racing its application\'s delete: both answer 200, no deadlock', async (t) => {
+  const s = await setup(t);
+  const { key, application, holder, watcher } = s;
+  // Before the fix the endpoint delete held the endpoint there, and wanted the application only after.
+  const { eventType, endpoint, endpointDelete } = await endpointDeleteStoppedAtSubscriptions(s);
   const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
   await waitingOn(watcher, 'update applications set deleted_at');
   await holder.query('rollback');
@@ -107,14 +116,9 @@ test.serial('an endpoint delete racing its application\'s delete: both answer 20
 test.serial('a PATCH queued behind an endpoint delete, and the application\'s delete behind it: no deadlock', async (t) => {
   // The probe's three-way cycle: the PATCH, first in line for the endpoint, held the application
   // delete back, which held the application the endpoint delete wanted.
-  const { by, key, application, subscriber, holder, watcher } = await setup(t);
-  const eventType = await createEventType(by, 'order.created');
-  const endpoint = await subscriber();
-
-  await holder.query('begin');
-  await holder.query('select 1 from event_types where id = $1 for no key update', [eventType.id]);
-  const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
-  await waitingOn(watcher, 'update endpoints set deleted_at');
+  const s = await setup(t);
+  const { key, application, holder, watcher } = s;
+  const { endpoint, endpointDelete } = await endpointDeleteStoppedAtSubscriptions(s);
   const patch = app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'paused' } });
   await waitingOn(watcher, 'for update');
   const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
