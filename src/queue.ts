@@ -50,6 +50,13 @@ export type Queue = {
    * is still the attempt fetched (active, same retry count; pg-boss's fence), else left alone.
    */
   settle(db: CommonQueryMethods, messages: readonly Message[]): Promise<void>;
+  /**
+   * Hands messages this worker fetched back to the queue, due at once (pg-boss's fail, with the
+   * queue's retry delay of 0): for attempts a stopping worker gave up on, so that another worker
+   * redoes them now rather than when their lease ends. Fenced as settle is: a message whose lease
+   * ran out and that another worker fetched again is left alone.
+   */
+  handBack(messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;
 };
 
@@ -144,6 +151,10 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
       // index entries) per delivery, and pg-boss's maintenance deleted it QUEUE_RETENTION_HOURS
       // later, so the table held a day of finished messages that nothing reads.
       await boss.deleteJob(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { db: inside(db) });
+    },
+    async handBack(messages) {
+      if (messages.length === 0) return;
+      await boss.fail(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { reason: 'handed back by a stopping worker' });
     },
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);

@@ -327,16 +327,24 @@ test.serial('SIGTERM: in-flight attempts finish and are recorded before the proc
   await ok(t, 'POST', `/v1/webhook-jobs/${lateJob}/cancel`, key, undefined, 200); // leave nothing for the next test's worker
 });
 
-test.serial('SIGTERM with an attempt still hanging: the worker gives up on it after SHUTDOWN_TIMEOUT_MS, records nothing, exits 0', async (t) => {
+test.serial('SIGTERM with an attempt still hanging: the worker gives up on it after SHUTDOWN_TIMEOUT_MS, records nothing, hands it back, exits 0; the next worker redoes it at once, not after the lease', async (t) => {
   // A graceful close of the connection pools waited for the hanging request, past the shutdown
   // timeout up to the attempt's own (here the lease's cap, 25 s), and then an error was logged:
-  // the recording of its outcome met a closed database pool.
-  const receiver = await startReceiver(() => {}); // never answers
+  // the recording of its outcome met a closed database pool. And the delivery given up on waited
+  // for its lease to end (DELIVERY_LEASE_SECONDS, 180 by default) before any worker redid it.
+  let jobId = '';
+  let sent = 0;
+  const receiver = await startReceiver((arrival, reply) => {
+    if (arrival.id === jobId && (sent += 1) === 1) return; // the job's first request: never answered
+    reply(200);
+  });
   t.teardown(() => receiver.close());
   const { key, appId } = await setup(t, ['order.hang']);
-  const endpointId = await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.hang'], timeout_ms: 60_000 });
-  const worker = await startWorkerProcess(t, { SHUTDOWN_TIMEOUT_MS: '1000' });
-  const jobId = await createJob(t, key, appId, 'order.hang', { n: 1 });
+  await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.hang'], timeout_ms: 60_000 });
+  // The default lease (180 s): only a hand-back lets the next worker redo the attempt within the test.
+  const lease = { DELIVERY_LEASE_SECONDS: '180' };
+  const worker = await startWorkerProcess(t, { SHUTDOWN_TIMEOUT_MS: '1000', ...lease });
+  jobId = await createJob(t, key, appId, 'order.hang', { n: 1 });
   await until('the request held at the receiver', () => receiver.arrivals.some((a) => a.id === jobId));
 
   worker.child.kill('SIGTERM');
@@ -345,11 +353,27 @@ test.serial('SIGTERM with an attempt still hanging: the worker gives up on it af
   t.true(worker.stdout().includes('stopping with attempts still running'));
   const errors = worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
   t.deepEqual(errors, [], 'no error logged');
-  // Not recorded: the delivery is redone after its lease, as after a crash.
+  t.truthy(await worker.waitForLog((line) => line.msg === 'attempts given up on handed back to the queue: due at once' && line.messages === 1, 1000));
+  // Not recorded: no attempt counted, the delivery still in flight, and its message due now.
   t.deepEqual(await attemptsOf([jobId]), []);
-  t.like((await deliveriesOf([jobId]))[0], { status: 'in_flight', attempt_count: 0 });
-  // Leave nothing for the next test's worker: once its lease ends, the delivery is dropped.
-  await ok(t, 'DELETE', `/v1/endpoints/${endpointId}`, key, undefined, 200);
+  const [delivery] = await deliveriesOf([jobId]);
+  t.like(delivery, { status: 'in_flight', attempt_count: 0 });
+  const due = await app.pool.oneFirst(sql.type(z.object({ due: z.boolean() }))`
+    select bool_and(state = 'retry' and start_after <= now()) as due from pgboss.job
+    where name = 'deliveries' and (data->>'deliveryId')::bigint = ${delivery?.id ?? 0}`);
+  t.true(due, 'its queue message is due again at once, not leased until the lease ends');
+
+  // The next worker, with the same 180 s lease, redoes it now; one attempt is recorded: the redo.
+  const handedBackAt = Date.now();
+  await startWorkerProcess(t, lease);
+  await until('the delivery redone by the next worker', async () => (await deliveriesOf([jobId]))[0]?.status === 'succeeded', 60_000);
+  t.log(`redone ${Date.now() - handedBackAt} ms after the first worker exited`);
+  t.is(receiver.arrivals.filter((a) => a.id === jobId).length, 2, 'sent twice: the attempt given up on and its redo');
+  const attempts = await attemptsOf([jobId]);
+  t.is(attempts.length, 1);
+  t.like(attempts[0], { attempt: 1, success: true, status_code: 200 });
+  t.like((await deliveriesOf([jobId]))[0], { status: 'succeeded', attempt_count: 1 });
+  t.deepEqual(await messageStates([delivery?.id ?? 0]), {}, 'its queue message settled');
 });
 
 test.serial('rate_limit_rps 10 holds across two worker processes: 60 jobs, each once, never more than 10 starts in a second', async (t) => {

@@ -79,6 +79,12 @@ export function storableBody(body: string): string {
 
 export type DeliveryLoop = {
   stop(): Promise<void>;
+  /**
+   * After stop() and the attempter's close: hands the messages of the attempts stop() gave up on
+   * back to the queue, due at once. Their requests were aborted by the close, so nothing of ours
+   * still sends them when another worker takes them up.
+   */
+  handBack(): Promise<void>;
   /** Claimed deliveries not yet recorded (running, or finished and waiting for the recorder). */
   readonly inFlight: number;
 };
@@ -94,6 +100,8 @@ export function startDeliveryLoop(deps: {
   let running = true;
   /** Set when stop() gives up on the attempts still running: their outcomes are dropped. */
   let abandoned = false;
+  /** The messages of the claimed attempts whose outcome has not reached the recorder. */
+  const unrecorded = new Set<Message>();
   let inFlight = 0;
   /** The payload characters of the claimed attempts not yet recorded (their bytes, for ASCII). */
   let inFlightBytes = 0;
@@ -288,11 +296,19 @@ export function startDeliveryLoop(deps: {
     // payload, headers, secrets): no closure below names `send`.
     const { message } = send;
     const deliveryId = send.claim.delivery_id;
+    unrecorded.add(message);
     attempt(send.claim, send.slot, held)
       .finally(() => held.end()) // the exchange is over, or never started
-      .then((result) => (result && !abandoned ? recorder.add(message, result) : undefined)) // the slot is free once recorded
+      .then((result) => {
+        if (!result || abandoned) return undefined;
+        unrecorded.delete(message);
+        return recorder.add(message, result); // the slot is free once recorded
+      })
       .catch((error: unknown) => logger.error({ err: error, delivery_id: deliveryId }, 'attempt failed unexpectedly'))
       .finally(() => {
+        // Given up on by stop(): kept for handBack(). Otherwise never started (a lost database)
+        // or failed unexpectedly: claimed again once its lease ends.
+        if (!abandoned) unrecorded.delete(message);
         inFlight -= 1;
         inFlightBytes -= bytes;
         freed();
@@ -379,9 +395,20 @@ export function startDeliveryLoop(deps: {
         // Given up on: whatever they come to (the attempter's close aborts them) is not recorded,
         // as after a crash. Recorded, an abort of ours would count as the receiver's failure.
         abandoned = true;
-        logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: their leases will expire and they will be redone');
+        logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: they are handed back to the queue and redone by the next worker');
       }
       await recorder.flush();
+    },
+    async handBack() {
+      if (!abandoned || unrecorded.size === 0) return;
+      const messages = [...unrecorded];
+      unrecorded.clear();
+      try {
+        await queue.handBack(messages);
+        logger.info({ messages: messages.length }, 'attempts given up on handed back to the queue: due at once');
+      } catch (error) {
+        logger.warn({ err: error, messages: messages.length }, 'handing back attempts given up on failed: they are redone when their leases end');
+      }
     },
   };
 }

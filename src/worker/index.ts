@@ -1,5 +1,6 @@
 // The worker role: the delivery loop, its recorder, and the periodic upkeep. SIGTERM stops
-// fetching, lets in-flight attempts finish (up to SHUTDOWN_TIMEOUT_MS) and records them.
+// fetching, lets in-flight attempts finish (up to SHUTDOWN_TIMEOUT_MS) and records them; those
+// still running then are aborted and handed back to the queue, due at once.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -43,6 +44,7 @@ export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
       await wakeup.stop();
       await operational.stop();
       await attempter.close();
+      await loop.handBack(); // after the close, which aborted the attempts given up on
       deps.logger.info('worker stopped');
     },
   };
