@@ -56,6 +56,7 @@ const schema = z.object({
   CIRCUIT_BREAKER_THRESHOLD: integer(1, 1000).default(10),
   CIRCUIT_BREAKER_COOLDOWN: integer(1, 3600).default(300),
   DELIVERY_LEASE_SECONDS: integer(2, 3600).default(180),
+  DELIVERY_HEARTBEAT_SECONDS: integer(10, 3600).default(30),
   WORKER_CONCURRENCY: integer(1, 10_000).default(800),
   WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
@@ -98,6 +99,12 @@ export type Config = Readonly<{
   circuitBreakerThreshold: number;
   circuitBreakerCooldown: number;
   deliveryLeaseSeconds: number;
+  /**
+   * How long a claimed delivery's message may go without its worker's heartbeat before another
+   * worker redoes it (a worker that died): null when not shorter than the lease, which then
+   * bounds it alone.
+   */
+  deliveryHeartbeatSeconds: number | null;
   workerConcurrency: number;
   /** An idle worker's fetch interval; deliveries due now wake it at once (LISTEN) where it can listen. */
   workerPollIntervalMs: number;
@@ -144,6 +151,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,
     circuitBreakerCooldown: c.CIRCUIT_BREAKER_COOLDOWN,
     deliveryLeaseSeconds: c.DELIVERY_LEASE_SECONDS,
+    deliveryHeartbeatSeconds: c.DELIVERY_HEARTBEAT_SECONDS < c.DELIVERY_LEASE_SECONDS ? c.DELIVERY_HEARTBEAT_SECONDS : null,
     workerConcurrency: c.WORKER_CONCURRENCY,
     workerPollIntervalMs: c.WORKER_POLL_INTERVAL_MS,
     rateLimits: Object.freeze({

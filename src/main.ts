@@ -44,7 +44,8 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     const runsWorker = role === 'worker' || role === 'all';
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
     const queue = await startQueue({
-      databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: runsWorker,
+      databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds,
+      supervise: runsWorker,
       retentionHours: config.retention.queueHours,
       // Several database hosts: pg-boss gets connections that follow the primary.
       ...(isMultiHost(database.url) ? { db: primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) } : {}),

@@ -57,6 +57,8 @@ export type Queue = {
    * ran out and that another worker fetched again is left alone.
    */
   handBack(messages: readonly Message[]): Promise<void>;
+  /** Refreshes the heartbeat of messages this worker fetched and still works on (fenced as settle is). */
+  touch(messages: readonly Message[]): Promise<void>;
   stop(): Promise<void>;
 };
 
@@ -75,6 +77,12 @@ export type QueueOptions = {
   logger: Logger;
   /** Seconds a worker may hold a message before pg-boss hands it out again. */
   leaseSeconds: number;
+  /**
+   * Seconds a fetched message may go without a heartbeat (touch()) before pg-boss hands it out
+   * again; null: the lease alone; absent: the queue's setting is left as it is (a process that
+   * only enqueues). Messages keep the value they were enqueued with.
+   */
+  heartbeatSeconds?: number | null;
   /** Workers supervise (expire leases, clean up); web processes only enqueue. */
   supervise: boolean;
   /**
@@ -105,14 +113,17 @@ export const QUEUE_MAINTENANCE_SECONDS = 1800;
 const ENQUEUE_CHUNK = 5000;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
-  const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2)));
+  const heartbeatSeconds = options.heartbeatSeconds ?? null;
+  const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2), heartbeatSeconds ?? 60));
   const boss = new PgBoss({
     ...(options.db ? { db: options.db } : { connectionString: options.databaseUrl }),
     schema: 'pgboss',
     max: options.poolSize ?? 4,
     supervise: options.supervise,
-    // Leases are expired by the monitor step: both must run well inside a lease, or a dead
-    // worker's deliveries would wait a minute (the default) rather than a lease.
+    // Leases and heartbeats are expired by the monitor step: both must run well inside a lease
+    // (and at least once per heartbeat), or a dead worker's deliveries would wait a minute (the
+    // default) rather than a lease or a heartbeat. Each pass also counts the queue's messages by
+    // state (pg-boss's statistics, a scan of the queue table): every 30 s with the defaults.
     superviseIntervalSeconds: checkEvery,
     monitorIntervalSeconds: checkEvery,
     maintenanceIntervalSeconds: QUEUE_MAINTENANCE_SECONDS,
@@ -129,8 +140,8 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     retryDelay: 0,
     deleteAfterSeconds: options.retentionHours * 3600,
   };
-  await boss.createQueue(DELIVERY_QUEUE, queueOptions);
-  await boss.updateQueue(DELIVERY_QUEUE, queueOptions);
+  await boss.createQueue(DELIVERY_QUEUE, { ...queueOptions, ...(heartbeatSeconds === null ? {} : { heartbeatSeconds }) });
+  await boss.updateQueue(DELIVERY_QUEUE, { ...queueOptions, ...(options.heartbeatSeconds === undefined ? {} : { heartbeatSeconds }) });
 
   return {
     async enqueue(db, items, options = {}) {
@@ -155,6 +166,10 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     async handBack(messages) {
       if (messages.length === 0) return;
       await boss.fail(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { reason: 'handed back by a stopping worker' });
+    },
+    async touch(messages) {
+      if (messages.length === 0) return;
+      await boss.touch(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })));
     },
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);

@@ -146,12 +146,12 @@ async function deliveriesOf(jobIds: readonly string[]) {
 
 const attemptRow = z.object({
   delivery_id: z.number(), job_id: z.string(), attempt: z.number(), status_code: z.number().nullable(),
-  success: z.boolean(), error: z.string().nullable(), attempted_at: z.string(),
+  success: z.boolean(), error: z.string().nullable(), attempted_at: z.string(), latency_ms: z.number().nullable(),
 });
 
 async function attemptsOf(jobIds: readonly string[]) {
   return app.pool.any(sql.type(attemptRow)`
-    select delivery_id, job_id, attempt, status_code, success, error, attempted_at
+    select delivery_id, job_id, attempt, status_code, success, error, attempted_at, latency_ms
     from delivery_attempts where job_id = any(${sql.array([...jobIds], 'text')}) order by attempted_at, id`);
 }
 
@@ -264,6 +264,56 @@ test.serial('SIGKILL mid-attempt loses no delivery: after the lease a second wor
   }
   t.deepEqual(await messageStates(deliveries.map((d) => d.id)), {}, 'every queue message settled: deleted, none left to redo');
   t.log(`in flight at the kill: ${inFlight.length}; arrivals ${receiver.arrivals.length} for 10 jobs`);
+});
+
+test.serial('SIGKILL with the default lease: the attempts are redone after DELIVERY_HEARTBEAT_SECONDS, not after the 180 s lease', async (t) => {
+  // Before the heartbeat, a dead worker's deliveries waited for the lease (DELIVERY_LEASE_SECONDS,
+  // 180 s by default, as long as the largest timeout_ms allows): three minutes and more for every
+  // crash. A heartbeat of 10 s (its least) is checked every 10 s: redone 10-20 s after the kill.
+  let holding = true;
+  const receiver = await startReceiver((_arrival, reply) => {
+    if (!holding) reply(200);
+    else setTimeout(() => reply(200), 30_000).unref();
+  });
+  t.teardown(() => receiver.close());
+  const { key, appId } = await setup(t, ['order.beat']);
+  await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.beat'], timeout_ms: 60_000 });
+  const env = { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' };
+  const first = await startWorkerProcess(t, env);
+  const jobIds: string[] = [];
+  for (let i = 0; i < 3; i += 1) jobIds.push(await createJob(t, key, appId, 'order.beat', { n: i }));
+  await until('the three requests held at the receiver', () => new Set(receiver.arrivals.map((a) => a.id)).size === 3);
+  const killedAt = Date.now();
+  first.child.kill('SIGKILL');
+  await first.exited;
+  holding = false;
+  t.deepEqual((await deliveriesOf(jobIds)).map((d) => d.status), Array(3).fill('in_flight'));
+
+  await startWorkerProcess(t, env);
+  await until('the three deliveries redone after the kill', async () => (await deliveriesOf(jobIds)).every((d) => d.status === 'succeeded'), 90_000);
+  const redoneAfterMs = Date.now() - killedAt;
+  t.log(`redone ${redoneAfterMs} ms after the kill`);
+  t.true(redoneAfterMs < 120_000, 'well inside the lease');
+  const attempts = await attemptsOf(jobIds);
+  t.is(attempts.length, 3);
+  t.true(attempts.every((a) => a.attempt === 1 && a.success && Date.parse(a.attempted_at) > killedAt), 'one attempt each, the redo');
+});
+
+test.serial('a live worker\'s attempt that outlasts DELIVERY_HEARTBEAT_SECONDS keeps its claim: its heartbeat is refreshed, nobody sends it twice', async (t) => {
+  // Answered after 25 s: past the 10 s heartbeat and the 10 s between the queue's checks, so a
+  // claim whose heartbeat nobody refreshed would have been handed out again (and sent twice).
+  const receiver = await startReceiver((_arrival, reply) => setTimeout(() => reply(200), 25_000).unref());
+  t.teardown(() => receiver.close());
+  const { key, appId } = await setup(t, ['order.slow']);
+  await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.slow'], timeout_ms: 60_000 });
+  await startWorkerProcess(t, { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' });
+  const jobId = await createJob(t, key, appId, 'order.slow', { n: 1 });
+  await until('the delivery recorded', async () => (await deliveriesOf([jobId]))[0]?.status === 'succeeded', 60_000);
+  t.is(receiver.arrivals.filter((a) => a.id === jobId).length, 1, 'sent once');
+  const attempts = await attemptsOf([jobId]);
+  t.is(attempts.length, 1);
+  t.like(attempts[0], { attempt: 1, success: true, status_code: 200 });
+  t.true((attempts[0]?.latency_ms ?? 0) >= 24_000, 'the answer took its 25 s');
 });
 
 test.serial('SIGTERM: in-flight attempts finish and are recorded before the process exits 0; nothing new is fetched', async (t) => {

@@ -100,8 +100,30 @@ export function startDeliveryLoop(deps: {
   let running = true;
   /** Set when stop() gives up on the attempts still running: their outcomes are dropped. */
   let abandoned = false;
-  /** The messages of the claimed attempts whose outcome has not reached the recorder. */
-  const unrecorded = new Set<Message>();
+  /**
+   * The messages of the claimed attempts until their outcome is recorded (or the attempt given
+   * up on): when each was claimed, and whether its outcome went to the recorder.
+   */
+  const claimedMessages = new Map<Message, { claimedAt: number; recording: boolean }>();
+
+  // The heartbeat of the claims that last (a receiver that takes its time, a slow recording):
+  // every third of DELIVERY_HEARTBEAT_SECONDS, the messages claimed at least that long ago, so a
+  // live worker's message is never older than two thirds of it. A worker that dies stops it, and
+  // its messages are handed out again after the heartbeat rather than the lease (180 s by
+  // default). Attempts shorter than a third of it, nearly all, are never touched.
+  const heartbeatMs = config.deliveryHeartbeatSeconds === null ? null : (config.deliveryHeartbeatSeconds * 1000) / 3;
+  let beating = false;
+  const heartbeat = heartbeatMs === null ? undefined : setInterval(() => {
+    if (beating) return;
+    const before = Date.now() - heartbeatMs;
+    const messages = [...claimedMessages].filter(([, tracked]) => tracked.claimedAt <= before).map(([message]) => message);
+    if (messages.length === 0) return;
+    beating = true;
+    queue.touch(messages).catch((error: unknown) => {
+      if (!isDatabaseUnavailable(error)) logger.warn({ err: error, messages: messages.length }, 'heartbeat of claimed deliveries failed: tried again shortly');
+    }).finally(() => { beating = false; });
+  }, heartbeatMs);
+  heartbeat?.unref();
   let inFlight = 0;
   /** The payload characters of the claimed attempts not yet recorded (their bytes, for ASCII). */
   let inFlightBytes = 0;
@@ -296,19 +318,20 @@ export function startDeliveryLoop(deps: {
     // payload, headers, secrets): no closure below names `send`.
     const { message } = send;
     const deliveryId = send.claim.delivery_id;
-    unrecorded.add(message);
+    const tracked = { claimedAt: Date.now(), recording: false };
+    claimedMessages.set(message, tracked);
     attempt(send.claim, send.slot, held)
       .finally(() => held.end()) // the exchange is over, or never started
       .then((result) => {
         if (!result || abandoned) return undefined;
-        unrecorded.delete(message);
+        tracked.recording = true;
         return recorder.add(message, result); // the slot is free once recorded
       })
       .catch((error: unknown) => logger.error({ err: error, delivery_id: deliveryId }, 'attempt failed unexpectedly'))
       .finally(() => {
-        // Given up on by stop(): kept for handBack(). Otherwise never started (a lost database)
-        // or failed unexpectedly: claimed again once its lease ends.
-        if (!abandoned) unrecorded.delete(message);
+        // Given up on by stop(): kept for handBack(). Otherwise recorded, never started (a lost
+        // database) or failed unexpectedly: those two are claimed again once their lease ends.
+        if (!abandoned || tracked.recording) claimedMessages.delete(message);
         inFlight -= 1;
         inFlightBytes -= bytes;
         freed();
@@ -398,11 +421,12 @@ export function startDeliveryLoop(deps: {
         logger.warn({ in_flight: inFlight }, 'stopping with attempts still running: they are handed back to the queue and redone by the next worker');
       }
       await recorder.flush();
+      clearInterval(heartbeat);
     },
     async handBack() {
-      if (!abandoned || unrecorded.size === 0) return;
-      const messages = [...unrecorded];
-      unrecorded.clear();
+      if (!abandoned) return;
+      const messages = [...claimedMessages].filter(([, tracked]) => !tracked.recording).map(([message]) => message);
+      if (messages.length === 0) return;
       try {
         await queue.handBack(messages);
         logger.info({ messages: messages.length }, 'attempts given up on handed back to the queue: due at once');

@@ -82,7 +82,8 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
   const logger = options.logger ?? makeLogger(config.logLevel);
   const queue = await startQueue({
-    databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, supervise: worker, retentionHours: config.retention.queueHours,
+    databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds, supervise: worker,
+    retentionHours: config.retention.queueHours,
   });
   teardown.push(queue.stop);
   // A generous wait for a connection: the suite's bursts on a busy machine are not outages.
