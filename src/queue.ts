@@ -122,8 +122,11 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     supervise: options.supervise,
     // Leases and heartbeats are expired by the monitor step: both must run well inside a lease
     // (and at least once per heartbeat), or a dead worker's deliveries would wait a minute (the
-    // default) rather than a lease or a heartbeat. Each pass also counts the queue's messages by
-    // state (pg-boss's statistics, a scan of the queue table): every 30 s with the defaults.
+    // default) rather than a lease or a heartbeat. Every 30 s with the defaults, 60 before the
+    // heartbeat. A pass scans the queue table: its count by state (pg-boss's statistics) and the
+    // two expiries, which no index serves. Measured with messages due and none active: 75-217 ms
+    // and 39-94 ms (the heartbeat's expiry) at 100,000; 0.9-1.4 s and 0.4-0.5 s at 1,000,000, so
+    // about 3% of a core more in a drain of a million.
     superviseIntervalSeconds: checkEvery,
     monitorIntervalSeconds: checkEvery,
     maintenanceIntervalSeconds: QUEUE_MAINTENANCE_SECONDS,
