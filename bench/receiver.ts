@@ -1,6 +1,10 @@
 // The benchmark's webhook receiver, in a process of its own: answers 200 at once and
 // reports, on request over IPC, how many requests it has seen and when. While tracking is on
 // ('track'), it also keeps the first arrival time of each webhook-id (latency phase).
+// Paths /b/<kind>/... misbehave as the lock probe's endpoints do (bench/lock-probe.ts): `fail`
+// answers 500, `slow` 200 after 1.5 s (past the probe's 1 s endpoint timeout), `429` with
+// Retry-After: 1, `410` Gone, and `flip-<s>` 200 and 500 by turns of <s> seconds, so that
+// circuits open and close all through a run. Any other path answers 200 at once.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -18,9 +22,23 @@ const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     last = now;
     const id = req.headers['webhook-id'];
     if (tracking && typeof id === 'string' && !arrivals.has(id)) arrivals.set(id, now);
+    if (req.url?.startsWith('/b/')) return misbehave(req.url.split('/')[2] ?? '', res, now);
     res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
   });
 });
+
+function misbehave(kind: string, res: http.ServerResponse, now: number): void {
+  const answer = (code: number, headers: Record<string, string> = {}) => {
+    res.writeHead(code, { 'content-type': 'text/plain', ...headers }).end(String(code));
+  };
+  if (kind === 'fail') return answer(500);
+  if (kind === '429') return answer(429, { 'retry-after': '1' });
+  if (kind === '410') return answer(410);
+  if (kind === 'slow') return void setTimeout(() => { if (!res.destroyed) answer(200); }, 1500);
+  const period = /^flip-(\d+)$/.exec(kind)?.[1];
+  answer(period && Math.floor(now / 1000 / Number(period)) % 2 === 1 ? 500 : 200);
+}
+
 server.listen(0, '127.0.0.1', () => process.send?.({ port: (server.address() as AddressInfo).port }));
 process.on('message', (message: string) => {
   if (message === 'stats') process.send?.({ count, first, last });
