@@ -33,18 +33,49 @@ create or replace trigger applications_cascade_soft_delete
 -- also soft-deletes its jobs. In-flight attempts finish and are recorded.
 create or replace function endpoints_drop_deliveries() returns trigger
 language plpgsql as $$
+declare
+  v_jobs text[];
+  v_ids bigint[];
+  v_rounds integer[];
+  v_starts timestamptz[];
 begin
+  -- The jobs of the deliveries it drops, whose state the drop refreshes, locked in id order,
+  -- passing over those another transaction holds. The delete locked the jobs of the endpoint's
+  -- open deliveries first (softDeleteEndpoint, src/db/endpoints.ts; an application's delete, its
+  -- endpoints'), then its application. A delivery opened after that (a job accepted, a job
+  -- retried, while the delete waited for the application) has a job it never locked, and a
+  -- recording that holds that job and waits for the application (its success rate) closed a
+  -- cycle with the delete (the most frequent deadlock of `npm run bench:locks`; test/
+  -- concurrent-deletes.test.ts). Those deliveries are not dropped here: a pending one is dropped
+  -- by the claim that takes it (its endpoint is deleted), a held one is made pending and queued
+  -- for that claim (held to pending refreshes no job: sql/004-job-state.sql).
+  v_jobs := array(
+    select j.id from webhook_jobs j
+    where j.id in (select d.job_id from deliveries d where d.endpoint_id = new.id and d.status in ('pending', 'held'))
+    order by j.id
+    for no key update of j skip locked);
   -- Locked in id order first, as a claim locks its deliveries: the update alone locked them in
   -- the order of its plan, and a claim holding one of them and waiting for another deadlocked
   -- with the delete.
   perform 1 from deliveries where endpoint_id = new.id and status in ('pending', 'held') order by id for no key update;
   update deliveries set status = 'dropped', updated_at = now()
-    where endpoint_id = new.id and status in ('pending', 'held');
+    where endpoint_id = new.id and status in ('pending', 'held') and job_id = any(v_jobs);
+  with released as (
+    update deliveries set status = 'pending', next_attempt_at = now(), updated_at = now()
+      where endpoint_id = new.id and status = 'held' and not (job_id = any(v_jobs))
+      returning id, round, next_attempt_at
+  )
+  select array_agg(id order by id), array_agg(round order by id), array_agg(next_attempt_at order by id)
+    into v_ids, v_rounds, v_starts
+    from released;
+  if v_ids is not null then
+    perform enqueue_delivery_messages('deliveries', v_ids, v_rounds, v_starts);
+  end if;
   return null;
 end;
 $$;
 
-comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops its pending and held deliveries.';
+comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops its pending and held deliveries (those of jobs another transaction holds are left to the claims).';
 
 create or replace trigger endpoints_drop_deliveries
   after update of deleted_at on endpoints

@@ -408,6 +408,61 @@ test.serial('an un-pause releases held deliveries in id order, as a claim locks 
   t.deepEqual(rows.map((r) => r.status), ['pending', 'pending'], 'both released');
 });
 
+/**
+ * An endpoint delete stopped at its application's lock (after it locked the jobs of the
+ * endpoint's open deliveries: none), while a job's delivery to the endpoint opens (`opened`: a
+ * retry, or a job accepted meanwhile), and a recording of the job's other delivery then holds the
+ * job and waits for the application (its success rate). Once the application is let go, the
+ * delete drops the endpoint's deliveries, that one too: locking its job to refresh it waited for
+ * the recording, which waited for the delete (the most frequent deadlock of `npm run
+ * bench:locks`). The delete's answer, and that delivery.
+ */
+async function deleteBesideOpenedDelivery(t: ExecutionContext, opened: 'pending' | 'held') {
+  const s = await setup(t);
+  await createEventType(s.by, 'order.created');
+  const endpoint = await s.subscriber();
+  const other = await s.subscriber();
+  const job = await s.newJob();
+  await s.watcher.query(`update deliveries set status = 'failed', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, endpoint.id]);
+  await s.watcher.query(`update deliveries set status = 'in_flight' where job_id = $1 and endpoint_id = $2`, [job.id, other.id]);
+  const [gate] = await twoSessions(t, app.databaseUrl);
+  await gate.query('begin');
+  await gate.query('select 1 from applications where id = $1 for no key update', [s.application.id]);
+  const sentAt = (await s.watcher.query<{ now: Date }>('select clock_timestamp() as now')).rows[0]?.now;
+  const deleted = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key });
+  await waitingOn(s.watcher, 'applications');
+  await s.watcher.query(`update deliveries set status = $3, attempt_count = 0 where job_id = $1 and endpoint_id = $2`, [job.id, endpoint.id, opened]);
+  await s.holder.query('begin');
+  await s.holder.query(`update deliveries set status = 'succeeded', attempt_count = 1 where job_id = $1 and endpoint_id = $2`, [job.id, other.id]);
+  const recording = s.holder.query('update applications set success_rate = success_rate where id = $1', [s.application.id])
+    .then(() => s.holder.query('commit'));
+  recording.catch(() => {}); // cancelled if it is part of a cycle: settle() says so
+  await waitingOn(s.watcher, 'applications', 2);
+  await gate.query('commit');
+  const [res] = await settle(t, s.watcher, [deleted]);
+  await recording;
+  const { rows: [delivery] } = await s.watcher.query<{ id: string; status: string }>(
+    'select id::text, status from deliveries where job_id = $1 and endpoint_id = $2', [job.id, endpoint.id]);
+  return { res, delivery, watcher: s.watcher, sentAt };
+}
+
+test.serial('an endpoint delete that waited for its application while a delivery of a job the delete never locked opened: no deadlock with that job\'s recording; the claim drops it', async (t) => {
+  const { res, delivery } = await deleteBesideOpenedDelivery(t, 'pending');
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  t.is(delivery?.status, 'pending', 'left to the claim that takes it, which drops it (its endpoint is deleted)');
+});
+
+test.serial('the same with a held delivery: it is made pending and queued, so that a claim drops it; nothing is left held for a deleted endpoint', async (t) => {
+  const { res, delivery, watcher, sentAt } = await deleteBesideOpenedDelivery(t, 'held');
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  t.is(delivery?.status, 'pending');
+  const { rows } = await watcher.query<{ n: number }>(`
+    select count(*)::int as n from pgboss.job
+    where name = 'deliveries' and (data->>'deliveryId')::bigint = $1 and state = 'created' and start_after <= now() and created_on >= $2`,
+  [delivery?.id, sentAt]);
+  t.is(rows[0]?.n, 1, 'a queue message for it, due now, from the delete');
+});
+
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
   for (const code of ['40P01', '40001']) {
     const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));
