@@ -59,6 +59,15 @@ begin
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
     join deliveries d on d.id = r.delivery_id and d.id = any(v_ids));
 
+  -- The batch's jobs, locked first, in id order: the update of the deliveries below refreshes
+  -- them (and so locks them) after it has locked the deliveries, where a job's cancel or retry,
+  -- and an endpoint delete, lock the job, then its deliveries. A retry of a cancelled job whose
+  -- attempt was being recorded waited for the delivery the recording held, and the recording for
+  -- the job the retry held (`npm run bench:locks`; test/recording-locks.test.ts).
+  perform 1 from webhook_jobs j
+    where j.id = any(array(select distinct r.job_id from unnest(v_rows) r))
+    order by j.id for no key update;
+
   -- Every attempt that ran is recorded, even when its job was cancelled meanwhile. In delivery id
   -- order: the insert's foreign-key checks lock the deliveries (`for key share`) row by row, and
   -- a claim locks its deliveries in id order too. In attempt order, a recording could hold one
@@ -88,7 +97,7 @@ begin
   -- Consecutive failures per endpoint, in attempt order: reset by a success.
   -- Only the rows this recording will write are locked, before any is written, in the one order
   -- every writer of them takes (jobs, applications, endpoints, then the success sums: the jobs
-  -- already, by the delivery update's trigger): the applications and the endpoints whose
+  -- already, above): the applications and the endpoints whose
   -- success rate can change (below 100, or a failure in this batch; add_to_success_rates writes
   -- them), and the endpoints whose breaker state can change (a failure or a probe in this batch,
   -- or a failure count or status to reset). Taken where each was first written, the endpoints

@@ -114,3 +114,24 @@ test.serial('the hourly move of a success window takes the endpoint before its s
   const { rows } = await watcher.query<{ success_rate: string }>('select success_rate::text from endpoints where id = $1', [low]);
   t.deepEqual(rows, [{ success_rate: '100.00' }]);
 });
+
+test.serial('a job\'s cancel (or retry) and a recording of its deliveries: the recording takes the job before the deliveries, as the cancel does', async (t) => {
+  const { low, high, holder, watcher, outcome, record } = await setup(t);
+  const { rows: [job] } = await watcher.query<{ id: string }>('select job_id as id from deliveries where endpoint_id = $1', [low]);
+  // What a job's cancel (cancel_webhook_job) or retry does, stopped between its statements: the
+  // job's row first, then its deliveries.
+  await holder.query('begin');
+  await holder.query('select 1 from webhook_jobs where id = $1 for no key update', [job?.id]);
+  const recorded = record([outcome(low, true), outcome(high, false)]);
+  await waitingOn(watcher, 'record_attempts');
+  const deliveries = holder.query('select 1 from deliveries where job_id = $1 order by id for no key update', [job?.id]);
+  t.is(await answeredOrCycle(watcher, deliveries), 'answered', 'the recording and the cancel waited for each other (a deadlock)');
+  await holder.query('commit');
+  await recorded;
+
+  const { rows } = await watcher.query<{ status: string; attempts: number }>(`
+    select d.status, (select count(*)::int from delivery_attempts a where a.delivery_id = d.id) as attempts
+    from deliveries d where d.job_id = $1 order by d.endpoint_id`, [job?.id]);
+  t.deepEqual(rows.map((r) => r.attempts), [1, 1], 'both attempts recorded');
+  t.deepEqual(rows.map((r) => r.status).sort(), ['pending', 'succeeded']);
+});
