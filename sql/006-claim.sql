@@ -212,8 +212,11 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- again, those it read past are *parked*: given priority -1, which the fetch's order (pg-boss's,
 -- priority first) puts after every other due message and which a fetch with busy organizations
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
--- after the others' (the only other priority is a recovery probe's 1, ahead of all:
--- src/worker/upkeep.ts), and unpark_messages() puts it back at 0, in its old place, within a minute once its organization is no longer busy. Claims of 100 with 10,000 busy
+-- after the others' (the other priorities: a recovery probe's 1, ahead of all, and a recovered
+-- delivery's -2, behind every fresh one: src/worker/upkeep.ts), and unpark_messages() puts it
+-- back at 0, in its old place, within a minute once its organization is no longer busy. A
+-- recovered delivery's message parked goes to -3 and back to -2; a fetch with busy
+-- organizations reads those at -2 once it has read every message at 0 and above. Claims of 100 with 10,000 busy
 -- messages ahead took 67.5 ms in the form before (a `not exists` in the query, see below, and
 -- every busy message read past at every claim) against 20.0 with none; 19.9 now
 -- (bench/statement-costs.ts, STATEMENTS_BUSY=25). A cursor fetches rows ten at a time, so up to
@@ -263,8 +266,27 @@ begin
         exit when cardinality(v_take) >= p_limit;
       end if;
     end loop;
+    -- Then the recovered deliveries' (-2), the same way, when there is room left.
+    if cardinality(v_take) < p_limit then
+      for v_message in
+        select j.id, (select d.org_id from deliveries d where d.id = (j.data->>'deliveryId')::bigint) as org_id
+        from pgboss.job j
+        where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
+          and j.priority = -2
+        order by j.priority desc, j.created_on
+        for update of j skip locked
+      loop
+        if v_message.org_id = any(p_busy_orgs) then
+          v_park := array_append(v_park, v_message.id);
+        else
+          v_take := array_append(v_take, v_message.id);
+          exit when cardinality(v_take) >= p_limit;
+        end if;
+      end loop;
+    end if;
     if cardinality(v_park) > 0 then
-      update pgboss.job j set priority = -1 where j.name = p_queue and j.id = any(v_park);
+      update pgboss.job j set priority = case when j.priority = -2 then -3 else -1 end
+      where j.name = p_queue and j.id = any(v_park);
     end if;
   end if;
 
@@ -289,8 +311,8 @@ begin
 end;
 $$;
 
--- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0, in their old
--- place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
+-- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0 (a recovered
+-- delivery's, -3, back at -2), in their old place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
 -- worker's busy ones). Each worker calls it once a minute, so that messages parked for an
 -- organization no longer busy, busy only in another worker or parked by a worker that stopped
 -- are not left behind the others' for long while some organization is busy (a fetch with none
@@ -306,10 +328,10 @@ as $$
 declare
   v_count integer;
 begin
-  update pgboss.job j set priority = 0
+  update pgboss.job j set priority = case when j.priority = -3 then -2 else 0 end
   where j.name = p_queue and j.id = any(array(
     select k.id from pgboss.job k
-    where k.name = p_queue and k.state < 'active' and not k.blocked and k.priority < 0
+    where k.name = p_queue and k.state < 'active' and not k.blocked and k.priority in (-1, -3)
       and (cardinality(p_busy_orgs) = 0 or not coalesce(
         (select d.org_id from deliveries d where d.id = (k.data->>'deliveryId')::bigint) = any(p_busy_orgs), false))
     for update of k skip locked));
@@ -319,7 +341,7 @@ end;
 $$;
 
 comment on function unpark_messages(text, text[]) is
-  'Puts the due messages fetch_due_messages parked (priority -1) back at priority 0, except those of the organizations in p_busy_orgs; returns how many.';
+  'Puts the due messages fetch_due_messages parked (priority -1, or -3 for a recovered delivery''s) back at priority 0 (or -2), except those of the organizations in p_busy_orgs; returns how many.';
 
 comment on function fetch_due_messages(text, integer, text[]) is
   'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1); returns their ids, retry counts, deliveries and rounds.';

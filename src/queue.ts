@@ -40,7 +40,8 @@ export function toMessage(item: QueueItem): { data: MessageData; startAfter?: st
 export type Queue = {
   /**
    * Enqueues `items` in `db`'s transaction. `priority` (0 by default) orders due messages for the
-   * fetch before their age: the upkeep's recovery probes go ahead of a backlog (PROBE_PRIORITY).
+   * fetch before their age: the upkeep's recovery probes go ahead of a backlog (PROBE_PRIORITY),
+   * an endpoint recovery's re-queued deliveries behind every fresh one (RECOVERY_PRIORITY).
    */
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */

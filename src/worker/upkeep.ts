@@ -14,6 +14,14 @@ import type { Queue } from '../queue.ts';
 
 /** The queue priority of recovery probes: fetched before every message at 0 (and parked ones, at -1). */
 export const PROBE_PRIORITY = 1;
+/**
+ * The queue priority of deliveries an endpoint recovery re-queues (POST .../recover): fetched
+ * after every fresh message (0) and parked one (-1). A recovery re-queues up to 10,000 a second,
+ * faster than a worker delivers, and at 0 every tenant's new deliveries queued behind the whole
+ * of it (a recovery of a million: minutes). Its own order is kept; it runs at full speed while
+ * nothing else is due. Parked, such a message goes to -3 and comes back to -2 (sql/006-claim.sql).
+ */
+export const RECOVERY_PRIORITY = -2;
 
 export type UpkeepDependencies = { pool: DatabasePool; queue: Queue; logger: Logger; retention: RetentionSettings };
 
@@ -62,7 +70,7 @@ export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; lo
   try {
     return await deps.pool.transaction(async (tx) => {
       const restarted = await runRecoveryBatch(tx, limit);
-      await deps.queue.enqueue(tx, restarted);
+      await deps.queue.enqueue(tx, restarted, { priority: RECOVERY_PRIORITY });
       return restarted.length;
     });
   } catch (error) {

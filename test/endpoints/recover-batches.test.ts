@@ -177,3 +177,50 @@ test.serial('a batch writes each job it reopens once, with the state its deliver
     { id: succeeded, status: 'created', attempt_count: 0, completed_at: null },
   ]);
 });
+
+test.serial('recovered deliveries are fetched after every fresh one, of any tenant; parked for a busy tenant and put back, they stay behind', async (t) => {
+  /** The deliveries of up to `limit` messages a fetch takes now (with these organizations passed over). */
+  const fetchDue = async (limit: number, busy: string[] = []) => ((await app.pool.oneFirst(sql.type(z.object({ m: z.unknown() }))`
+    select fetch_due_messages('deliveries', ${limit}, ${sql.array(busy, 'text')}) as m`)) as { delivery_id: number }[]).map((m) => m.delivery_id);
+  const deliveryIds = async (jobIds: readonly string[]) => [...await app.pool.anyFirst(sql.type(z.object({ id: z.number() }))`
+    select id from deliveries where job_id = any(${sql.array(jobIds, 'text')}) order by id`)];
+  // A batch's messages share one created_on, so a fetch takes them in no particular order.
+  const sorted = (ids: readonly number[]) => [...ids].sort((x, y) => x - y);
+  await fetchDue(100_000); // earlier tests' messages out of the way
+
+  // Tenant A: three deliveries that gave up, recovered (a batch re-queues them).
+  const a = await setup(t);
+  const endpointId = await createEndpoint(t, a);
+  const failed = [await createJob(t, a), await createJob(t, a), await createJob(t, a)];
+  await fetchDue(100_000); // their first attempts' messages
+  await fail(failed);
+  t.is(await recover(t, a, endpointId, { since: new Date(Date.now() - 3_600_000).toISOString() }), 3);
+  t.is(await batch(1000), 3);
+  const recovered = await deliveryIds(failed);
+
+  // Then a fresh job of tenant B and one of tenant A itself: both go ahead of the recovery.
+  const b = await setup(t);
+  await createEndpoint(t, b);
+  const fresh = [await createJob(t, b), await createJob(t, a)];
+  t.deepEqual(sorted(await fetchDue(2)), await deliveryIds(fresh), 'the fresh deliveries first, though queued later');
+  t.deepEqual(sorted(await fetchDue(1000)), recovered, 'then the recovered ones');
+
+  // With an organization passed over: the recovered ones are read after every fresh one, and
+  // those of the busy organization are parked (-3) and put back behind the fresh ones (-2).
+  const busyOrg = await app.pool.oneFirst(sql.type(z.object({ org_id: z.string() }))`
+    select org_id from endpoints where id = ${endpointId}`);
+  await fail(failed);
+  await recover(t, a, endpointId, { since: new Date(Date.now() - 3_600_000).toISOString() });
+  await batch(1000);
+  const again = await deliveryIds(failed);
+  t.deepEqual(await fetchDue(1000, [busyOrg]), [], 'nothing but the busy organization\'s recovered deliveries is due');
+  const priorities = () => app.pool.anyFirst(sql.type(z.object({ priority: z.number() }))`
+    select priority from pgboss.job where name = 'deliveries' and state = 'created'
+      and (data->>'deliveryId')::bigint = any(${sql.array(again, 'int8')}) order by priority`);
+  t.deepEqual(await priorities(), [-3, -3, -3], 'parked as recovered deliveries');
+  const newer = [await createJob(t, b)];
+  await app.pool.query(sql.unsafe`select unpark_messages('deliveries', '{}')`);
+  t.deepEqual(await priorities(), [-2, -2, -2], 'put back behind the fresh ones, not at 0');
+  t.deepEqual(await fetchDue(1), await deliveryIds(newer), 'a newer fresh delivery still first');
+  t.deepEqual(sorted(await fetchDue(1000)), again);
+});
