@@ -235,6 +235,7 @@ declare
   v_take uuid[] := '{}';
   v_park uuid[] := '{}';
   v_message record;
+  v_band integer[];
 begin
   if cardinality(p_busy_orgs) = 0 then
     v_take := array(
@@ -251,28 +252,16 @@ begin
     -- 37 ms a claim of 20,000 deliveries in bench/statement-costs.ts), up to p_limit messages
     -- of other organizations; the busy ones' read on the way are parked below. Parked messages
     -- (priority -1) are not read. A message whose delivery is gone is taken (its claim skips it).
-    for v_message in
-      select j.id, (select d.org_id from deliveries d where d.id = (j.data->>'deliveryId')::bigint) as org_id
-      from pgboss.job j
-      where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
-        and j.priority >= 0
-      order by j.priority desc, j.created_on
-      for update of j skip locked
-    loop
-      if v_message.org_id = any(p_busy_orgs) then
-        v_park := array_append(v_park, v_message.id);
-      else
-        v_take := array_append(v_take, v_message.id);
-        exit when cardinality(v_take) >= p_limit;
-      end if;
-    end loop;
-    -- Then the recovered deliveries' (-2), the same way, when there is room left.
-    if cardinality(v_take) < p_limit then
+    -- Two bands of priorities, in the fetch's order: every message at 0 and above, then the
+    -- recovered deliveries' (-2) while there is room left; parked ones (-1, -3) lie between and
+    -- after them, and an index range per band does not read them.
+    foreach v_band slice 1 in array array[[0, 2147483647], [-2, -2]] loop
+      exit when cardinality(v_take) >= p_limit;
       for v_message in
         select j.id, (select d.org_id from deliveries d where d.id = (j.data->>'deliveryId')::bigint) as org_id
         from pgboss.job j
         where j.name = p_queue and j.state < 'active' and not j.blocked and j.start_after <= pgboss.job_now()
-          and j.priority = -2
+          and j.priority between v_band[1] and v_band[2]
         order by j.priority desc, j.created_on
         for update of j skip locked
       loop
@@ -283,7 +272,7 @@ begin
           exit when cardinality(v_take) >= p_limit;
         end if;
       end loop;
-    end if;
+    end loop;
     if cardinality(v_park) > 0 then
       update pgboss.job j set priority = case when j.priority = -2 then -3 else -1 end
       where j.name = p_queue and j.id = any(v_park);
