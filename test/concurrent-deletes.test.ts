@@ -447,9 +447,16 @@ async function deleteBesideOpenedDelivery(t: ExecutionContext, opened: 'pending'
 }
 
 test.serial('an endpoint delete that waited for its application while a delivery of a job the delete never locked opened: no deadlock with that job\'s recording; the claim drops it', async (t) => {
-  const { res, delivery } = await deleteBesideOpenedDelivery(t, 'pending');
+  const { res, delivery, watcher } = await deleteBesideOpenedDelivery(t, 'pending');
   t.is(res?.status, 200, JSON.stringify(res?.body));
-  t.is(delivery?.status, 'pending', 'left to the claim that takes it, which drops it (its endpoint is deleted)');
+  t.is(delivery?.status, 'pending', 'left to the claim that takes it');
+  const { rows: [claimed] } = await watcher.query<{ action: string }>(`
+    select c.action from claim_deliveries(
+      (select jsonb_agg(jsonb_build_object('delivery_id', d.id, 'round', d.round)) from deliveries d where d.id = $1::bigint),
+      1000, 100, 10000000) c`, [delivery?.id]);
+  t.is(claimed?.action, 'drop', 'which drops it: its endpoint is deleted');
+  const { rows: [after] } = await watcher.query<{ status: string }>('select status from deliveries where id = $1::bigint', [delivery?.id]);
+  t.is(after?.status, 'dropped');
 });
 
 test.serial('the same with a held delivery: it is made pending and queued, so that a claim drops it; nothing is left held for a deleted endpoint', async (t) => {
