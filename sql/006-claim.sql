@@ -333,7 +333,7 @@ comment on function unpark_messages(text, text[]) is
   'Puts the due messages fetch_due_messages parked (priority -1, or -3 for a recovered delivery''s) back at priority 0 (or -2), except those of the organizations in p_busy_orgs; returns how many.';
 
 comment on function fetch_due_messages(text, integer, text[]) is
-  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1); returns their ids, retry counts, deliveries and rounds.';
+  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1, a recovered delivery''s at -3); returns their ids, retry counts, deliveries and rounds.';
 
 -- The worker's fetch and claim in one call (src/worker/delivery-loop.ts): up to p_limit due
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of
