@@ -63,6 +63,9 @@ export type Queue = {
   stop(): Promise<void>;
 };
 
+/** Messages as pg-boss fences them: each its id and the retry count it was fetched at. */
+const fetchedAttempts = (messages: readonly Message[]) => messages.map((m) => ({ id: m.id, retryCount: m.retryCount }));
+
 /** pg-boss runs its SQL through our transaction: its rows commit or roll back with ours. */
 function inside(db: CommonQueryMethods) {
   return {
@@ -165,15 +168,15 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
       // Deleted rather than completed: an update to `completed` wrote a new row version (and its
       // index entries) per delivery, and pg-boss's maintenance deleted it QUEUE_RETENTION_HOURS
       // later, so the table held a day of finished messages that nothing reads.
-      await boss.deleteJob(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { db: inside(db) });
+      await boss.deleteJob(DELIVERY_QUEUE, fetchedAttempts(messages), { db: inside(db) });
     },
     async handBack(messages) {
       if (messages.length === 0) return;
-      await boss.fail(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })), { reason: 'handed back by a stopping worker' });
+      await boss.fail(DELIVERY_QUEUE, fetchedAttempts(messages), { reason: 'handed back by a stopping worker' });
     },
     async touch(messages) {
       if (messages.length === 0) return;
-      await boss.touch(DELIVERY_QUEUE, messages.map((m) => ({ id: m.id, retryCount: m.retryCount })));
+      await boss.touch(DELIVERY_QUEUE, fetchedAttempts(messages));
     },
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 5_000 } as never);

@@ -105,6 +105,8 @@ export function startDeliveryLoop(deps: {
    * up on): when each was claimed, and whether its outcome went to the recorder.
    */
   const claimedMessages = new Map<Message, { claimedAt: number; recording: boolean }>();
+  const claimedWhere = (keep: (tracked: { claimedAt: number; recording: boolean }) => boolean) =>
+    [...claimedMessages].filter(([, tracked]) => keep(tracked)).map(([message]) => message);
 
   // The heartbeat of the claims that last (a receiver that takes its time, a slow recording):
   // every third of DELIVERY_HEARTBEAT_SECONDS, the messages claimed at least that long ago, so a
@@ -116,7 +118,7 @@ export function startDeliveryLoop(deps: {
   const heartbeat = heartbeatMs === null ? undefined : setInterval(() => {
     if (beating) return;
     const before = Date.now() - heartbeatMs;
-    const messages = [...claimedMessages].filter(([, tracked]) => tracked.claimedAt <= before).map(([message]) => message);
+    const messages = claimedWhere((tracked) => tracked.claimedAt <= before);
     if (messages.length === 0) return;
     beating = true;
     queue.touch(messages).catch((error: unknown) => {
@@ -425,7 +427,7 @@ export function startDeliveryLoop(deps: {
     },
     async handBack() {
       if (!abandoned) return;
-      const messages = [...claimedMessages].filter(([, tracked]) => !tracked.recording).map(([message]) => message);
+      const messages = claimedWhere((tracked) => !tracked.recording);
       if (messages.length === 0) return;
       try {
         await queue.handBack(messages);

@@ -19,7 +19,8 @@ export const PROBE_PRIORITY = 1;
  * after every fresh message (0) and parked one (-1). A recovery re-queues up to 10,000 a second,
  * faster than a worker delivers, and at 0 every tenant's new deliveries queued behind the whole
  * of it (a recovery of a million: minutes). Its batches keep their order (within one, the
- * messages share a created_on); it runs at full speed while nothing else is due. Parked, such a message goes to -3 and comes back to -2 (sql/006-claim.sql).
+ * messages share a created_on); it runs at full speed while nothing else is due. Parked, such a
+ * message goes to -3 and comes back to -2 (sql/006-claim.sql).
  */
 export const RECOVERY_PRIORITY = -2;
 
