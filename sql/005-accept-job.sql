@@ -322,9 +322,11 @@ comment on function refuse_job_group() is
 -- grouped accept (accept_job_group) enqueues without a round trip of its own. The queue's settings
 -- come from its row, as pg-boss takes them; test/webhook-jobs/grouped-accept.test.ts holds this to
 -- what pg-boss writes for the same messages. plpgsql: sql/ is applied before pg-boss creates its
--- schema, and a language-sql body would be checked against it at creation.
+-- schema, and a language-sql body would be checked against it at creation. p_priority: 0 for
+-- fresh work; BACKLOG_PRIORITY (-2, src/queue.ts) for a released or recovered backlog, which the
+-- fetch takes after every fresh message (sql/006-claim.sql).
 create or replace function enqueue_delivery_messages(
-  p_queue text, p_delivery_ids bigint[], p_rounds integer[], p_start_afters timestamptz[]
+  p_queue text, p_delivery_ids bigint[], p_rounds integer[], p_start_afters timestamptz[], p_priority integer default 0
 ) returns integer
 language plpgsql as $$
 declare
@@ -333,7 +335,7 @@ begin
   insert into pgboss.job (id, name, data, priority, start_after, created_on, expire_seconds, deletion_seconds, keep_until,
                           retry_limit, retry_delay, retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds,
                           blocked, blocking, pending_dependencies)
-  select gen_random_uuid(), q.name, jsonb_build_object('deliveryId', m.delivery_id, 'round', m.round), 0,
+  select gen_random_uuid(), q.name, jsonb_build_object('deliveryId', m.delivery_id, 'round', m.round), p_priority,
          coalesce(m.start_after, pgboss.job_now()), pgboss.job_now(), q.expire_seconds, q.deletion_seconds,
          coalesce(m.start_after, pgboss.job_now()) + q.retention_seconds * interval '1 second',
          q.retry_limit, q.retry_delay, coalesce(q.retry_backoff, false), q.retry_delay_max, q.policy, q.dead_letter,
@@ -345,8 +347,8 @@ begin
 end;
 $$;
 
-comment on function enqueue_delivery_messages(text, bigint[], integer[], timestamptz[]) is
-  'Inserts one pg-boss message per delivery into queue p_queue, as pg-boss''s own insert writes it (start_after null: due now). Returns how many.';
+comment on function enqueue_delivery_messages(text, bigint[], integer[], timestamptz[], integer) is
+  'Inserts one pg-boss message per delivery into queue p_queue at priority p_priority (default 0), as pg-boss''s own insert writes it (start_after null: due now). Returns how many.';
 
 -- A whole group of job creations in one call (src/db/webhook-jobs.ts, acceptJobGroup), for the
 -- group whose checks all pass, by far the common case: its provisional keys confirmed

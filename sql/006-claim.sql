@@ -212,10 +212,11 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- again, those it read past are *parked*: given priority -1, which the fetch's order (pg-boss's,
 -- priority first) puts after every other due message and which a fetch with busy organizations
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
--- after the others' (the other priorities: a recovery probe's 1, ahead of all, and a recovered
--- delivery's -2, behind every fresh one: src/worker/upkeep.ts), and unpark_messages() puts it
--- back at 0, in its old place, within a minute once its organization is no longer busy. A
--- recovered delivery's message parked goes to -3 and back to -2; a fetch with busy
+-- after the others' (the other priorities: a recovery probe's 1, ahead of all, and a backlog's
+-- -2, recovered or released deliveries, behind every fresh one: BACKLOG_PRIORITY in
+-- src/queue.ts), and unpark_messages() puts it back at 0, in its old place, within a minute
+-- once its organization is no longer busy. A backlog's message parked goes to -3 and back to
+-- -2; a fetch with busy
 -- organizations reads those at -2 once it has read every message at 0 and above. Claims of 100 with 10,000 busy
 -- messages ahead took 67.5 ms in the form before (a `not exists` in the query, see below, and
 -- every busy message read past at every claim) against 20.0 with none; 19.9 now
@@ -253,7 +254,7 @@ begin
     -- of other organizations; the busy ones' read on the way are parked below. Parked messages
     -- (priority -1) are not read. A message whose delivery is gone is taken (its claim skips it).
     -- Two bands of priorities, in the fetch's order: every message at 0 and above, then the
-    -- recovered deliveries' (-2) while there is room left; parked ones (-1, -3) lie between and
+    -- backlog's (-2: recovered or released deliveries) while there is room left; parked ones (-1, -3) lie between and
     -- after them, and an index range per band does not read them.
     foreach v_band slice 1 in array array[[0, 2147483647], [-2, -2]] loop
       exit when cardinality(v_take) >= p_limit;
@@ -300,8 +301,8 @@ begin
 end;
 $$;
 
--- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0 (a recovered
--- delivery's, -3, back at -2), in their old place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
+-- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0 (a backlog's,
+-- -3, back at -2), in their old place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
 -- worker's busy ones). Each worker calls it once a minute, so that messages parked for an
 -- organization no longer busy, busy only in another worker or parked by a worker that stopped
 -- are not left behind the others' for long while some organization is busy (a fetch with none
@@ -330,10 +331,10 @@ end;
 $$;
 
 comment on function unpark_messages(text, text[]) is
-  'Puts the due messages fetch_due_messages parked (priority -1, or -3 for a recovered delivery''s) back at priority 0 (or -2), except those of the organizations in p_busy_orgs; returns how many.';
+  'Puts the due messages fetch_due_messages parked (priority -1, or -3 for a backlog''s) back at priority 0 (or -2), except those of the organizations in p_busy_orgs; returns how many.';
 
 comment on function fetch_due_messages(text, integer, text[]) is
-  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1, a recovered delivery''s at -3); returns their ids, retry counts, deliveries and rounds.';
+  'Leases up to p_limit due messages of a pg-boss queue as pg-boss fetches them, passing over those of the organizations in p_busy_orgs (and parking those it read past at priority -1, a backlog''s at -3); returns their ids, retry counts, deliveries and rounds.';
 
 -- The worker's fetch and claim in one call (src/worker/delivery-loop.ts): up to p_limit due
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of

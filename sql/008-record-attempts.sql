@@ -259,7 +259,8 @@ comment on function record_attempts(jsonb, integer, integer) is
 -- batch's queue messages settled as pg-boss's fenced deleteJob settles them (deleted if still
 -- the attempt fetched: active, same retry count; an older attempt's message, handed out again
 -- after its lease ended, is left alone), then what record_attempts returned to enqueue put on
--- the queue (enqueue_delivery_messages). The worker's transaction for this was five round trips
+-- the queue (enqueue_delivery_messages: the batch's retries at priority 0, a recovered endpoint's
+-- released backlog behind fresh work, at -2). The worker's transaction for this was five round trips
 -- (begin, record, settle, enqueue, commit), seen as `idle in transaction` between them at 300
 -- jobs/s; as one statement it is one, and atomic all the same. test/record-outcomes.test.ts
 -- holds the settle to pg-boss's own. Returns the circuits that changed, as record_attempts does.
@@ -277,6 +278,7 @@ declare
   v_rounds integer[];
   v_starts timestamptz[];
   v_transitions jsonb;
+  v_batch bigint[];
 begin
   -- One scan of record_attempts' rows: the three arrays keep one order.
   select array_agg(r.delivery_id) filter (where r.delivery_id is not null),
@@ -297,8 +299,16 @@ begin
       and (j.id::text || ':' || j.retry_count::text) = any(
         array(select m.id::text || ':' || m.retry_count::text from unnest(p_message_ids, p_message_retry_counts) m(id, retry_count)));
 
+  -- The batch's own deliveries come back as retries: fresh work, at 0. Any other is the held
+  -- backlog of an endpoint that recovered (its probe's success), queued behind fresh work as
+  -- every release is (BACKLOG_PRIORITY, src/queue.ts). One insert per kind.
   if v_ids is not null then
-    perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts);
+    v_batch := array(select (x->>'delivery_id')::bigint from jsonb_array_elements(p_results) x);
+    perform enqueue_delivery_messages(p_queue, g.ids, g.rounds, g.starts, g.priority)
+      from (select array_agg(m.id) as ids, array_agg(m.round) as rounds, array_agg(m.start_after) as starts,
+                   case when m.id = any(v_batch) then 0 else -2 end as priority
+            from unnest(v_ids, v_rounds, v_starts) m(id, round, start_after)
+            group by 4) g;
   end if;
 
   if v_transitions is not null then

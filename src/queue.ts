@@ -26,6 +26,20 @@ export const DELIVERY_QUEUE = 'deliveries';
 export const queueItem = z.object({ delivery_id: z.number(), round: z.number(), start_after: z.string().nullable() });
 export type QueueItem = z.infer<typeof queueItem>;
 
+/**
+ * The queue priority of a backlog: deliveries an endpoint recovery re-queues (POST .../recover)
+ * and held deliveries released when their endpoint is active again (un-pause, reset-circuit, a
+ * probe's success, the upkeep's release of the rest). The fetch takes them after every fresh
+ * message (0) and parked one (-1). A recovery re-queues up to 10,000 a second, and a release
+ * 10,000 at once and then 10,000 a second, faster than a worker delivers: at 0, every tenant's
+ * new deliveries queued behind the whole of it (a million: minutes). A backlog is late already;
+ * fresh work stays on time. Its batches keep their order (within one, the messages share a
+ * created_on); it runs at full speed while nothing else is due. Parked, such a message goes to
+ * -3 and comes back to -2 (sql/006-claim.sql). A retry, or a deferral by the endpoint's rate
+ * limit, is queued at 0 as any other.
+ */
+export const BACKLOG_PRIORITY = -2;
+
 export type MessageData = { deliveryId: number; round: number };
 export type Message = { id: string; retryCount: number; data: MessageData };
 
@@ -41,7 +55,7 @@ export type Queue = {
   /**
    * Enqueues `items` in `db`'s transaction. `priority` (0 by default) orders due messages for the
    * fetch before their age: the upkeep's recovery probes go ahead of a backlog (PROBE_PRIORITY),
-   * an endpoint recovery's re-queued deliveries behind every fresh one (RECOVERY_PRIORITY).
+   * a backlog (recovered or released deliveries) behind every fresh one (BACKLOG_PRIORITY).
    */
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */

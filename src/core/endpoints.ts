@@ -9,7 +9,7 @@ import {
 } from '../db/endpoints.ts';
 import { setSubscriptions } from '../db/endpoint-event-types.ts';
 import { releaseHeld } from '../db/webhook-jobs.ts';
-import type { Queue } from '../queue.ts';
+import { BACKLOG_PRIORITY, type Queue } from '../queue.ts';
 import { findEventTypesByName } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import { isId, newId } from '../ids.ts';
@@ -93,11 +93,12 @@ export async function patchEndpoint(
  * Deliveries held while the endpoint was paused or disabled go back on the queue: the oldest
  * 10,000 in this transaction, the rest by the workers' upkeep, 10,000 a second (releasing a
  * million in the request took 70 s). The request stays short however long the outage was.
+ * Queued behind fresh work, of every tenant (BACKLOG_PRIORITY).
  * Returns how many it released.
  */
 export async function releaseHeldDeliveries(tx: DatabaseTransactionConnection, queue: Queue, endpointId: string): Promise<number> {
   const released = await releaseHeld(tx, [endpointId], RELEASE_BATCH);
-  await queue.enqueue(tx, released);
+  await queue.enqueue(tx, released, { priority: BACKLOG_PRIORITY });
   return released.length;
 }
 

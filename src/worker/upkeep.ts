@@ -10,19 +10,10 @@ import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
 import { runRecoveryBatch } from '../db/recoveries.ts';
 import { runRetention, type RetentionRun, type RetentionSettings } from '../db/retention.ts';
 import type { Logger } from '../logger.ts';
-import type { Queue } from '../queue.ts';
+import { BACKLOG_PRIORITY, type Queue } from '../queue.ts';
 
 /** The queue priority of recovery probes: fetched before every message at 0 (and parked ones, at -1). */
 export const PROBE_PRIORITY = 1;
-/**
- * The queue priority of deliveries an endpoint recovery re-queues (POST .../recover): fetched
- * after every fresh message (0) and parked one (-1). A recovery re-queues up to 10,000 a second,
- * faster than a worker delivers, and at 0 every tenant's new deliveries queued behind the whole
- * of it (a recovery of a million: minutes). Its batches keep their order (within one, the
- * messages share a created_on); it runs at full speed while nothing else is due. Parked, such a
- * message goes to -3 and comes back to -2 (sql/006-claim.sql).
- */
-export const RECOVERY_PRIORITY = -2;
 
 export type UpkeepDependencies = { pool: DatabasePool; queue: Queue; logger: Logger; retention: RetentionSettings };
 
@@ -59,6 +50,26 @@ export async function runHourlyTasks(
   }
 }
 
+/**
+ * The step of the upkeep that fails held deliveries past their window, releases held deliveries
+ * of active endpoints and picks recovery probes (run_delivery_upkeep), and enqueues what it
+ * returns, in one transaction. Errors are logged; the next run does it again.
+ */
+export async function runReleasesAndProbes(deps: { pool: DatabasePool; queue: Queue; logger: Logger }): Promise<void> {
+  try {
+    await deps.pool.transaction(async (tx) => {
+      const { probes, released } = await runDeliveryUpkeep(tx);
+      await deps.queue.enqueue(tx, released, { priority: BACKLOG_PRIORITY });
+      // A disabled endpoint's probe goes ahead of every other due message: behind a backlog (a
+      // probe of three workers: about 7,000 deliveries) it waited about 25 s, and the endpoint
+      // and its held deliveries with it, whatever its cooldown said.
+      await deps.queue.enqueue(tx, probes, { priority: PROBE_PRIORITY });
+    });
+  } catch (error) {
+    if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
+  }
+}
+
 /** Deliveries of endpoint recoveries re-queued per upkeep run (each worker process runs one a second). */
 export const RECOVERY_BATCH = 10_000;
 
@@ -71,7 +82,7 @@ export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; lo
   try {
     return await deps.pool.transaction(async (tx) => {
       const restarted = await runRecoveryBatch(tx, limit);
-      await deps.queue.enqueue(tx, restarted, { priority: RECOVERY_PRIORITY });
+      await deps.queue.enqueue(tx, restarted, { priority: BACKLOG_PRIORITY });
       return restarted.length;
     });
   } catch (error) {
@@ -85,16 +96,7 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
   let hourlyRunning: Promise<unknown> | undefined;
   const stopping = new AbortController();
   const tick = () => {
-    running ??= deps.pool.transaction(async (tx) => {
-      const { probes, released } = await runDeliveryUpkeep(tx);
-      await deps.queue.enqueue(tx, released);
-      // A disabled endpoint's probe goes ahead of every other due message: behind a backlog (a
-      // probe of three workers: about 7,000 deliveries) it waited about 25 s, and the endpoint
-      // and its held deliveries with it, whatever its cooldown said.
-      await deps.queue.enqueue(tx, probes, { priority: PROBE_PRIORITY });
-    }).catch((error: unknown) => {
-      if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
-    })
+    running ??= runReleasesAndProbes(deps)
       .then(async () => { await runRecoveries(deps); })
       .then(async () => {
         await refreshQueueStatistics(deps.pool).catch((error: unknown) => {
