@@ -60,6 +60,7 @@ const schema = z.object({
   WORKER_CONCURRENCY: integer(1, 10_000).default(800),
   WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
+  QUEUE_SHARE_PER_ORGANIZATION: integer(1, 1_000_000).default(1000),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
   RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: integer(1, 1_000_000).default(100),
@@ -88,6 +89,8 @@ export type Config = Readonly<{
   /** For migrations (session advisory lock): a URL that bypasses a transaction-mode pooler. Defaults to databaseUrl. */
   databaseDirectUrl: string | undefined;
   databasePoolSize: number;
+  /** Fresh deliveries an organization queues ahead of other organizations' excess each second (QUEUE_SHARE_PER_ORGANIZATION). */
+  queueSharePerOrganization: number;
   /** The longest a request (or the worker) waits for a database connection before a 503. */
   databaseAcquireTimeoutMs: number;
   /** How long an unused connection of the pool stays open. */
@@ -143,6 +146,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseUrl: c.DATABASE_URL,
     databaseDirectUrl: c.DATABASE_DIRECT_URL,
     databasePoolSize: c.DATABASE_POOL_SIZE,
+    queueSharePerOrganization: c.QUEUE_SHARE_PER_ORGANIZATION,
     databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
     databaseIdleTimeoutMs: c.DATABASE_IDLE_TIMEOUT_MS,
     databaseStatementTimeoutMs: c.DATABASE_STATEMENT_TIMEOUT_MS,

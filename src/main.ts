@@ -46,7 +46,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     const queue = await startQueue({
       databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds,
       supervise: runsWorker,
-      retentionHours: config.retention.queueHours,
+      retentionHours: config.retention.queueHours, freshShare: config.queueSharePerOrganization,
       // Several database hosts: pg-boss gets connections that follow the primary.
       ...(isMultiHost(database.url) ? { db: primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) } : {}),
     });

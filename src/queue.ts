@@ -10,7 +10,7 @@
 // claim) and its fenced delete (record_outcomes, the recording's settle); tests hold each to
 // pg-boss's own.
 import { PgBoss } from 'pg-boss';
-import type { CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import type { QueueDb } from './db/multi-host.ts';
@@ -58,6 +58,15 @@ export type Queue = {
    * a backlog (recovered or released deliveries) behind every fresh one (BACKLOG_PRIORITY).
    */
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
+  /**
+   * Enqueues fresh deliveries a tenant asked for (accepted jobs, test events, a job's retry) in
+   * `db`'s transaction, `orgIds[i]` the organization of `items[i]`: each organization's first
+   * `freshShare` in each second at priority 0, the rest behind every organization's fresh work,
+   * at BACKLOG_PRIORITY (enqueue_fresh_deliveries, sql/005-accept-job.sql).
+   */
+  enqueueFresh(db: CommonQueryMethods, items: readonly QueueItem[], orgIds: readonly string[]): Promise<void>;
+  /** Fresh deliveries an organization queues at the front each second (QUEUE_SHARE_PER_ORGANIZATION); null: all of them. */
+  readonly freshShare: number | null;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
   fetch(batchSize: number): Promise<Message[]>;
   /**
@@ -111,6 +120,8 @@ export type QueueOptions = {
    */
   retentionHours: number;
   poolSize?: number;
+  /** Fresh deliveries an organization queues at the front each second (QUEUE_SHARE_PER_ORGANIZATION); absent: no share. */
+  freshShare?: number;
   /**
    * Run pg-boss's SQL here instead of its own connections: given for a multi-host DATABASE_URL
    * (primaryQueueDb), so the queue follows the primary (node-postgres connects to one host only).
@@ -131,6 +142,7 @@ export const QUEUE_MAINTENANCE_SECONDS = 1800;
 const ENQUEUE_CHUNK = 5000;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
+  const freshShare = options.freshShare ?? null;
   const heartbeatSeconds = options.heartbeatSeconds ?? null;
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2), heartbeatSeconds ?? 60));
   const boss = new PgBoss({
@@ -174,6 +186,16 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
         await boss.insert(DELIVERY_QUEUE, priority === 0 ? messages : messages.map((m) => ({ ...m, priority })), { db: inside(db) });
       }
     },
+    async enqueueFresh(db, items, orgIds) {
+      for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
+        const chunk = items.slice(start, start + ENQUEUE_CHUNK);
+        await db.query(sql.unsafe`
+          select enqueue_fresh_deliveries(${DELIVERY_QUEUE}, ${sql.array(chunk.map((i) => i.delivery_id), 'int8')},
+            ${sql.array(chunk.map((i) => i.round), 'int4')}, ${sql.array(chunk.map((i) => i.start_after), 'timestamptz')},
+            ${sql.array(orgIds.slice(start, start + ENQUEUE_CHUNK), 'text')}, ${freshShare}::integer)`);
+      }
+    },
+    freshShare,
     async fetch(batchSize) {
       return (await boss.fetch(DELIVERY_QUEUE, { batchSize })) as unknown as Message[];
     },

@@ -1,6 +1,6 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
-import type { CommonQueryMethods, DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
@@ -126,6 +126,10 @@ function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stal
 }
 
 const STALE_TRIES = 3;
+
+/** One organization's fresh deliveries, within its share of the queue's front (Queue.enqueueFresh). */
+const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string) =>
+  (items.length > 0 ? queue.enqueueFresh(tx, items, items.map(() => orgId)) : Promise.resolve());
 const keptChanging = (a: Acceptance) => new Error(`event type ${a.input.eventType} kept changing while job ${a.id} was being accepted`);
 
 /** Accepts one prepared job in a transaction of its own: one call of accept_webhook_job and pg-boss's insert. */
@@ -139,7 +143,7 @@ async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Pro
         await validate(a);
         continue;
       }
-      if (!answer.replayed) await queue.enqueue(tx, queueItemsOf(rows));
+      if (!answer.replayed) await enqueueFresh(tx, queue, queueItemsOf(rows), a.tenant.orgId);
       return answer;
     }
     throw keptChanging(a);
@@ -243,18 +247,23 @@ export function makeJobAcceptor(
           const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
           const stale: Waiting[] = [];
           const items: QueueItem[] = [];
+          const orgIds: string[] = [];
           round.forEach((waiter, i) => {
             const jobRows = rows[i] ?? [];
             try {
               const answer = answerOf(waiter.a, jobRows);
               if (answer === 'stale') return void stale.push(waiter);
               answers.set(waiter, { answer });
-              if (!answer.replayed) items.push(...queueItemsOf(jobRows));
+              if (!answer.replayed) {
+                const jobItems = queueItemsOf(jobRows);
+                items.push(...jobItems);
+                orgIds.push(...jobItems.map(() => waiter.a.tenant.orgId));
+              }
             } catch (error) {
               answers.set(waiter, { error });
             }
           });
-          if (items.length > 0) await queue.enqueue(tx, items);
+          if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds);
           for (const { a } of stale) {
             a.known = await lookUpEventType(tx, a.tenant, a.input.eventType);
             await validate(a);
@@ -296,6 +305,7 @@ export function makeJobAcceptor(
       limits: rule && takes.keys.length > 0
         ? { keys: takes.keys, counts: takes.counts, limit: rule.limit, periodSeconds: rule.periodSeconds, at: takes.at }
         : null,
+      freshShare: queue.freshShare,
     });
     if (result === 'refused') return null;
     const answers = new Map<Waiting, Settled>();
@@ -485,7 +495,7 @@ export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant,
     const row = rows[0] as (typeof rows)[number]; // many() returns at least one
     if (row.outcome === 'not_found') throw notFound('Webhook job');
     if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be retried.`);
-    await queue.enqueue(tx, queueItemsOf(rows));
+    await enqueueFresh(tx, queue, queueItemsOf(rows), tenant.orgId);
     if (row.id === null || row.status === null || row.attempt_count === null) throw new Error(`retry_webhook_job answered ${row.outcome} without a job`);
     return { id: row.id, status: row.status, attempt_count: row.attempt_count };
   });

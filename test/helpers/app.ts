@@ -83,7 +83,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   const logger = options.logger ?? makeLogger(config.logLevel);
   const queue = await startQueue({
     databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds, supervise: worker,
-    retentionHours: config.retention.queueHours,
+    retentionHours: config.retention.queueHours, freshShare: config.queueSharePerOrganization,
   });
   teardown.push(queue.stop);
   // A generous wait for a connection: the suite's bursts on a busy machine are not outages.
