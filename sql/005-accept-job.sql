@@ -322,18 +322,22 @@ comment on function refuse_job_group() is
 -- creates their successors (sql/ is applied in one), so a process of the release before, still
 -- running, finds a function its calls reach at every moment, and no call can mean two.
 drop function if exists enqueue_delivery_messages(text, bigint[], integer[], timestamptz[]);
+drop function if exists enqueue_delivery_messages(text, bigint[], integer[], timestamptz[], integer);
+drop function if exists enqueue_fresh_deliveries(text, bigint[], integer[], timestamptz[], text[], integer, timestamptz);
 drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
   text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]);
+drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
+  text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer);
 
 -- pg-boss's insert of queue messages for deliveries, written by our own statement so that the
 -- grouped accept (accept_job_group) enqueues without a round trip of its own. The queue's settings
 -- come from its row, as pg-boss takes them; test/webhook-jobs/grouped-accept.test.ts holds this to
 -- what pg-boss writes for the same messages. plpgsql: sql/ is applied before pg-boss creates its
--- schema, and a language-sql body would be checked against it at creation. p_priority: 0 for
--- fresh work; BACKLOG_PRIORITY (-2, src/queue.ts) for a released or recovered backlog, which the
--- fetch takes after every fresh message (sql/006-claim.sql).
+-- schema, and a language-sql body would be checked against it at creation. p_priorities[i]:
+-- the priority of message i (null, or no array: 0, fresh work); BACKLOG_PRIORITY (-2,
+-- src/queue.ts) puts a message behind every fresh one (sql/006-claim.sql).
 create or replace function enqueue_delivery_messages(
-  p_queue text, p_delivery_ids bigint[], p_rounds integer[], p_start_afters timestamptz[], p_priority integer default 0
+  p_queue text, p_delivery_ids bigint[], p_rounds integer[], p_start_afters timestamptz[], p_priorities integer[] default null
 ) returns integer
 language plpgsql as $$
 declare
@@ -342,76 +346,29 @@ begin
   insert into pgboss.job (id, name, data, priority, start_after, created_on, expire_seconds, deletion_seconds, keep_until,
                           retry_limit, retry_delay, retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds,
                           blocked, blocking, pending_dependencies)
-  select gen_random_uuid(), q.name, jsonb_build_object('deliveryId', m.delivery_id, 'round', m.round), p_priority,
+  select gen_random_uuid(), q.name, jsonb_build_object('deliveryId', m.delivery_id, 'round', m.round), coalesce(m.priority, 0),
          coalesce(m.start_after, pgboss.job_now()), pgboss.job_now(), q.expire_seconds, q.deletion_seconds,
          coalesce(m.start_after, pgboss.job_now()) + q.retention_seconds * interval '1 second',
          q.retry_limit, q.retry_delay, coalesce(q.retry_backoff, false), q.retry_delay_max, q.policy, q.dead_letter,
          q.heartbeat_seconds, false, false, 0
-  from unnest(p_delivery_ids, p_rounds, p_start_afters) as m(delivery_id, round, start_after)
+  from unnest(p_delivery_ids, p_rounds, p_start_afters, p_priorities) as m(delivery_id, round, start_after, priority)
   join pgboss.queue q on q.name = p_queue;
   get diagnostics v_count = row_count;
   return v_count;
 end;
 $$;
 
-comment on function enqueue_delivery_messages(text, bigint[], integer[], timestamptz[], integer) is
-  'Inserts one pg-boss message per delivery into queue p_queue at priority p_priority (default 0), as pg-boss''s own insert writes it (start_after null: due now). Returns how many.';
-
--- Fresh deliveries a tenant asked for (accepted jobs, test events, a job's retry), enqueued with
--- each organization's share of the queue's front: its first p_share fresh deliveries in each
--- second (a fixed window aligned to the epoch, counted in rate_limit_counters under
--- `fresh-deliveries:<org>` by count_rate_limits) at priority 0, the rest behind every
--- organization's fresh work, at -2, with the backlogs (BACKLOG_PRIORITY, src/queue.ts). The
--- fetch's order is first in, first out within a priority, so without this one tenant's fan-out
--- above what the workers deliver (its job rate limit times its endpoints) put every other
--- tenant's new deliveries behind its whole backlog; now a tenant within its share goes ahead of
--- that excess, and the excess runs at full speed while nothing else is due. p_org_ids[i] is the
--- organization of p_delivery_ids[i]; p_share null enqueues everything at 0. Counters are taken
--- in key order; in a group of job creations, after the jobs' own rate-limit counters of the same
--- organizations, so two groups meet at those first and never wait on each other here. Returns
--- how many messages it inserted.
-create or replace function enqueue_fresh_deliveries(
-  p_queue text, p_delivery_ids bigint[], p_rounds integer[], p_start_afters timestamptz[], p_org_ids text[],
-  p_share integer, p_at timestamptz default clock_timestamp()
-) returns integer
-language plpgsql as $$
-declare
-  v_keys text[];
-  v_counts integer[];
-  v_after jsonb;
-  v_count integer;
-begin
-  if p_share is null or cardinality(p_delivery_ids) = 0 then
-    return enqueue_delivery_messages(p_queue, p_delivery_ids, p_rounds, p_start_afters);
-  end if;
-  select array_agg('fresh-deliveries:' || o.org_id order by o.org_id), array_agg(o.n order by o.org_id)
-    into v_keys, v_counts
-    from (select u.org_id, count(*)::integer as n from unnest(p_org_ids) u(org_id) group by u.org_id) o;
-  -- Each organization's count in this window before these deliveries.
-  select jsonb_object_agg(substr(c.key, length('fresh-deliveries:') + 1), c.count - k.n) into v_after
-    from count_rate_limits(v_keys, v_counts, 1, p_at) c
-    join unnest(v_keys, v_counts) k(key, n) on k.key = c.key;
-  select coalesce(sum(enqueue_delivery_messages(p_queue, g.ids, g.rounds, g.starts, g.priority)), 0)::integer into v_count
-    from (select array_agg(m.id order by m.ord) as ids, array_agg(m.round order by m.ord) as rounds,
-                 array_agg(m.start_after order by m.ord) as starts, m.priority
-          from (select i.id, i.round, i.start_after, i.ord,
-                       case when (v_after->>i.org_id)::integer + row_number() over (partition by i.org_id order by i.ord) <= p_share
-                            then 0 else -2 end as priority
-                from unnest(p_delivery_ids, p_rounds, p_start_afters, p_org_ids) with ordinality i(id, round, start_after, org_id, ord)) m
-          group by m.priority) g;
-  return v_count;
-end;
-$$;
-
-comment on function enqueue_fresh_deliveries(text, bigint[], integer[], timestamptz[], text[], integer, timestamptz) is
-  'Enqueues fresh deliveries (p_org_ids: each one''s organization): each organization''s first p_share in the second of p_at at priority 0, the rest at -2, behind every organization''s fresh work (p_share null: all at 0). Returns how many.';
+comment on function enqueue_delivery_messages(text, bigint[], integer[], timestamptz[], integer[]) is
+  'Inserts one pg-boss message per delivery into queue p_queue (priority p_priorities[i], default 0), as pg-boss''s own insert writes it (start_after null: due now). Returns how many.';
 
 -- A whole group of job creations in one call (src/db/webhook-jobs.ts, acceptJobGroup), for the
 -- group whose checks all pass, by far the common case: its provisional keys confirmed
 -- (confirm_api_keys), its requests counted against their rate limits (count_rate_limits; none
 -- when p_limit_keys is empty), its jobs accepted (accept_webhook_jobs) and their deliveries
--- enqueued with each organization's share of the queue's front (enqueue_fresh_deliveries,
--- p_fresh_share). A key refused, a count past p_limit or a 'stale' answer
+-- enqueued (enqueue_delivery_messages), each organization's first within its share of the
+-- queue's front and the rest behind every organization's fresh work (p_fresh_share fresh
+-- deliveries a second; p_fresh_before, the calling web process's count of each organization's
+-- in this second so far: Queue.fresh, src/queue.ts; p_fresh_share null: all at 0). A key refused, a count past p_limit or a 'stale' answer
 -- calls refuse_job_group(), which fails the call as a whole: nothing of it stays, and the caller
 -- takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the
 -- first of them with every counter's count after the take (limits, json; null on the others).
@@ -430,7 +387,7 @@ create or replace function accept_job_group(
   p_queue text,
   p_org_ids text[], p_environments text[], p_application_ids text[], p_job_ids text[], p_event_types text[],
   p_event_type_ids text[], p_event_type_versions bigint[], p_payload_valids boolean[],
-  p_event_ids text[], p_payloads text[], p_headers jsonb[], p_endpoint_ids text[], p_fresh_share integer default null
+  p_event_ids text[], p_payloads text[], p_headers jsonb[], p_endpoint_ids text[], p_fresh_share integer default null, p_fresh_before jsonb default '{}'
 )
 returns table (
   item integer, outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
@@ -486,10 +443,14 @@ begin
   end loop;
 
   if cardinality(v_ids) > 0 then
-    perform enqueue_fresh_deliveries(p_queue, v_ids, v_rounds, v_starts, v_orgs, p_fresh_share, coalesce(p_limit_at, clock_timestamp()));
+    perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts, case when p_fresh_share is not null then array(
+      select case when coalesce((p_fresh_before->>i.org_id)::integer, 0)
+                       + row_number() over (partition by i.org_id order by i.ord) <= p_fresh_share then 0 else -2 end
+      from unnest(v_orgs) with ordinality i(org_id, ord)
+      order by i.ord) end);
   end if;
 end;
 $$;
 
-comment on function accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer) is
+comment on function accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer, jsonb) is
   'Accepts a group of webhook jobs in one call when every check passes (keys, rate limits, event type versions), enqueueing their deliveries; otherwise fails (refuse_job_group) and writes nothing.';

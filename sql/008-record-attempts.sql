@@ -301,14 +301,11 @@ begin
 
   -- The batch's own deliveries come back as retries: fresh work, at 0. Any other is the held
   -- backlog of an endpoint that recovered (its probe's success), queued behind fresh work as
-  -- every release is (BACKLOG_PRIORITY, src/queue.ts). One insert per kind.
+  -- every release is (BACKLOG_PRIORITY, src/queue.ts).
   if v_ids is not null then
     v_batch := array(select (x->>'delivery_id')::bigint from jsonb_array_elements(p_results) x);
-    perform enqueue_delivery_messages(p_queue, g.ids, g.rounds, g.starts, g.priority)
-      from (select array_agg(m.id) as ids, array_agg(m.round) as rounds, array_agg(m.start_after) as starts,
-                   case when m.id = any(v_batch) then 0 else -2 end as priority
-            from unnest(v_ids, v_rounds, v_starts) m(id, round, start_after)
-            group by 4) g;
+    perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts, array(
+      select case when u.id = any(v_batch) then 0 else -2 end from unnest(v_ids) with ordinality u(id, ord) order by u.ord));
   end if;
 
   if v_transitions is not null then

@@ -188,8 +188,8 @@ comment on column portal_tokens.expires_at is 'After this the token is refused (
 comment on column portal_tokens.revoked_at is 'Set by DELETE /v1/applications/{id}/portal-links; the token is refused from then on. Null: not revoked.';
 comment on column portal_tokens.created_at is 'When the link was made.';
 
-comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, portal links per org per minute, endpoint tests per endpoint per minute), and each organization''s fresh deliveries per second (its share of the queue''s front). UNLOGGED: may reset after a crash.';
-comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_…, portal-links:org_… or endpoint-tests:ep_…; or fresh-deliveries:org_…, an organization''s fresh deliveries in its share of the queue''s front (QUEUE_SHARE_PER_ORGANIZATION).';
+comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, portal links per org per minute, endpoint tests per endpoint per minute). UNLOGGED: may reset after a crash.';
+comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_…, portal-links:org_… or endpoint-tests:ep_….';
 comment on column rate_limit_counters.window_start is 'Start of the current window (aligned to the epoch).';
 comment on column rate_limit_counters.count is 'Requests counted in that window (admitted or not), from 1.';
 

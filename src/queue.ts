@@ -10,7 +10,7 @@
 // claim) and its fenced delete (record_outcomes, the recording's settle); tests hold each to
 // pg-boss's own.
 import { PgBoss } from 'pg-boss';
-import { sql, type CommonQueryMethods } from 'slonik';
+import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import type { QueueDb } from './db/multi-host.ts';
@@ -40,6 +40,73 @@ export type QueueItem = z.infer<typeof queueItem>;
  */
 export const BACKLOG_PRIORITY = -2;
 
+/**
+ * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): its first
+ * `perSecond` fresh deliveries in each second of the clock (new jobs, test events, a job's
+ * retry) go on the queue at priority 0, the rest behind every organization's fresh work, at
+ * BACKLOG_PRIORITY. The queue is first in, first out within a priority, and one organization can
+ * enqueue far more than the workers deliver (its job rate limit times its endpoints): without
+ * this, every other tenant's new deliveries waited behind its whole backlog; now a tenant within
+ * its share goes ahead of another's excess, and the excess runs at full speed whenever nothing
+ * fresh is due. Counted by each web process for itself, in memory (counted in the database, it
+ * cost the accept 20-29 µs of database time per job, about a tenth: bench/accept-ab.ts), so with
+ * several web processes an organization's share is up to that many times `perSecond`: fairness
+ * needs no exact count. Forgets every count when the second changes, so it holds only the
+ * organizations of the current second. `onPast` hears of each organization that passes its
+ * share in a second.
+ */
+export class FreshShare {
+  #second = Number.NaN;
+  readonly #counts = new Map<string, number>();
+  readonly perSecond: number;
+  readonly #now: () => number;
+  readonly #onPast: (orgId: string) => void;
+
+  constructor(perSecond: number, options: { now?: () => number; onPast?: (orgId: string) => void } = {}) {
+    this.perSecond = perSecond;
+    this.#now = options.now ?? Date.now;
+    this.#onPast = options.onPast ?? (() => {});
+  }
+
+  #count(counts: Map<string, number>, orgId: string, n: number): number {
+    const before = counts.get(orgId) ?? 0;
+    counts.set(orgId, before + n);
+    if (before <= this.perSecond && before + n > this.perSecond) this.#onPast(orgId);
+    return before;
+  }
+
+  #current(): Map<string, number> {
+    const second = Math.floor(this.#now() / 1000);
+    if (second !== this.#second) {
+      this.#second = second;
+      this.#counts.clear();
+    }
+    return this.#counts;
+  }
+
+  /** The fresh deliveries each of these organizations queued this second so far (those with any). */
+  counted(orgIds: Iterable<string>): Record<string, number> {
+    const counts = this.#current();
+    const counted: Record<string, number> = {};
+    for (const orgId of orgIds) {
+      const n = counts.get(orgId);
+      if (n !== undefined) counted[orgId] = n;
+    }
+    return counted;
+  }
+
+  /** Counts `n` more fresh deliveries of `orgId` this second (queued with priorities decided elsewhere). */
+  add(orgId: string, n: number): void {
+    this.#count(this.#current(), orgId, n);
+  }
+
+  /** Counts one fresh delivery of each `orgIds[i]`, in order, and answers each one's priority. */
+  take(orgIds: readonly string[]): number[] {
+    const counts = this.#current();
+    return orgIds.map((orgId) => (this.#count(counts, orgId, 1) < this.perSecond ? 0 : BACKLOG_PRIORITY));
+  }
+}
+
 export type MessageData = { deliveryId: number; round: number };
 export type Message = { id: string; retryCount: number; data: MessageData };
 
@@ -59,14 +126,14 @@ export type Queue = {
    */
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
   /**
-   * Enqueues fresh deliveries a tenant asked for (accepted jobs, test events, a job's retry) in
-   * `db`'s transaction, `orgIds[i]` the organization of `items[i]`: each organization's first
-   * `freshShare` in each second at priority 0, the rest behind every organization's fresh work,
-   * at BACKLOG_PRIORITY (enqueue_fresh_deliveries, sql/005-accept-job.sql).
+   * Enqueues fresh deliveries a tenant asked for (a test event, a job's retry, job creations taken
+   * step by step) in `db`'s transaction, `orgIds[i]` the organization of `items[i]`, each within
+   * its organization's share of the queue's front (`fresh`): at 0, or past the share at
+   * BACKLOG_PRIORITY.
    */
   enqueueFresh(db: CommonQueryMethods, items: readonly QueueItem[], orgIds: readonly string[]): Promise<void>;
-  /** Fresh deliveries an organization queues at the front each second (QUEUE_SHARE_PER_ORGANIZATION); null: all of them. */
-  readonly freshShare: number | null;
+  /** This process's count of each organization's fresh deliveries (QUEUE_SHARE_PER_ORGANIZATION); null: no share, all at 0. */
+  readonly fresh: FreshShare | null;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
   fetch(batchSize: number): Promise<Message[]>;
   /**
@@ -120,7 +187,7 @@ export type QueueOptions = {
    */
   retentionHours: number;
   poolSize?: number;
-  /** Fresh deliveries an organization queues at the front each second (QUEUE_SHARE_PER_ORGANIZATION); absent: no share. */
+  /** Fresh deliveries an organization queues at the front each second, per process (QUEUE_SHARE_PER_ORGANIZATION); absent: no share. */
   freshShare?: number;
   /**
    * Run pg-boss's SQL here instead of its own connections: given for a multi-host DATABASE_URL
@@ -142,7 +209,16 @@ export const QUEUE_MAINTENANCE_SECONDS = 1800;
 const ENQUEUE_CHUNK = 5000;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
-  const freshShare = options.freshShare ?? null;
+  let pastLoggedAt = -Infinity;
+  const fresh = options.freshShare === undefined ? null : new FreshShare(options.freshShare, {
+    // At most once a minute per process, as the worker's organization-share warning.
+    onPast: (orgId) => {
+      if (performance.now() - pastLoggedAt < 60_000) return;
+      pastLoggedAt = performance.now();
+      options.logger.warn({ org_id: orgId, share: options.freshShare },
+        'organization passed its share of the queue\'s front this second: the rest go behind other tenants\' fresh deliveries');
+    },
+  });
   const heartbeatSeconds = options.heartbeatSeconds ?? null;
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2), heartbeatSeconds ?? 60));
   const boss = new PgBoss({
@@ -176,26 +252,27 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
   await boss.createQueue(DELIVERY_QUEUE, { ...queueOptions, ...(heartbeatSeconds === null ? {} : { heartbeatSeconds }) });
   await boss.updateQueue(DELIVERY_QUEUE, { ...queueOptions, ...(options.heartbeatSeconds === undefined ? {} : { heartbeatSeconds }) });
 
+  /** Inserts messages, each at its own priority (0 when absent). */
+  async function insert(db: CommonQueryMethods, items: readonly QueueItem[], priorities: readonly number[] | number): Promise<void> {
+    // pg-boss sends a batch as one JSON parameter: chunks keep a large release (an endpoint
+    // back from a long outage) from building one huge string and statement.
+    for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
+      const messages = items.slice(start, start + ENQUEUE_CHUNK).map((item, i) => {
+        const priority = typeof priorities === 'number' ? priorities : priorities[start + i] ?? 0;
+        return priority === 0 ? toMessage(item) : { ...toMessage(item), priority };
+      });
+      await boss.insert(DELIVERY_QUEUE, messages, { db: inside(db) });
+    }
+  }
+
   return {
     async enqueue(db, items, options = {}) {
-      const priority = options.priority ?? 0;
-      // pg-boss sends a batch as one JSON parameter: chunks keep a large release (an endpoint
-      // back from a long outage) from building one huge string and statement.
-      for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
-        const messages = items.slice(start, start + ENQUEUE_CHUNK).map(toMessage);
-        await boss.insert(DELIVERY_QUEUE, priority === 0 ? messages : messages.map((m) => ({ ...m, priority })), { db: inside(db) });
-      }
+      await insert(db, items, options.priority ?? 0);
     },
     async enqueueFresh(db, items, orgIds) {
-      for (let start = 0; start < items.length; start += ENQUEUE_CHUNK) {
-        const chunk = items.slice(start, start + ENQUEUE_CHUNK);
-        await db.query(sql.unsafe`
-          select enqueue_fresh_deliveries(${DELIVERY_QUEUE}, ${sql.array(chunk.map((i) => i.delivery_id), 'int8')},
-            ${sql.array(chunk.map((i) => i.round), 'int4')}, ${sql.array(chunk.map((i) => i.start_after), 'timestamptz')},
-            ${sql.array(orgIds.slice(start, start + ENQUEUE_CHUNK), 'text')}, ${freshShare}::integer)`);
-      }
+      await insert(db, items, fresh ? fresh.take(orgIds) : 0);
     },
-    freshShare,
+    fresh,
     async fetch(batchSize) {
       return (await boss.fetch(DELIVERY_QUEUE, { batchSize })) as unknown as Message[];
     },

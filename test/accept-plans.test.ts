@@ -64,7 +64,7 @@ test('groups of one job read jobs, deliveries and idempotency keys by index, not
     const seen: string[] = [];
     for (let i = 0; i <= 8; i += 1) {
       const eventId = i === 8 ? 'evt-0' : i % 2 === 0 ? `evt-${i}` : null;
-      const result = await acceptJobGroup(connection, [{ tenant, job: job(i, eventId) }], { keyIds: [], granting: [], limits: null, freshShare: app.queue.freshShare });
+      const result = await acceptJobGroup(connection, [{ tenant, job: job(i, eventId) }], { keyIds: [], granting: [], limits: null, fresh: null });
       seen.push(result === 'refused' ? 'refused' : result.answers[0]?.[0]?.outcome ?? 'none');
     }
     await connection.query(sql.unsafe`select pg_stat_force_next_flush()`);

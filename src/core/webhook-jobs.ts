@@ -305,9 +305,11 @@ export function makeJobAcceptor(
       limits: rule && takes.keys.length > 0
         ? { keys: takes.keys, counts: takes.counts, limit: rule.limit, periodSeconds: rule.periodSeconds, at: takes.at }
         : null,
-      freshShare: queue.freshShare,
+      fresh: queue.fresh && { perSecond: queue.fresh.perSecond, counted: queue.fresh.counted(group.map(({ a }) => a.tenant.orgId)) },
     });
     if (result === 'refused') return null;
+    // The database decided these deliveries' priorities from the counts given: now they count.
+    group.forEach(({ a }, i) => queue.fresh?.add(a.tenant.orgId, queueItemsOf((result.answers[i] ?? []).filter((row) => row.outcome === 'created')).length));
     const answers = new Map<Waiting, Settled>();
     if (rule) placeTakes(rule, takes.counters, result.limits, answers);
     group.forEach((waiter, i) => {

@@ -136,8 +136,11 @@ export type GroupChecks = {
   granting: readonly string[];
   /** Requests counted against rate limits: `counts[i]` against `keys[i]`; every count must stay within `limit`. */
   limits: { keys: readonly string[]; counts: readonly number[]; limit: number; periodSeconds: number; at: Date | undefined } | null;
-  /** Each organization's share of the queue's front, fresh deliveries a second (enqueue_fresh_deliveries); null: none. */
-  freshShare: number | null;
+  /**
+   * Each organization's share of the queue's front (FreshShare, src/queue.ts): fresh deliveries a
+   * second, and the group's organizations' counts in this second so far; null: no share.
+   */
+  fresh: { perSecond: number; counted: Record<string, number> } | null;
 };
 
 // reset_at comes through json_agg (ISO 8601 with an offset): the same instant as the column's text form gives.
@@ -166,7 +169,8 @@ export async function acceptJobGroup(
         ${sql.array(checks.keyIds, 'text')}, ${sql.array(checks.granting, 'text')},
         ${sql.array(limits?.keys ?? [], 'text')}, ${sql.array(limits?.counts ?? [], 'int4')}, ${limits?.limit ?? 0},
         ${limits?.periodSeconds ?? 1}, ${limits?.at?.toISOString() ?? null}::timestamptz,
-        ${DELIVERY_QUEUE}, ${jobArguments(items)}, ${checks.freshShare}::integer)`);
+        ${DELIVERY_QUEUE}, ${jobArguments(items)}, ${checks.fresh?.perSecond ?? null}::integer,
+        ${sql.jsonb(checks.fresh?.counted ?? {})})`);
   } catch (error) {
     if (hasSqlState(error, 'HL001')) return 'refused';
     throw error;
