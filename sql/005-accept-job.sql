@@ -322,12 +322,8 @@ comment on function refuse_job_group() is
 -- creates their successors (sql/ is applied in one), so a process of the release before, still
 -- running, finds a function its calls reach at every moment, and no call can mean two.
 drop function if exists enqueue_delivery_messages(text, bigint[], integer[], timestamptz[]);
-drop function if exists enqueue_delivery_messages(text, bigint[], integer[], timestamptz[], integer);
-drop function if exists enqueue_fresh_deliveries(text, bigint[], integer[], timestamptz[], text[], integer, timestamptz);
 drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
   text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]);
-drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
-  text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer);
 
 -- pg-boss's insert of queue messages for deliveries, written by our own statement so that the
 -- grouped accept (accept_job_group) enqueues without a round trip of its own. The queue's settings
@@ -368,8 +364,8 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- enqueued (enqueue_delivery_messages), each organization's first within its share of the
 -- queue's front and the rest behind every organization's fresh work (p_fresh_share fresh
 -- deliveries a second; p_fresh_before, the calling web process's count of each organization's
--- in this second so far: Queue.fresh, src/queue.ts; p_fresh_share null: all at 0). A key refused, a count past p_limit or a 'stale' answer
--- calls refuse_job_group(), which fails the call as a whole: nothing of it stays, and the caller
+-- in this second so far: Queue.fresh, src/queue.ts; p_fresh_share null: all at 0). A key
+-- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the call as a whole: nothing of it stays, and the caller
 -- takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the
 -- first of them with every counter's count after the take (limits, json; null on the others).
 -- A function rather than the statement its caller used to send: its statements keep their

@@ -213,7 +213,8 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- priority first) puts after every other due message and which a fetch with busy organizations
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
 -- after the others' (the other priorities: a recovery probe's 1, ahead of all, and a backlog's
--- -2, recovered or released deliveries, behind every fresh one: BACKLOG_PRIORITY in
+-- -2, recovered or released deliveries or fresh ones past their organization's share of the
+-- second, behind every fresh one: BACKLOG_PRIORITY in
 -- src/queue.ts), and unpark_messages() puts it back at 0, in its old place, within a minute
 -- once its organization is no longer busy. A backlog's message parked goes to -3 and back to
 -- -2; a fetch with busy
@@ -254,7 +255,7 @@ begin
     -- of other organizations; the busy ones' read on the way are parked below. Parked messages
     -- (priority -1) are not read. A message whose delivery is gone is taken (its claim skips it).
     -- Two bands of priorities, in the fetch's order: every message at 0 and above, then the
-    -- backlog's (-2: recovered or released deliveries) while there is room left; parked ones (-1, -3) lie between and
+    -- backlog's (-2: recovered, released, or past an organization's share) while there is room left; parked ones (-1, -3) lie between and
     -- after them, and an index range per band does not read them.
     foreach v_band slice 1 in array array[[0, 2147483647], [-2, -2]] loop
       exit when cardinality(v_take) >= p_limit;

@@ -36,7 +36,8 @@ export type QueueItem = z.infer<typeof queueItem>;
  * fresh work stays on time. Its batches keep their order (within one, the messages share a
  * created_on); it runs at full speed while nothing else is due. Parked, such a message goes to
  * -3 and comes back to -2 (sql/006-claim.sql). A retry, or a deferral by the endpoint's rate
- * limit, is queued at 0 as any other.
+ * limit, is queued at 0 as any other. Fresh deliveries past their organization's share of the
+ * second go here too (FreshShare).
  */
 export const BACKLOG_PRIORITY = -2;
 

@@ -126,11 +126,11 @@ function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stal
 }
 
 const STALE_TRIES = 3;
+const keptChanging = (a: Acceptance) => new Error(`event type ${a.input.eventType} kept changing while job ${a.id} was being accepted`);
 
 /** One organization's fresh deliveries, within its share of the queue's front (Queue.enqueueFresh). */
 const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string) =>
   (items.length > 0 ? queue.enqueueFresh(tx, items, items.map(() => orgId)) : Promise.resolve());
-const keptChanging = (a: Acceptance) => new Error(`event type ${a.input.eventType} kept changing while job ${a.id} was being accepted`);
 
 /** Accepts one prepared job in a transaction of its own: one call of accept_webhook_job and pg-boss's insert. */
 async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Promise<Accepted> {
@@ -309,7 +309,10 @@ export function makeJobAcceptor(
     });
     if (result === 'refused') return null;
     // The database decided these deliveries' priorities from the counts given: now they count.
-    group.forEach(({ a }, i) => queue.fresh?.add(a.tenant.orgId, queueItemsOf((result.answers[i] ?? []).filter((row) => row.outcome === 'created')).length));
+    group.forEach(({ a }, i) => {
+      const created = (result.answers[i] ?? []).filter((row) => row.outcome === 'created');
+      queue.fresh?.add(a.tenant.orgId, queueItemsOf(created).length);
+    });
     const answers = new Map<Waiting, Settled>();
     if (rule) placeTakes(rule, takes.counters, result.limits, answers);
     group.forEach((waiter, i) => {
