@@ -316,6 +316,60 @@ test.serial('a live worker\'s attempt that outlasts DELIVERY_HEARTBEAT_SECONDS k
   t.true((attempts[0]?.latency_ms ?? 0) >= 24_000, 'the answer took its 25 s');
 });
 
+const opDeliveryRow = z.object({ status: z.string(), attempt_count: z.number() });
+/** The operational deliveries of an organization's events (one operational endpoint each here). */
+const opDeliveriesOf = (orgId: string) => app.pool.any(sql.type(opDeliveryRow)`
+  select d.status, d.attempt_count from operational_deliveries d join operational_events e on e.id = d.event_id
+  where e.org_id = ${orgId} order by d.id`);
+
+/** An organization with an operational endpoint at `url`, and one event for it: the creation of an endpoint. Returns the organization. */
+async function oneOperationalEvent(t: ExecutionContext, url: string): Promise<string> {
+  const { key, orgId } = await app.createOrg();
+  const application = await ok(t, 'POST', '/v1/applications', key, { name: 'Operations' }, 201);
+  await ok(t, 'POST', '/v1/event-types', key, { name: 'order.op' }, 201);
+  await ok(t, 'POST', '/v1/operational-webhooks/endpoints', key, { url }, 201);
+  await createEndpoint(t, key, { application_id: application.id, url: 'https://hooks.example.com/in', event_types: ['order.op'] });
+  return orgId;
+}
+
+test.serial('SIGKILL during an operational event\'s attempt: redone after DELIVERY_HEARTBEAT_SECONDS, not after the 180 s lease', async (t) => {
+  let holding = true;
+  const receiver = await startReceiver((_arrival, reply) => {
+    if (!holding) reply(200);
+    else setTimeout(() => reply(200), 14_000).unref();
+  });
+  t.teardown(() => receiver.close());
+  const env = { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' };
+  const first = await startWorkerProcess(t, env);
+  const orgId = await oneOperationalEvent(t, receiver.url('/ops'));
+  await until('the event held at the receiver', () => receiver.arrivals.length === 1);
+  const killedAt = Date.now();
+  first.child.kill('SIGKILL');
+  await first.exited;
+  holding = false;
+  t.deepEqual(await opDeliveriesOf(orgId), [{ status: 'in_flight', attempt_count: 0 }]);
+
+  await startWorkerProcess(t, env);
+  await until('the event redone after the kill', async () => (await opDeliveriesOf(orgId))[0]?.status === 'succeeded', 90_000);
+  const redoneAfterMs = Date.now() - killedAt;
+  t.log(`redone ${redoneAfterMs} ms after the kill`);
+  t.true(redoneAfterMs < 60_000, 'well inside the lease');
+  t.deepEqual(await opDeliveriesOf(orgId), [{ status: 'succeeded', attempt_count: 1 }]);
+  t.is(receiver.arrivals.length, 2, 'sent twice: the attempt the kill cut, then the redo');
+});
+
+test.serial('an operational event\'s attempt that outlasts DELIVERY_HEARTBEAT_SECONDS keeps its claim: another worker does not send it again', async (t) => {
+  const receiver = await startReceiver((_arrival, reply) => setTimeout(() => reply(200), 13_000).unref());
+  t.teardown(() => receiver.close());
+  const env = { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' };
+  await startWorkerProcess(t, env);
+  await startWorkerProcess(t, env);
+  const orgId = await oneOperationalEvent(t, receiver.url('/ops'));
+  await until('the event delivered', async () => (await opDeliveriesOf(orgId))[0]?.status === 'succeeded', 60_000);
+  t.deepEqual(await opDeliveriesOf(orgId), [{ status: 'succeeded', attempt_count: 1 }]);
+  t.is(receiver.arrivals.length, 1, 'sent once');
+});
+
 test.serial('SIGTERM: in-flight attempts finish and are recorded before the process exits 0; nothing new is fetched', async (t) => {
   const responded = new Map<string, number>();
   const receiver = await startReceiver((arrival, reply) => {

@@ -20,6 +20,17 @@ export async function claimOperationalDeliveries(db: CommonQueryMethods, limit: 
   return db.any(sql.type(operationalClaim)`select * from claim_operational_deliveries(${limit}, ${leaseSeconds})`);
 }
 
+/**
+ * Extends the lease of operational deliveries this worker still attempts (in flight), to
+ * `leaseSeconds` from now: the heartbeat of a long round. One another worker claimed again
+ * meanwhile has its lease extended too, which only delays its redo.
+ */
+export async function touchOperationalDeliveries(db: CommonQueryMethods, deliveryIds: readonly number[], leaseSeconds: number): Promise<void> {
+  await db.query(sql.unsafe`
+    update operational_deliveries set next_attempt_at = now() + ${leaseSeconds} * interval '1 second'
+    where id = any(${sql.array(deliveryIds, 'int8')}) and status = 'in_flight'`);
+}
+
 export type OperationalAttemptResult = {
   delivery_id: number; attempt: number; status_code: number | null; response_body: string; latency_ms: number;
   attempted_at: string; success: boolean; error: string | null; retry_at: string | null;

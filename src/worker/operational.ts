@@ -7,7 +7,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import {
-  claimOperationalDeliveries, recordOperationalAttempts, type OperationalAttemptResult, type OperationalClaim,
+  claimOperationalDeliveries, recordOperationalAttempts, touchOperationalDeliveries, type OperationalAttemptResult, type OperationalClaim,
 } from '../db/operational-deliveries.ts';
 import type { Logger } from '../logger.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
@@ -40,8 +40,13 @@ export function startOperationalLoop(deps: {
   let running = true;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
-  // The lease must outlast an attempt: a claim that is still running is not handed out again.
-  const leaseSeconds = Math.max(config.deliveryLeaseSeconds, Math.ceil(OPERATIONAL_TIMEOUT_MS / 1000) + 15);
+  // A claim still running is not handed out again. With a heartbeat (DELIVERY_HEARTBEAT_SECONDS,
+  // as tenant deliveries), the lease is the heartbeat, renewed every third of it while the round
+  // runs (attempt and recording), so a worker that died leaves its claims for one heartbeat, not
+  // for DELIVERY_LEASE_SECONDS (180 s by default: three minutes of a crash's events held back).
+  // Without one, the lease must outlast an attempt and its recording.
+  const heartbeatSeconds = config.deliveryHeartbeatSeconds;
+  const leaseSeconds = heartbeatSeconds ?? Math.max(config.deliveryLeaseSeconds, Math.ceil(OPERATIONAL_TIMEOUT_MS / 1000) + 15);
 
   async function attemptOne(claim: OperationalClaim): Promise<OperationalAttemptResult> {
     const started = new Date();
@@ -66,8 +71,17 @@ export function startOperationalLoop(deps: {
   async function round(): Promise<number> {
     const claims = await pool.transaction((tx) => claimOperationalDeliveries(tx, BATCH, leaseSeconds));
     if (claims.length === 0) return 0;
-    const results = await Promise.all(claims.map(attemptOne));
-    await pool.transaction((tx) => recordOperationalAttempts(tx, results, config.circuitBreakerThreshold, config.circuitBreakerCooldown));
+    const heartbeat = heartbeatSeconds === null ? undefined : setInterval(() => {
+      touchOperationalDeliveries(pool, claims.map((c) => c.delivery_id), leaseSeconds).catch((error: unknown) => {
+        if (!isDatabaseUnavailable(error)) logger.warn({ err: error }, 'refreshing the lease of operational deliveries failed');
+      });
+    }, (heartbeatSeconds * 1000) / 3);
+    try {
+      const results = await Promise.all(claims.map(attemptOne));
+      await pool.transaction((tx) => recordOperationalAttempts(tx, results, config.circuitBreakerThreshold, config.circuitBreakerCooldown));
+    } finally {
+      clearInterval(heartbeat);
+    }
     return claims.length;
   }
 
