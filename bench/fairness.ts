@@ -1,0 +1,370 @@
+// `npm run bench:fairness [-- --tree DIR --seconds 30 --fanout 50 --flood-rate 100 --light-rate 10 ...]`:
+// how much one tenant's large fan-out delays another tenant's deliveries.
+//
+// Two tenants share one web and --workers worker processes on a fresh embedded PostgreSQL:
+// - A, "flood": one application with --fanout endpoints, all subscribed to invoice.paid, and jobs
+//   created at --flood-rate per second for --seconds (the default per-organization job limit,
+//   RATE_LIMIT_JOBS_PER_SECOND = 100, is left as it is: A is limited as a real tenant would be);
+//   every job becomes --fanout deliveries, far more than a worker sends, so a backlog builds up.
+// - B, "light": one application with one endpoint, jobs at --light-rate per second from
+//   --light-delay seconds after A's start until A stops (so A's backlog already exists).
+// Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its
+// own, answering 200 at once; paths /flood/<n> and /light/0), so A's requests never hold up the
+// timestamps of B's. The web, the workers and the migrations come from the tree given by --tree
+// (default: this repository), each role started with the Node flags and settings of that tree's
+// own `npm run web` / `npm run worker`; this script, the embedded server and the receivers always
+// come from this repository. Organizations and keys are made by the tree's own admin CLI
+// (create-org); event types, applications and endpoints through the tree's HTTP API.
+//
+// Measured per tenant: jobs created, deliveries attempted, and two latencies from the job's
+// created_at (webhook_jobs.created_at, the value the API answers as created_at):
+// - first arrival: until the job's first request reaches the tenant's receiver (its clock; the
+//   receiver keeps the first arrival of each webhook-id, which is the job id). For B (one
+//   endpoint) that is every delivery; for A it is the first of the job's --fanout deliveries.
+// - every delivery: until each delivery's first attempt started (delivery_attempts.attempted_at,
+//   the worker's clock), for every delivery of the tenant: for A, also the last of a job's fan-out.
+// Both clocks are this machine's. Also A's backlog, sampled every second: the due messages of
+// the delivery queue (pgboss.job, name 'deliveries', state 'created', start_after <= now()), less
+// those of B's pending deliveries (counted apart). After the load stops the script waits until
+// A's backlog is drained or --drain-timeout seconds pass, and reports the drain time (to the
+// second). Report: report.json and report.md in --out (default bench/results/fairness-<timestamp>/),
+// beside the processes' and the server's *.log, and one JSON summary line on stdout.
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, createWriteStream, openSync } from 'node:fs';
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import pg from 'pg';
+import { pino } from 'pino';
+import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { createDatabase, freePort, healthy, roleScriptOf, sleep, stop, type ReceiverStats } from './ab.ts';
+import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
+
+// ---- Settings --------------------------------------------------------------------------------
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const { values: flags } = parseArgs({
+  options: {
+    tree: { type: 'string', default: root },
+    seconds: { type: 'string', default: '30' },
+    workers: { type: 'string', default: '1' },
+    fanout: { type: 'string', default: '50' },
+    'flood-rate': { type: 'string', default: '100' },
+    'light-rate': { type: 'string', default: '10' },
+    'light-delay': { type: 'string', default: '5' },
+    'drain-timeout': { type: 'string', default: '120' },
+    'endpoint-rps': { type: 'string', default: '10000' },
+    out: { type: 'string' },
+  },
+});
+const TREE = path.resolve(flags.tree);
+const SECONDS = Number(flags.seconds);
+const WORKERS = Number(flags.workers);
+const FANOUT = Number(flags.fanout);
+const FLOOD_RATE = Number(flags['flood-rate']);
+const LIGHT_RATE = Number(flags['light-rate']);
+const LIGHT_DELAY = Number(flags['light-delay']);
+const DRAIN_TIMEOUT = Number(flags['drain-timeout']);
+/** Every endpoint's own rate limit (the API's default is 100/s): high, so that only the queue decides who waits. */
+const ENDPOINT_RPS = Number(flags['endpoint-rps']);
+const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
+if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS].every((n) => n > 0) || !(WORKERS >= 1)
+  || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS)) {
+  process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
+    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--out DIR]\n');
+  process.exit(2);
+}
+/** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged. Every other setting keeps its default. */
+const ROLE_ENV = { ALLOW_PRIVATE_DESTINATIONS: 'true', LOG_LEVEL: 'warn' };
+const out = path.resolve(flags.out ?? path.join(root, 'bench/results', `fairness-${new Date().toISOString().replace(/:/g, '-')}`));
+await mkdir(out, { recursive: true });
+const commit = (() => {
+  try {
+    return execFileSync('git', ['-C', TREE, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return null;
+  }
+})();
+
+// ---- Database server -------------------------------------------------------------------------
+
+// The server's own log lines reach embedded.ts's logger as `trace` lines ({ postgres }): they go
+// to postgres.log; this process's warnings and errors go to stderr.
+const serverLog = createWriteStream(path.join(out, 'postgres.log'));
+const logger = pino({
+  level: 'trace',
+  hooks: {
+    logMethod(args, method, level) {
+      const text = (args[0] as { postgres?: unknown } | null)?.postgres;
+      if (typeof text === 'string') serverLog.write(`${text}\n`);
+      else if (level >= 40) Reflect.apply(method, this, args);
+    },
+  },
+}, pino.destination(2));
+// Ephemeral (removed on stop), fsync on as `npm start` has it; under .data/, whose parents the
+// postgres user can enter (embedded.ts makes the data directory itself enterable).
+const embedded = await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `fairness-${process.pid}`), logger, ephemeral: true, durable: true });
+const children: ChildProcess[] = [];
+// Should this process fail, its children must not outlive it.
+process.once('exit', () => { for (const child of children) if (child.exitCode === null) child.kill('SIGTERM'); });
+const admin = new pg.Client({ connectionString: embedded.url });
+await admin.connect();
+const url = await createDatabase(admin, embedded.url, 'fairness');
+let db: pg.Client | undefined;
+
+try {
+  // ---- Schema and tenants, by the tree's own code ----------------------------------------------
+
+  const { migrate } = await import(pathToFileURL(path.join(TREE, 'src/db/migrate.ts')).href) as { migrate: (u: string, l: unknown) => Promise<void> };
+  await migrate(url, logger);
+  db = new pg.Client({ connectionString: url });
+  await db.connect();
+  /** An organization and its first API key, made by the tree's `npm run admin -- create-org` (its stderr in admin.log). */
+  async function createOrg(name: string): Promise<{ orgId: string; key: string }> {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [path.join(TREE, 'src/cli/admin.ts'), 'create-org', '--name', name], {
+      cwd: TREE, env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, LOG_LEVEL: 'warn' },
+    });
+    await appendFile(path.join(out, 'admin.log'), stderr);
+    const answer = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as { org_id: string; api_key: { key: string } };
+    return { orgId: answer.org_id, key: answer.api_key.key };
+  }
+  const floodOrg = await createOrg('fairness flood');
+  const lightOrg = await createOrg('fairness light');
+
+  // ---- Receivers and roles ---------------------------------------------------------------------
+
+  /** A receiver (bench/receiver.ts) in a process of its own, and `ask`: a message to it and its answer. */
+  async function receiver() {
+    const { receiver: child, port } = await startReceiver(['ignore', 'ignore', 'inherit', 'ipc']);
+    children.push(child);
+    const ask = <T>(message: string) => new Promise<T>((resolve) => { child.once('message', (m) => resolve(m as T)); child.send(message); });
+    return { child, port, ask };
+  }
+  const floodReceiver = await receiver();
+  const lightReceiver = await receiver();
+
+  let stopping = false;
+  const exits: string[] = [];
+  /** A role of the tree with the Node flags and settings of the tree's `npm run <role>`, its stdout and stderr in `<name>.log`. */
+  function startRole(role: 'web' | 'worker', name: string, env: Record<string, string> = {}): ChildProcess {
+    const script = roleScriptOf(TREE, role);
+    const fd = openSync(path.join(out, `${name}.log`), 'w');
+    const child = spawn(process.execPath, [...script.nodeArgs, path.join(TREE, 'src/main.ts'), role], {
+      cwd: TREE, stdio: ['ignore', fd, fd], env: { PATH: process.env.PATH ?? '', ...script.env, ...ROLE_ENV, DATABASE_URL: url, ...env },
+    });
+    closeSync(fd);
+    children.push(child);
+    child.once('exit', (code, signal) => { if (!stopping) exits.push(`${name} exited during the run (${code ?? signal})`); });
+    return child;
+  }
+  const webPort = await freePort();
+  const web = startRole('web', 'web', { PORT: String(webPort) });
+  await healthy(webPort);
+  if (!(await fetch(`http://127.0.0.1:${webPort}/health`).then((r) => r.ok, () => false))) throw new Error('the web process did not become healthy (web.log)');
+  const workers = Array.from({ length: WORKERS }, (_, i) => startRole('worker', `worker-${i + 1}`));
+
+  // ---- Fixtures, through the HTTP API ----------------------------------------------------------
+
+  async function setup(key: string, route: string, body: unknown): Promise<{ id: string }> {
+    const res = await fetch(`http://127.0.0.1:${webPort}${route}`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    });
+    const answer = await res.json().catch(() => null) as { id: string } | null;
+    if (!res.ok || !answer) throw new Error(`POST ${route}: ${res.status} ${JSON.stringify(answer)}`);
+    return answer;
+  }
+  /** A tenant's event type, application and `endpoints` endpoints at its receiver (paths /<name>/<n>): who sends its jobs. */
+  async function tenant(org: { key: string }, name: string, endpoints: number, receiverPort: number) {
+    await setup(org.key, '/v1/event-types', { name: EVENT_TYPE });
+    const app = await setup(org.key, '/v1/applications', { name });
+    const endpointIds: string[] = [];
+    for (let i = 0; i < endpoints; i += 1) {
+      endpointIds.push((await setup(org.key, '/v1/endpoints', {
+        application_id: app.id, url: `http://127.0.0.1:${receiverPort}/${name}/${i}`, event_types: [EVENT_TYPE], rate_limit_rps: ENDPOINT_RPS,
+      })).id);
+    }
+    return { sender: { key: org.key, applicationId: app.id } satisfies Sender, endpointIds };
+  }
+  const flood = await tenant(floodOrg, 'flood', FANOUT, floodReceiver.port);
+  const light = await tenant(lightOrg, 'light', 1, lightReceiver.port);
+
+  // ---- Backlog sampler: the delivery queue's due messages, every second ------------------------
+
+  type Sample = { second: number; at: number; due_flood: number; due_light: number; due_behind: number; active: number };
+  /**
+   * The due messages of the delivery queue: B's (those of its endpoint's pending deliveries,
+   * found by the partial index on deliveries), A's (all the others), those of either queued
+   * behind fresh work (priority < 0), and those claimed (active).
+   */
+  async function backlog(client: pg.Client): Promise<Omit<Sample, 'second' | 'at'>> {
+    const { rows: [row] } = await client.query<Omit<Sample, 'second' | 'at'> & { due: number }>(`
+      with light as (select coalesce(array_agg(id), '{}') as ids from deliveries where endpoint_id = $1 and status in ('pending', 'held', 'in_flight'))
+      select count(*) filter (where j.state = 'created' and j.start_after <= now())::int as due,
+             count(*) filter (where j.state = 'created' and j.start_after <= now() and (j.data->>'deliveryId')::bigint = any(light.ids))::int as due_light,
+             count(*) filter (where j.state = 'created' and j.start_after <= now() and j.priority < 0)::int as due_behind,
+             count(*) filter (where j.state = 'active')::int as active
+      from pgboss.job j cross join light where j.name = 'deliveries'`, [light.endpointIds[0]]);
+    const { due = 0, due_light = 0, due_behind = 0, active = 0 } = row ?? {};
+    return { due_flood: due - due_light, due_light, due_behind, active };
+  }
+  const samples: Sample[] = [];
+  let sampling = true;
+  const started = Date.now();
+  // Its own client, so the main flow's queries never wait for it (and the reverse).
+  const sampler = (async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      for (let k = 0; sampling; k += 1) {
+        await sleep(Math.max(0, started + k * 1000 - Date.now()));
+        if (!sampling) break;
+        const at = Date.now();
+        samples.push({ second: +((at - started) / 1000).toFixed(1), at, ...await backlog(client) });
+      }
+    } finally {
+      await client.end();
+    }
+  })();
+
+  // ---- Load: A from the start, B from --light-delay until A stops ------------------------------
+
+  floodReceiver.child.send('track');
+  lightReceiver.child.send('track');
+  const [floodLoad, lightLoad] = await Promise.all([
+    steadyLoad(webPort, [flood.sender], FLOOD_RATE, SECONDS),
+    sleep(LIGHT_DELAY * 1000).then(() => steadyLoad(webPort, [light.sender], LIGHT_RATE, SECONDS - LIGHT_DELAY)),
+  ]);
+  const loadEnded = Date.now();
+
+  // ---- Drain: until A's backlog is gone, or --drain-timeout -------------------------------------
+
+  let drainedAt: number | null = null;
+  while (Date.now() < loadEnded + DRAIN_TIMEOUT * 1000) {
+    const last = samples.at(-1);
+    if (last && last.at >= loadEnded && last.due_flood === 0) {
+      drainedAt = last.at;
+      break;
+    }
+    await sleep(200);
+  }
+  // Then the messages claimed already: sent, and their attempts recorded (as many as the receivers
+  // saw requests), 15 s at most.
+  for (let waited = 0; waited < 60; waited += 1) {
+    const received = (await floodReceiver.ask<ReceiverStats>('stats')).count + (await lightReceiver.ask<ReceiverStats>('stats')).count;
+    const { rows: [recorded] } = await db.query<{ n: number }>('select count(*)::int as n from delivery_attempts');
+    if ((samples.at(-1)?.active ?? 0) === 0 && (recorded?.n ?? 0) >= received) break;
+    await sleep(250);
+  }
+  sampling = false;
+  await sampler;
+
+  // ---- Readings --------------------------------------------------------------------------------
+
+  const floodArrivals = (await floodReceiver.ask<{ arrivals: Array<[string, number]> }>('arrivals')).arrivals;
+  const lightArrivals = (await lightReceiver.ask<{ arrivals: Array<[string, number]> }>('arrivals')).arrivals;
+  const floodStats = await floodReceiver.ask<ReceiverStats>('stats');
+  const lightStats = await lightReceiver.ask<ReceiverStats>('stats');
+  stopping = true;
+  await Promise.all(workers.map((worker) => stop(worker)));
+  await stop(web);
+
+  const ms = (x: number) => Math.round(x);
+  const figures = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    return { n: sorted.length, p50: ms(percentile(sorted, 50)), p90: ms(percentile(sorted, 90)), p99: ms(percentile(sorted, 99)), max: ms(sorted.at(-1) ?? 0) };
+  };
+  /** A tenant's figures: its jobs (created_at), their first arrival at its receiver, and every delivery's first attempt. */
+  async function measure(org: { orgId: string }, load: Awaited<ReturnType<typeof steadyLoad>>, arrivals: Array<[string, number]>, stats: ReceiverStats, endpoints: number) {
+    const { rows: jobs } = await db!.query<{ id: string; created: number }>(
+      'select id, extract(epoch from created_at) * 1000 as created from webhook_jobs where org_id = $1', [org.orgId]);
+    const created = new Map(jobs.map((j) => [j.id, Number(j.created)]));
+    const arrived = new Map(arrivals);
+    // The first arrival of each job, from its created_at; and by the second of the run it was sent in.
+    const firsts: number[] = [];
+    const bySecond = new Map<number, number[]>();
+    for (const { id, sentAt } of load.timeline) {
+      const at = arrived.get(id);
+      const from = created.get(id);
+      if (at === undefined || from === undefined) continue;
+      firsts.push(at - from);
+      const second = Math.floor((sentAt - started) / 1000);
+      bySecond.set(second, [...bySecond.get(second) ?? [], at - from]);
+    }
+    // Every delivery's first attempt (its start), from its job's created_at; null when never attempted.
+    const { rows: deliveries } = await db!.query<{ ms: number | null }>(`
+      select extract(epoch from a.first - j.created_at) * 1000 as ms
+      from deliveries d join webhook_jobs j on j.id = d.job_id
+      left join (select delivery_id, min(attempted_at) as first from delivery_attempts where org_id = $1 group by delivery_id) a on a.delivery_id = d.id
+      where d.org_id = $1`, [org.orgId]);
+    const attempted = deliveries.flatMap((d) => (d.ms === null ? [] : [Number(d.ms)]));
+    const codes: Record<number, number> = {};
+    for (const code of load.codes) codes[code] = (codes[code] ?? 0) + 1;
+    return {
+      jobs_asked: load.codes.length, jobs_created: load.ids.length, answers: codes,
+      deliveries: deliveries.length, deliveries_expected: load.ids.length * endpoints, deliveries_attempted: attempted.length,
+      requests_received: stats.count, jobs_never_arrived: load.ids.length - firsts.length,
+      first_arrival_ms: figures(firsts),
+      every_delivery_ms: figures(attempted),
+      first_arrival_by_second: [...bySecond.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => ({ second, ...figures(xs) })),
+    };
+  }
+  const floodFigures = await measure(floodOrg, floodLoad, floodArrivals, floodStats, FANOUT);
+  const lightFigures = await measure(lightOrg, lightLoad, lightArrivals, lightStats, 1);
+  const loadEndSample = samples.find((s) => s.at >= loadEnded);
+  const backlogFigures = {
+    peak: Math.max(0, ...samples.map((s) => s.due_flood)),
+    at_load_end: loadEndSample?.due_flood ?? null,
+    drain_seconds: drainedAt === null ? null : Math.round((drainedAt - loadEnded) / 1000),
+    left_at_timeout: drainedAt === null ? samples.at(-1)?.due_flood ?? null : 0,
+  };
+
+  // ---- Report ----------------------------------------------------------------------------------
+
+  const settings = {
+    tree: TREE, commit, seconds: SECONDS, workers: WORKERS, fanout: FANOUT, flood_rate: FLOOD_RATE, light_rate: LIGHT_RATE,
+    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, role_settings: ROLE_ENV,
+  };
+  const { first_arrival_by_second: _f, ...floodShort } = floodFigures;
+  const { first_arrival_by_second: _l, ...lightShort } = lightFigures;
+  const summary = { started_at: new Date(started).toISOString(), ...settings, flood: { ...floodShort, backlog: backlogFigures }, light: lightShort, exits };
+  const report = {
+    ...summary,
+    latency_from: 'webhook_jobs.created_at (as the API answers it); first_arrival_ms: to the job\'s first request at the tenant\'s receiver; '
+      + 'every_delivery_ms: to each delivery\'s first attempt start (delivery_attempts.attempted_at)',
+    backlog_from: "pgboss.job, name = 'deliveries', state = 'created', start_after <= now(); due_light: those of B's pending deliveries, due_flood: the rest; "
+      + 'due_behind: either tenant\'s at priority < 0; active: claimed',
+    flood: { ...floodFigures, backlog: backlogFigures, backlog_by_second: samples.map(({ at: _at, ...s }) => s) },
+    light: lightFigures,
+  };
+  await writeFile(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+  const row = (name: string, f: typeof floodFigures) => `| ${name} | ${f.jobs_created} | ${f.deliveries_attempted} / ${f.deliveries_expected} | `
+    + `${f.first_arrival_ms.p50} / ${f.first_arrival_ms.p90} / ${f.first_arrival_ms.p99} / ${f.first_arrival_ms.max} | `
+    + `${f.every_delivery_ms.p50} / ${f.every_delivery_ms.p90} / ${f.every_delivery_ms.p99} / ${f.every_delivery_ms.max} |`;
+  const md = [
+    `# Fairness, ${summary.started_at}`,
+    '',
+    `Tree ${TREE}${commit ? ` (${commit})` : ''}; 1 web and ${WORKERS} worker process(es); ${SECONDS} s of load. `
+      + `A: ${FANOUT} endpoints, ${FLOOD_RATE} jobs/s; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at.`,
+    '',
+    '| tenant | jobs created | deliveries attempted / expected | first arrival p50 / p90 / p99 / max | every delivery p50 / p90 / p99 / max |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    row('A (flood)', floodFigures),
+    row('B (light)', lightFigures),
+    '',
+    `A's backlog (due messages): peak ${backlogFigures.peak}, ${backlogFigures.at_load_end ?? '?'} at the load's end, `
+      + (backlogFigures.drain_seconds === null ? `not drained within ${DRAIN_TIMEOUT} s (${backlogFigures.left_at_timeout} left)` : `drained ${backlogFigures.drain_seconds} s after it`) + '.',
+    `Job answers: A ${JSON.stringify(floodFigures.answers)}, B ${JSON.stringify(lightFigures.answers)}.${exits.length ? ` ${exits.join('; ')}.` : ''}`,
+    '',
+  ].join('\n');
+  await writeFile(path.join(out, 'report.md'), md);
+  process.stderr.write(`report: ${out}\n`);
+  console.log(JSON.stringify(summary));
+} finally {
+  // Whatever happened: the children stopped, then the server (removed, being ephemeral).
+  for (const child of children) await stop(child);
+  await db?.end();
+  await admin.end();
+  await embedded.stop();
+  await new Promise((resolve) => serverLog.end(resolve));
+}
