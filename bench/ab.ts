@@ -3,6 +3,7 @@
 // the Node flags and environment settings of its own `npm run <role>`, and the /proc readings of
 // a process.
 import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -123,6 +124,23 @@ export function startRole(dir: string, role: 'web' | 'worker', env: Record<strin
       ...script.env, ...env,
     },
   });
+}
+
+/**
+ * Starts `role` of the tree in `dir` with the Node flags and settings of its `npm run <role>`,
+ * then `env` (and nothing else of this process's environment but PATH), its stdout and stderr
+ * in `logFile`.
+ */
+export function startLoggedRole(dir: string, role: 'web' | 'worker', env: Record<string, string>, logFile: string): ChildProcess {
+  const script = roleScriptOf(dir, role);
+  const fd = openSync(logFile, 'w');
+  try {
+    return spawn(process.execPath, [...script.nodeArgs, path.join(dir, 'src/main.ts'), role], {
+      cwd: dir, stdio: ['ignore', fd, fd], env: { PATH: process.env.PATH ?? '', ...script.env, ...env },
+    });
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Waits until the web process on `port` answers /health (20 s at most). */

@@ -29,8 +29,8 @@
 // A's backlog is drained or --drain-timeout seconds pass, and reports the drain time (to the
 // second). Report: report.json and report.md in --out (default bench/results/fairness-<timestamp>/),
 // beside the processes' and the server's *.log, and one JSON summary line on stdout.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, createWriteStream, openSync } from 'node:fs';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -38,7 +38,7 @@ import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { createDatabase, freePort, healthy, roleScriptOf, sleep, stop, type ReceiverStats } from './ab.ts';
+import { createDatabase, freePort, healthy, sleep, startLoggedRole, stop, type ReceiverStats } from './ab.ts';
 import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
 
 // ---- Settings --------------------------------------------------------------------------------
@@ -148,12 +148,7 @@ try {
   const exits: string[] = [];
   /** A role of the tree with the Node flags and settings of the tree's `npm run <role>`, its stdout and stderr in `<name>.log`. */
   function startRole(role: 'web' | 'worker', name: string, env: Record<string, string> = {}): ChildProcess {
-    const script = roleScriptOf(TREE, role);
-    const fd = openSync(path.join(out, `${name}.log`), 'w');
-    const child = spawn(process.execPath, [...script.nodeArgs, path.join(TREE, 'src/main.ts'), role], {
-      cwd: TREE, stdio: ['ignore', fd, fd], env: { PATH: process.env.PATH ?? '', ...script.env, ...ROLE_ENV, DATABASE_URL: url, ...env },
-    });
-    closeSync(fd);
+    const child = startLoggedRole(TREE, role, { ...ROLE_ENV, DATABASE_URL: url, ...env }, path.join(out, `${name}.log`));
     children.push(child);
     child.once('exit', (code, signal) => { if (!stopping) exits.push(`${name} exited during the run (${code ?? signal})`); });
     return child;

@@ -18,8 +18,8 @@
 // lock waits over 1 s, lists the processes' level-50 lines and counts their level-40 ones, and
 // gives the rates of accepts and recorded deliveries and the API writes' status codes. It is a
 // measurement: exit code 0, unless --max-deadlocks N is given and more were seen.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, createWriteStream, openSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +32,7 @@ import { migrate } from '../src/db/migrate.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
-import { createDatabase, freePort, healthy, roleScriptOf, sleep, stop } from './ab.ts';
+import { createDatabase, freePort, healthy, sleep, startLoggedRole, stop } from './ab.ts';
 import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -98,12 +98,7 @@ const children: ChildProcess[] = [receiver];
 process.once('exit', () => { for (const child of children) if (child.exitCode === null) child.kill('SIGTERM'); });
 /** A role with the flags and settings of its `npm run <role>`, its stdout and stderr in `<name>.log`. */
 function startRole(role: 'web' | 'worker', name: string, env: Record<string, string> = {}): ChildProcess {
-  const script = roleScriptOf(root, role);
-  const fd = openSync(path.join(out, `${name}.log`), 'w');
-  const child = spawn(process.execPath, [...script.nodeArgs, path.join(root, 'src/main.ts'), role], {
-    cwd: root, stdio: ['ignore', fd, fd], env: { PATH: process.env.PATH ?? '', ...script.env, ...ROLE_ENV, DATABASE_URL: url, ...env },
-  });
-  closeSync(fd);
+  const child = startLoggedRole(root, role, { ...ROLE_ENV, DATABASE_URL: url, ...env }, path.join(out, `${name}.log`));
   children.push(child);
   child.once('exit', (code, signal) => { if (!stopping) exits.push(`${name} exited during the run (${code ?? signal})`); });
   return child;

@@ -17,12 +17,7 @@ const HOURS_48 = 48 * 3600 * 1000;
 
 type Ctx = { key: string; appId: string };
 
-async function setup(t: ExecutionContext): Promise<Ctx> {
-  const { key } = await app.createOrg();
-  const appId = (await fixtures.createApplication({ t, on: app, key })).id;
-  await fixtures.createEventType({ t, on: app, key }, 'order.created');
-  return { key, appId };
-}
+const setup = (t: ExecutionContext): Promise<Ctx> => fixtures.createOrgWithApplication(app, t, ['order.created']);
 
 const createEndpoint = async (t: ExecutionContext, ctx: Ctx): Promise<string> =>
   (await fixtures.createEndpoint({ t, on: app, key: ctx.key }, { application_id: ctx.appId, url: 'https://hooks.example.com/in', event_types: ['order.created'] })).id;

@@ -30,6 +30,17 @@ export const createJob = (by: By, body: Body) => create(by, 'a job', '/v1/webhoo
 
 export const createApiKey = (by: By, body: Body) => create(by, 'an API key', '/v1/api-keys', { name: 'helper', ...body });
 
+/** A new organization (live key, all scopes) with one application and these event types. */
+export async function createOrgWithApplication(
+  on: TestApp, t: ExecutionContext | undefined, eventTypes: readonly string[],
+): Promise<{ key: string; orgId: string; appId: string }> {
+  const { key, orgId } = await on.createOrg();
+  const by = { on, key, t };
+  const appId = (await createApplication(by)).id as string;
+  for (const name of eventTypes) await createEventType(by, name);
+  return { key, orgId, appId };
+}
+
 export type JobWithTargets = { appId: string; eventType: string; endpointIds: string[]; job: any };
 
 /**

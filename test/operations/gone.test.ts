@@ -22,12 +22,7 @@ const app = startTestApp(
 
 type Ctx = { key: string; appId: string };
 
-async function setup(t: ExecutionContext): Promise<Ctx> {
-  const { key } = await app.createOrg();
-  const appId = (await fixtures.createApplication({ t, on: app, key })).id;
-  await fixtures.createEventType({ t, on: app, key }, 'order.created');
-  return { key, appId };
-}
+const setup = (t: ExecutionContext): Promise<Ctx> => fixtures.createOrgWithApplication(app, t, ['order.created']);
 
 const endpoint = async (ctx: Ctx, r: Receiver) =>
   (await fixtures.createEndpoint({ on: app, key: ctx.key }, { application_id: ctx.appId, url: r.url, event_types: ['order.created'] })).id as string;

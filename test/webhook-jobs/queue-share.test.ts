@@ -21,10 +21,8 @@ type Tenant = { key: string; orgId: string; appId: string; endpointIds: string[]
 
 /** An organization with an application of `endpoints` endpoints, each subscribed to order.created. */
 async function tenant(t: ExecutionContext, endpoints: number): Promise<Tenant> {
-  const { key, orgId } = await app.createOrg();
+  const { key, orgId, appId } = await fixtures.createOrgWithApplication(app, t, ['order.created']);
   const by = { t, on: app, key };
-  const appId = (await fixtures.createApplication(by)).id;
-  await fixtures.createEventType(by, 'order.created');
   const endpointIds: string[] = [];
   for (let i = 0; i < endpoints; i += 1) {
     endpointIds.push((await fixtures.createEndpoint(by, { application_id: appId, url: `http://127.0.0.1:9/${i}`, event_types: ['order.created'] })).id);
