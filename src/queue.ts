@@ -50,7 +50,7 @@ export const BACKLOG_PRIORITY = -2;
  * this, every other tenant's new deliveries waited behind its whole backlog; now a tenant within
  * its share goes ahead of another's excess, and the excess runs at full speed whenever nothing
  * fresh is due. Counted by each web process for itself, in memory (counted in the database, it
- * cost the accept 20-29 µs of database time per job, about a tenth: bench/accept-ab.ts), so with
+ * cost the accept 18-29 µs of database time per job, about a tenth: bench/accept-ab.ts), so with
  * several web processes an organization's share is up to that many times `perSecond`: fairness
  * needs no exact count. Forgets every count when the second changes, so it holds only the
  * organizations of the current second. `onPast` hears of each organization that passes its

@@ -56,7 +56,8 @@ test('FreshShare: each organization\'s first deliveries of a second at 0, the re
   let now = Date.parse('2026-11-29T10:00:00.250Z');
   const past: string[] = [];
   const fresh = new FreshShare(SHARE, { now: () => now, onPast: (orgId) => past.push(orgId) });
-  // Organization x: 7 (interleaved with 3 of y), then 2 more in the same second, then 2 in the next.
+  // Organization x: 7 (interleaved with 3 of y); then, in the same second, y's count raised to
+  // its share by a group and one more of x and two of y; then 2 of x in the next second.
   const xy = ['x', 'y', 'x', 'x', 'y', 'x', 'x', 'y', 'x', 'x'];
   t.deepEqual(fresh.take(xy), [0, 0, 0, 0, 0, 0, 0, 0, -2, -2], 'x: its first five in order, then behind; y: within its share');
   t.deepEqual(fresh.counted(['x', 'y', 'z']), { x: 7, y: 3 });
