@@ -62,7 +62,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the
     // API port (web and all; a worker alone then has none).
-    const metrics = makeMetrics({ pool, logger });
+    const metrics = makeMetrics({ pool, logger, queue });
     if (config.metricsPort !== undefined) {
       const metricsServer = await startMetricsServer({ metrics, port: config.metricsPort, logger });
       stops.push(metricsServer.stop);

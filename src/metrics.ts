@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import { poolAvailability, poolShareWaits } from './db/pool.ts';
 import type { Logger } from './logger.ts';
+import type { Queue } from './queue.ts';
 import type { AttemptError } from './worker/attempt.ts';
 
 const PREFIX = 'hookline_';
@@ -80,7 +81,7 @@ async function readSnapshot(pool: DatabasePool): Promise<Snapshot> {
   });
 }
 
-export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metrics {
+export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: Queue }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: PREFIX });
 
@@ -126,6 +127,18 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger }): Metri
       const count = poolShareWaits(deps.pool);
       this.inc(count - shareWaitsSeen);
       shareWaitsSeen = count;
+    },
+  });
+
+  let behindSeen = 0;
+  new Counter({
+    name: `${PREFIX}queue_share_excess_total`,
+    help: 'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the second (QUEUE_SHARE_PER_ORGANIZATION).',
+    registers: [registry],
+    collect() {
+      const behind = deps.queue?.fresh?.behind ?? 0;
+      this.inc(behind - behindSeen);
+      behindSeen = behind;
     },
   });
 

@@ -59,6 +59,7 @@ export const BACKLOG_PRIORITY = -2;
 export class FreshShare {
   #second = Number.NaN;
   readonly #counts = new Map<string, number>();
+  #behind = 0;
   readonly perSecond: number;
   readonly #now: () => number;
   readonly #onPast: (orgId: string) => void;
@@ -72,8 +73,16 @@ export class FreshShare {
   #count(counts: Map<string, number>, orgId: string, n: number): number {
     const before = counts.get(orgId) ?? 0;
     counts.set(orgId, before + n);
-    if (before <= this.perSecond && before + n > this.perSecond) this.#onPast(orgId);
+    if (before + n > this.perSecond) {
+      this.#behind += before + n - Math.max(before, this.perSecond);
+      if (before <= this.perSecond) this.#onPast(orgId);
+    }
     return before;
+  }
+
+  /** Fresh deliveries counted past their organization's share since the start (queued behind): hookline_queue_share_excess_total. */
+  get behind(): number {
+    return this.#behind;
   }
 
   #current(): Map<string, number> {

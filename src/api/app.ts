@@ -45,7 +45,7 @@ export type AppDependencies = {
   recentKeyClock?: () => number;
 };
 
-export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger }), now, healthTimeoutMs, recentKeyClock }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger, queue }), now, healthTimeoutMs, recentKeyClock }: AppDependencies): Express {
   const app = express();
   app.locals.now = now; // read by enforceRateLimit
   app.disable('x-powered-by');

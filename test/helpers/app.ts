@@ -89,7 +89,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   // A generous wait for a connection: the suite's bursts on a busy machine are not outages.
   const pool = await makePool(databaseUrl, { maximumPoolSize: 10, acquireTimeoutMs: 30_000, statementTimeoutMs: config.databaseStatementTimeoutMs });
   teardown.push(() => pool.end());
-  const metrics = makeMetrics({ pool, logger }); // one registry per app, as per process: /metrics shows the worker's attempts too
+  const metrics = makeMetrics({ pool, logger, queue }); // one registry per app, as per process: /metrics shows the worker's attempts too
   if (worker) {
     const running = await startWorker({ pool, config, logger, queue, metrics, ...(options.lookup ? { lookup: options.lookup } : {}) });
     teardown.push(running.stop);

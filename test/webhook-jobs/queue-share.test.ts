@@ -12,6 +12,7 @@ import { acceptJobGroup } from '../../src/db/webhook-jobs.ts';
 import { newId } from '../../src/ids.ts';
 import { FreshShare } from '../../src/queue.ts';
 import { startTestApp } from '../helpers/app.ts';
+import { scrape, valueOf } from '../helpers/metrics.ts';
 import * as fixtures from '../helpers/fixtures.ts';
 
 const SHARE = 5;
@@ -67,6 +68,7 @@ test('FreshShare: each organization\'s first deliveries of a second at 0, the re
   t.deepEqual(fresh.counted(['x', 'y']), {}, 'a new second forgets');
   t.deepEqual(fresh.take(['x', 'x']), [0, 0], 'x: a new share');
   t.deepEqual(past, ['x', 'y'], 'each organization heard of once a second, when it passes its share');
+  t.is(fresh.behind, 5, 'x: 2 + 1, y: 2 queued behind');
 });
 
 test.serial('accept_job_group queues a group\'s deliveries past what its organization already queued this second behind', async (t) => {
@@ -93,11 +95,16 @@ test.serial('accept_job_group queues a group\'s deliveries past what its organiz
   t.deepEqual(await priorities([items[1]!.job.id]), [0], 'b: none yet');
 });
 
-test.serial('a job fanned out past its organization\'s share: the excess goes behind another tenant\'s job queued later', async (t) => {
+/** hookline_queue_share_excess_total on the app's /metrics. */
+const excess = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_queue_share_excess_total');
+
+test.serial('a job fanned out past its organization\'s share: the excess goes behind another tenant\'s job queued later, and is counted', async (t) => {
   const a = await tenant(t, 8);
   const b = await tenant(t, 1);
+  const before = await excess();
   const fanned = await createJob(t, a);
   t.deepEqual(await priorities([fanned]), [-2, -2, -2, 0, 0, 0, 0, 0]);
+  t.is((await excess() ?? Number.NaN) - (before ?? Number.NaN), 3, 'hookline_queue_share_excess_total');
   const later = await createJob(t, b);
   const aFirst = await fetchDue(SHARE);
   t.is(aFirst.length, SHARE);
