@@ -56,6 +56,8 @@ const { values: flags } = parseArgs({
     'drain-timeout': { type: 'string', default: '120' },
     'endpoint-rps': { type: 'string', default: '10000' },
     out: { type: 'string' },
+    /** A setting for both roles, KEY=VALUE (repeatable): e.g. QUEUE_SHARE_PER_ORGANIZATION=200. */
+    env: { type: 'string', multiple: true, default: [] },
   },
 });
 const TREE = path.resolve(flags.tree);
@@ -72,11 +74,18 @@ const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
 if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS].every((n) => n > 0) || !(WORKERS >= 1)
   || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS)) {
   process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
-    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--out DIR]\n');
+    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--out DIR] [--env KEY=VALUE]...\n');
   process.exit(2);
 }
-/** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged. Every other setting keeps its default. */
-const ROLE_ENV = { ALLOW_PRIVATE_DESTINATIONS: 'true', LOG_LEVEL: 'warn' };
+/** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged, and each --env. Every other setting keeps its default. */
+const ROLE_ENV: Record<string, string> = {
+  ALLOW_PRIVATE_DESTINATIONS: 'true', LOG_LEVEL: 'warn',
+  ...Object.fromEntries(flags.env.map((setting) => {
+    const at = setting.indexOf('=');
+    if (at < 1) throw new Error(`--env ${setting}: expected KEY=VALUE`);
+    return [setting.slice(0, at), setting.slice(at + 1)];
+  })),
+};
 const out = path.resolve(flags.out ?? path.join(root, 'bench/results', `fairness-${new Date().toISOString().replace(/:/g, '-')}`));
 await mkdir(out, { recursive: true });
 const commit = (() => {
