@@ -6,7 +6,12 @@
 create or replace function applications_cascade_soft_delete() returns trigger
 language plpgsql as $$
 begin
-  -- Their deliveries the cascade drops locked first, in id order, as a claim locks deliveries:
+  -- The endpoints first, in id order, then their deliveries: the order of an endpoint's own
+  -- delete and of the upkeep's release of held deliveries (endpoints locked, then their held
+  -- deliveries). Deliveries first, the cascade held a delivery the release wanted while it
+  -- waited for the endpoint the release held (the lock probe, npm run bench:locks).
+  perform 1 from endpoints e where e.application_id = new.id and e.deleted_at is null order by e.id for no key update;
+  -- Their deliveries the cascade drops locked next, in id order, as a claim locks deliveries:
   -- each endpoint's drop (endpoints_drop_deliveries) locks only its own in id order, so across
   -- endpoints the delete took them in no order, and a claim holding a delivery of one endpoint
   -- and waiting for one of another deadlocked with it (3 of the 4 deadlocks left in a probe of

@@ -14,10 +14,17 @@ begin
     where j.status in ('created', 'executing', 'awaiting_retry') and j.expires_at <= now()
       and d.job_id = j.id and d.status = 'held';
 
-  -- Not an endpoint disabled as gone (a 410 answer): it never gets a probe.
+  -- Not an endpoint disabled as gone (a 410 answer): it never gets a probe. Endpoints another
+  -- transaction holds are passed over (the next run heals them): this run may hold held
+  -- deliveries from the statement above, and an application's delete locks its endpoints, then
+  -- their deliveries.
   update endpoints e set next_probe_at = now()
-    where e.status = 'disabled' and e.disabled_reason = 'circuit_breaker' and e.deleted_at is null and e.next_probe_at is null
-      and not exists (select 1 from deliveries d where d.endpoint_id = e.id and d.is_probe and d.status in ('pending', 'in_flight'));
+    where e.id in (
+      select x.id from endpoints x
+      where x.status = 'disabled' and x.disabled_reason = 'circuit_breaker' and x.deleted_at is null and x.next_probe_at is null
+        and not exists (select 1 from deliveries d where d.endpoint_id = x.id and d.is_probe and d.status in ('pending', 'in_flight'))
+      order by x.id
+      for no key update skip locked);
 
   -- Held deliveries of active endpoints go back on the queue, 10,000 per run: the rest of a
   -- release too big for one batch (a recovered endpoint), and endpoints activated by hand.

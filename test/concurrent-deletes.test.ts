@@ -470,6 +470,32 @@ test.serial('the same with a held delivery: it is made pending and queued, so th
   t.is(rows[0]?.n, 1, 'a queue message for it, due now, from the delete');
 });
 
+test.serial('an application delete beside the upkeep\'s release of its endpoint\'s held deliveries: no deadlock', async (t) => {
+  // The release (run_delivery_upkeep) locks an active endpoint with held deliveries, then the
+  // deliveries; the application's delete locked the deliveries of its endpoints first, then waited
+  // for the endpoint the release held, while the release waited for a delivery it held (the lock
+  // probe). The holder session does what the release does, one lock at a time.
+  const { key, application, subscriber, newJob, holder, watcher } = await setup(t);
+  await createEventType({ on: app, key, t }, 'order.created');
+  const endpoint = await subscriber();
+  await newJob();
+  const { rows: [delivery] } = await watcher.query<{ id: string }>('select id from deliveries where endpoint_id = $1', [endpoint.id]);
+  await watcher.query(`update deliveries set status = 'held' where id = $1`, [delivery?.id]);
+
+  await holder.query('begin');
+  await holder.query('select 1 from endpoints where id = $1 for no key update', [endpoint.id]);
+  const applicationDelete = app.request('DELETE', `/v1/applications/${application.id}`, { key });
+  await waitingOn(watcher, 'update applications set deleted_at');
+  const release = holder.query(`update deliveries set status = 'pending', next_attempt_at = now() where id = $1 and status = 'held'`, [delivery?.id]);
+  t.is(await answeredOrCycle(watcher, release), 'answered', 'the release waited for the delete, which waited for it');
+  await holder.query('commit');
+
+  const [res] = await settle(t, watcher, [applicationDelete]);
+  t.is(res?.status, 200, JSON.stringify(res?.body));
+  const { rows: [after] } = await watcher.query<{ status: string }>('select status from deliveries where id = $1', [delivery?.id]);
+  t.is(after?.status, 'dropped', 'released, then dropped by the delete');
+});
+
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {
   for (const code of ['40P01', '40001']) {
     const error = translateDatabaseError(Object.assign(new Error('deadlock detected'), { code }));
