@@ -110,7 +110,7 @@ test.serial('a recorded probe success queues the endpoint\'s held deliveries beh
   const a = await setup(t);
   const endpointId = await createEndpoint(t, a);
   const b = await setup(t);
-  const failing = await createEndpoint(t, b);
+  await createEndpoint(t, b);
   // In flight: a delivery of A's endpoint, which will be its probe, and one of B's, which will fail.
   const [probeJob] = await createJobs(t, a, 1);
   const [failedJob] = await createJobs(t, b, 1);
@@ -135,7 +135,6 @@ test.serial('a recorded probe success queues the endpoint\'s held deliveries beh
   });
   const transitions = await recordOutcomes(app.pool, results, claimed.map((c) => c.message), 5, 30);
   t.deepEqual(transitions.map((c) => [c.circuit, c.endpoint_id]), [['enabled', endpointId]]);
-  t.not(failing, endpointId);
 
   t.deepEqual(await queued([failedJob!]), [{ status: 'pending', priorities: [0] }], 'the retry is fresh work');
   t.deepEqual(sorted(await fetchDue(1)), await deliveryIds([failedJob!]), 'the retry first');
