@@ -81,6 +81,19 @@ async function readSnapshot(pool: DatabasePool): Promise<Snapshot> {
   });
 }
 
+/** A counter that follows a running total the process keeps elsewhere, read at each scrape. */
+function totalCounter(registry: Registry, name: string, help: string, total: () => number): void {
+  let seen = 0;
+  new Counter({
+    name, help, registers: [registry],
+    collect() {
+      const now = total();
+      this.inc(now - seen);
+      seen = now;
+    },
+  });
+}
+
 export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: Queue }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: PREFIX });
@@ -118,29 +131,12 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
   attemptDuration.zero({ outcome: 'success' });
   attemptDuration.zero({ outcome: 'failure' });
 
-  let shareWaitsSeen = 0;
-  new Counter({
-    name: `${PREFIX}database_share_waits_total`,
-    help: 'Database calls of this process that waited for a connection because their organization\'s requests held its share of the pool (all but a fifth of DATABASE_POOL_SIZE).',
-    registers: [registry],
-    collect() {
-      const count = poolShareWaits(deps.pool);
-      this.inc(count - shareWaitsSeen);
-      shareWaitsSeen = count;
-    },
-  });
-
-  let behindSeen = 0;
-  new Counter({
-    name: `${PREFIX}queue_share_excess_total`,
-    help: 'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the second (QUEUE_SHARE_PER_ORGANIZATION).',
-    registers: [registry],
-    collect() {
-      const behind = deps.queue?.fresh?.behind ?? 0;
-      this.inc(behind - behindSeen);
-      behindSeen = behind;
-    },
-  });
+  totalCounter(registry, `${PREFIX}database_share_waits_total`,
+    'Database calls of this process that waited for a connection because their organization\'s requests held its share of the pool (all but a fifth of DATABASE_POOL_SIZE).',
+    () => poolShareWaits(deps.pool));
+  totalCounter(registry, `${PREFIX}queue_share_excess_total`,
+    'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the second (QUEUE_SHARE_PER_ORGANIZATION).',
+    () => deps.queue?.fresh?.behind ?? 0);
 
   const slowOrganizations = new Gauge({
     name: `${PREFIX}worker_slow_organizations`,
