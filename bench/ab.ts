@@ -3,12 +3,12 @@
 // the Node flags and environment settings of its own `npm run <role>`, and the /proc readings of
 // a process.
 import { fork, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, createWriteStream, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { createEndpoint } from '../src/core/endpoints.ts';
 import { insertApplication } from '../src/db/applications.ts';
@@ -141,6 +141,29 @@ export function startLoggedRole(dir: string, role: 'web' | 'worker', env: Record
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The logger of a bench that starts its own server: the server's log lines, which reach
+ * embedded.ts's logger as `trace` lines ({ postgres }), go whole to `file` (rather than the last
+ * 50 lines embedded.ts keeps for a failed start) and to `onLine`; this process's warnings and
+ * errors go to stderr. `close()` ends the file.
+ */
+export function serverLogger(file: string, onLine: (line: string) => void = () => {}): { logger: Logger; close(): Promise<void> } {
+  const stream = createWriteStream(file);
+  const logger = pino({
+    level: 'trace',
+    hooks: {
+      logMethod(args, method, level) {
+        const text = (args[0] as { postgres?: unknown } | null)?.postgres;
+        if (typeof text === 'string') {
+          onLine(text);
+          stream.write(`${text}\n`);
+        } else if (level >= 40) Reflect.apply(method, this, args);
+      },
+    },
+  }, pino.destination(2));
+  return { logger, close: () => new Promise((resolve) => { stream.end(resolve); }) };
 }
 
 /** Waits until the web process on `port` answers /health (20 s at most). */

@@ -30,15 +30,13 @@
 // second). Report: report.json and report.md in --out (default bench/results/fairness-<timestamp>/),
 // beside the processes' and the server's *.log, and one JSON summary line on stdout.
 import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
-import { pino } from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { createDatabase, freePort, healthy, sleep, startLoggedRole, stop, type ReceiverStats } from './ab.ts';
+import { createDatabase, freePort, healthy, serverLogger, sleep, startLoggedRole, stop, type ReceiverStats } from './ab.ts';
 import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
 
 // ---- Settings --------------------------------------------------------------------------------
@@ -98,19 +96,8 @@ const commit = (() => {
 
 // ---- Database server -------------------------------------------------------------------------
 
-// The server's own log lines reach embedded.ts's logger as `trace` lines ({ postgres }): they go
-// to postgres.log; this process's warnings and errors go to stderr.
-const serverLog = createWriteStream(path.join(out, 'postgres.log'));
-const logger = pino({
-  level: 'trace',
-  hooks: {
-    logMethod(args, method, level) {
-      const text = (args[0] as { postgres?: unknown } | null)?.postgres;
-      if (typeof text === 'string') serverLog.write(`${text}\n`);
-      else if (level >= 40) Reflect.apply(method, this, args);
-    },
-  },
-}, pino.destination(2));
+// The server's log goes to postgres.log; this process's warnings and errors to stderr.
+const { logger, close: closeServerLog } = serverLogger(path.join(out, 'postgres.log'));
 // Ephemeral (removed on stop), fsync on as `npm start` has it; under .data/, whose parents the
 // postgres user can enter (embedded.ts makes the data directory itself enterable).
 const embedded = await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `fairness-${process.pid}`), logger, ephemeral: true, durable: true });
@@ -370,5 +357,5 @@ try {
   await db?.end();
   await admin.end();
   await embedded.stop();
-  await new Promise((resolve) => serverLog.end(resolve));
+  await closeServerLog();
 }

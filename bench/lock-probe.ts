@@ -19,20 +19,18 @@
 // gives the rates of accepts and recorded deliveries and the API writes' status codes. It is a
 // measurement: exit code 0, unless --max-deadlocks N is given and more were seen.
 import type { ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { pino } from 'pino';
 import { createApiKey } from '../src/core/api-keys.ts';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { insertOrganization } from '../src/db/organizations.ts';
 import { makePool } from '../src/db/pool.ts';
 import { newId } from '../src/ids.ts';
-import { createDatabase, freePort, healthy, sleep, startLoggedRole, stop } from './ab.ts';
+import { createDatabase, freePort, healthy, serverLogger, sleep, startLoggedRole, stop } from './ab.ts';
 import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -59,22 +57,9 @@ if (!(SECONDS > 0) || !(WORKERS >= 1) || (MAX_DEADLOCKS !== null && !(MAX_DEADLO
 }
 await mkdir(out, { recursive: true });
 
-// The server's log reaches embedded.ts's logger as `trace` lines ({ postgres }): kept whole here
-// (and in postgres.log) rather than the last 50 lines embedded.ts keeps for a failed start.
+// The server's log, kept whole here (and in postgres.log) for the report.
 const serverLog: string[] = [];
-const serverLogFile = createWriteStream(path.join(out, 'postgres.log'));
-const logger = pino({
-  level: 'trace',
-  hooks: {
-    logMethod(args, method, level) {
-      const text = (args[0] as { postgres?: unknown } | null)?.postgres;
-      if (typeof text === 'string') {
-        serverLog.push(text);
-        serverLogFile.write(`${text}\n`);
-      } else if (level >= 40) Reflect.apply(method, this, args);
-    },
-  },
-}, pino.destination(2));
+const { logger, close: closeServerLog } = serverLogger(path.join(out, 'postgres.log'), (line) => serverLog.push(line));
 
 const embedded = await startEmbeddedPostgres({
   dataDir: path.join(root, '.data', `locks-${process.pid}`), logger, ephemeral: true, durable: true,
@@ -228,7 +213,7 @@ const relations = new Map((await db.query<{ oid: string; relname: string }>(
 await db.end();
 await admin.end();
 await embedded.stop();
-await new Promise((resolve) => serverLogFile.end(resolve));
+await closeServerLog();
 
 async function serverDeadlocks(): Promise<number> {
   return Number((await admin.query(`select deadlocks from pg_stat_database where datname = 'locks'`)).rows[0]?.deadlocks ?? 0);
