@@ -49,6 +49,31 @@ async function startReceiver(handle: (arrival: Arrival, reply: Reply) => void): 
   };
 }
 
+/**
+ * A receiver that holds each request open (answered 200 after `holdMs` at most) until `letGo()`,
+ * which answers those held and makes it answer every later request at once. Closed when the
+ * test ends.
+ */
+async function holdingReceiver(t: ExecutionContext, holdMs: number): Promise<Receiver & { letGo(): void }> {
+  let holding = true;
+  const held: Reply[] = [];
+  const receiver = await startReceiver((_arrival, reply) => {
+    if (!holding) return reply(200);
+    held.push(reply);
+    setTimeout(() => reply(200), holdMs).unref();
+  });
+  t.teardown(() => receiver.close());
+  return {
+    url: receiver.url,
+    get arrivals() { return receiver.arrivals; },
+    close: () => receiver.close(),
+    letGo() {
+      holding = false;
+      for (const reply of held) reply(200);
+    },
+  };
+}
+
 async function processOwningPort(port: number, pids: readonly number[]): Promise<number | null> {
   const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
   const inodes = new Set((await readFile('/proc/net/tcp', 'utf8')).split('\n').slice(1)
@@ -187,13 +212,7 @@ test.serial('SIGKILL mid-attempt loses no delivery: after the lease a second wor
   // Held open until the test lets go after the kill (at most 30 s); answers at once after it.
   // No shorter hold: on a loaded machine the test may take seconds to see the attempts in
   // flight and kill, and an answer before the kill would be recorded.
-  let holding = true;
-  const held: Reply[] = [];
-  const receiver = await startReceiver((_arrival, reply) => {
-    if (!holding) return reply(200);
-    held.push(reply);
-    setTimeout(() => reply(200), 30_000).unref();
-  });
+  const receiver = await holdingReceiver(t, 30_000);
   const { key, appId } = await setup(t, ['order.killed']);
   await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.killed'] });
   // An attempt is cut at the lease minus 5 s (at least 1 s): a 10 s lease lets an attempt wait
@@ -216,8 +235,7 @@ test.serial('SIGKILL mid-attempt loses no delivery: after the lease a second wor
   first.child.kill('SIGKILL');
   t.deepEqual(await first.exited, { code: null, signal: 'SIGKILL' });
   const seenBeforeKill = new Set(receiver.arrivals.filter((a) => a.at < killedAt).map((a) => a.id));
-  holding = false;
-  for (const reply of held) reply(200);
+  receiver.letGo();
 
   // Nothing of the killed attempts was recorded.
   t.deepEqual(await attemptsOf(jobIds), [], 'the killed worker recorded no attempt');
@@ -270,12 +288,7 @@ test.serial('SIGKILL with the default lease: the attempts are redone after DELIV
   // Before the heartbeat, a dead worker's deliveries waited for the lease (DELIVERY_LEASE_SECONDS,
   // 180 s by default, as long as the largest timeout_ms allows): three minutes and more for every
   // crash. A heartbeat of 10 s (its least) is checked every 10 s: redone 10-20 s after the kill.
-  let holding = true;
-  const receiver = await startReceiver((_arrival, reply) => {
-    if (!holding) reply(200);
-    else setTimeout(() => reply(200), 30_000).unref();
-  });
-  t.teardown(() => receiver.close());
+  const receiver = await holdingReceiver(t, 30_000);
   const { key, appId } = await setup(t, ['order.beat']);
   await createEndpoint(t, key, { application_id: appId, url: receiver.url(), event_types: ['order.beat'], timeout_ms: 60_000 });
   const env = { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' };
@@ -286,7 +299,7 @@ test.serial('SIGKILL with the default lease: the attempts are redone after DELIV
   const killedAt = Date.now();
   first.child.kill('SIGKILL');
   await first.exited;
-  holding = false;
+  receiver.letGo();
   t.deepEqual((await deliveriesOf(jobIds)).map((d) => d.status), Array(3).fill('in_flight'));
 
   await startWorkerProcess(t, env);
@@ -333,12 +346,7 @@ async function oneOperationalEvent(t: ExecutionContext, url: string): Promise<st
 }
 
 test.serial('SIGKILL during an operational event\'s attempt: redone after DELIVERY_HEARTBEAT_SECONDS, not after the 180 s lease', async (t) => {
-  let holding = true;
-  const receiver = await startReceiver((_arrival, reply) => {
-    if (!holding) reply(200);
-    else setTimeout(() => reply(200), 14_000).unref();
-  });
-  t.teardown(() => receiver.close());
+  const receiver = await holdingReceiver(t, 14_000);
   const env = { DELIVERY_LEASE_SECONDS: '180', DELIVERY_HEARTBEAT_SECONDS: '10' };
   const first = await startWorkerProcess(t, env);
   const orgId = await oneOperationalEvent(t, receiver.url('/ops'));
@@ -346,7 +354,7 @@ test.serial('SIGKILL during an operational event\'s attempt: redone after DELIVE
   const killedAt = Date.now();
   first.child.kill('SIGKILL');
   await first.exited;
-  holding = false;
+  receiver.letGo();
   t.deepEqual(await opDeliveriesOf(orgId), [{ status: 'in_flight', attempt_count: 0 }]);
 
   await startWorkerProcess(t, env);
