@@ -1,5 +1,6 @@
--- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints and
--- jobs, an endpoint's reaches its subscriptions and waiting deliveries. In-flight attempts
+-- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints, an
+-- endpoint's reaches its subscriptions and waiting deliveries; an application's jobs follow in
+-- the worker's upkeep (delete_jobs_of_deleted_applications, below). In-flight attempts
 -- finish and are recorded. (The counts that follow are kept in 002-counters.sql.)
 
 -- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
@@ -34,8 +35,8 @@ create or replace trigger applications_cascade_soft_delete
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function applications_cascade_soft_delete();
 
--- Deleting an endpoint (soft) drops its waiting deliveries; deleting an application (soft)
--- also soft-deletes its jobs. In-flight attempts finish and are recorded.
+-- Deleting an endpoint (soft) drops its waiting deliveries. In-flight attempts finish and are
+-- recorded.
 create or replace function endpoints_drop_deliveries() returns trigger
 language plpgsql as $$
 declare
@@ -87,20 +88,58 @@ create or replace trigger endpoints_drop_deliveries
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function endpoints_drop_deliveries();
 
-create or replace function applications_soft_delete_jobs() returns trigger
+-- The jobs of a deleted application are soft-deleted afterwards, by the worker's upkeep, in
+-- batches: in the delete's own statement they cost about 19 µs each, so an application of about
+-- 1.5 million jobs could never be deleted (its delete always met the statement timeout) and
+-- each try held a core for that long. Until its jobs are done (applications.jobs_deleted_at
+-- set) the API treats them as deleted (src/db/webhook-jobs.ts, lock_webhook_job). Their open
+-- deliveries go with the endpoints, in the delete itself (above).
+--
+-- At most p_batch jobs, of the applications deleted longest ago first, each set to its
+-- application's deleted_at; an application none of whose jobs is left gets jobs_deleted_at.
+-- Jobs another transaction holds (a recording's, a retry's) are passed over until a later call.
+-- One call at a time across workers (an advisory lock; the others return 0 at once). Jobs
+-- are locked before their application's row, as a recording locks them. Returns how many jobs
+-- it deleted; call again while it returns p_batch.
+create or replace function delete_jobs_of_deleted_applications(p_batch integer) returns integer
 language plpgsql as $$
+declare
+  v_app record;
+  v_left integer := p_batch;
+  v_count integer;
 begin
-  update webhook_jobs set deleted_at = new.deleted_at where application_id = new.id and deleted_at is null;
-  return null;
+  if p_batch is null or p_batch < 1 then
+    raise exception 'delete_jobs_of_deleted_applications: p_batch must be at least 1';
+  end if;
+  if not pg_try_advisory_xact_lock(hashtext('hookline'), hashtext('delete_jobs_of_deleted_applications')) then
+    return 0;
+  end if;
+  for v_app in
+    select a.id, a.deleted_at from applications a
+    where a.deleted_at is not null and a.jobs_deleted_at is null
+    order by a.deleted_at, a.id
+  loop
+    -- Picked through the index (application_id, created_at, id) of jobs not deleted.
+    update webhook_jobs j set deleted_at = v_app.deleted_at
+      where j.id = any(array(
+          select j2.id from webhook_jobs j2
+          where j2.application_id = v_app.id and j2.deleted_at is null
+          limit v_left
+          for no key update skip locked))
+        and j.deleted_at is null;
+    get diagnostics v_count = row_count;
+    v_left := v_left - v_count;
+    exit when v_left <= 0;
+    if not exists (select 1 from webhook_jobs j where j.application_id = v_app.id and j.deleted_at is null) then
+      update applications set jobs_deleted_at = now() where id = v_app.id;
+    end if;
+  end loop;
+  return p_batch - v_left;
 end;
 $$;
 
-comment on function applications_soft_delete_jobs() is 'Trigger function: a soft-deleted application soft-deletes its jobs.';
-
-create or replace trigger applications_soft_delete_jobs
-  after update of deleted_at on applications
-  for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function applications_soft_delete_jobs();
+comment on function delete_jobs_of_deleted_applications(integer) is
+  'Soft-deletes at most p_batch jobs of deleted applications (oldest deletes first) and marks an application whose jobs are all deleted (jobs_deleted_at); returns how many jobs. Called by the worker''s upkeep.';
 
 -- A deleted endpoint remembers the names it subscribed to (deleted_event_types), so that
 -- restore_endpoint (018-restore-endpoint.sql) can subscribe it again by name.

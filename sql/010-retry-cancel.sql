@@ -62,15 +62,17 @@ comment on function start_delivery_round(bigint[]) is
 
 -- The job a retry or cancel acts on, locked: its status as the API shows it (current_status:
 -- executing while an attempt is in flight), or null when the caller may not see it (another
--- organization, environment or, for a portal token, application; or deleted). The one place
--- both find their job, so the tenant rule cannot differ between them.
+-- organization, environment or, for a portal token, application; or deleted, itself or with its
+-- application, whose jobs the upkeep soft-deletes after it: sql/003-soft-delete.sql). The one
+-- place both find their job, so the tenant rule cannot differ between them.
 create or replace function lock_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text)
 returns text
 language sql as $$
   select j.current_status from webhook_jobs j
     where j.org_id = p_org_id and j.environment = p_environment and j.id = p_job_id and j.deleted_at is null
       and (p_application_id is null or j.application_id = p_application_id)
-    for update;
+      and not exists (select 1 from applications a where a.id = j.application_id and a.deleted_at is not null)
+    for update of j;
 $$;
 
 comment on function lock_webhook_job(text, text, text, text) is

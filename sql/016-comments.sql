@@ -25,7 +25,7 @@ comment on column api_keys.created_at is 'When the key was created.';
 
 -- ------------------------------------------------------------------ applications, event types, endpoints
 
-comment on table applications is 'An organization''s customers, the unit jobs are sent for. Soft-deleted (deleted_at): its endpoints and jobs are soft-deleted with it.';
+comment on table applications is 'An organization''s customers, the unit jobs are sent for. Soft-deleted (deleted_at): its endpoints are soft-deleted with it, its jobs afterwards by the worker''s upkeep (jobs_deleted_at).';
 comment on column applications.id is 'app_… id.';
 comment on column applications.org_id is 'Owning organization.';
 comment on column applications.environment is 'live or test, from the key that created it.';
@@ -38,6 +38,7 @@ comment on column applications.success_rate is 'Percent of successful attempts o
 comment on column applications.created_at is 'When the application was created.';
 comment on column applications.updated_at is 'Last change of name, uid, metadata or deleted_at (trigger).';
 comment on column applications.deleted_at is 'When it was soft-deleted; null: live.';
+comment on column applications.jobs_deleted_at is 'When the worker''s upkeep had soft-deleted all of a deleted application''s jobs (delete_jobs_of_deleted_applications); null while some are left (the API already treats them as deleted) or while the application is live.';
 
 comment on table event_types is 'Caller-defined event names that jobs carry and endpoints subscribe to. Deleted for good; the name may then be created again.';
 comment on column event_types.id is 'evt_… id.';

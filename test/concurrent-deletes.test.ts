@@ -16,6 +16,7 @@ import { startTestApp, type Response } from './helpers/app.ts';
 import { answeredOrCycle, twoSessions, waitingOn } from './helpers/sessions.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { translateDatabaseError } from '../src/errors.ts';
+import { deleteJobsOfDeletedApplications } from '../src/db/applications.ts';
 
 process.env.PGOPTIONS = '-c deadlock_timeout=10min';
 const app = startTestApp();
@@ -50,8 +51,12 @@ async function setup(t: ExecutionContext) {
   return { by, key: org.key, application, subscriber, newJob, ...await clients(t) };
 }
 
-/** The job's stored status, and whether it is deleted, as a DBA reads them. */
+/**
+ * The job's stored status, and whether it is deleted, as a DBA reads them. An application's
+ * delete leaves its jobs to the worker's upkeep: its step is run first (no worker here).
+ */
 async function storedJob(watcher: pg.Client, id: string) {
+  while (await deleteJobsOfDeletedApplications(app.pool, 1000) > 0);
   return (await watcher.query<{ status: string; deleted: boolean }>(
     'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [id])).rows[0];
 }

@@ -106,3 +106,13 @@ export async function softDeleteApplication(pool: DatabasePool, tenant: Tenant, 
       returning id, deleted_at`);
   });
 }
+
+/**
+ * The upkeep's step after application deletes: at most `batch` of their jobs soft-deleted, in
+ * one transaction (delete_jobs_of_deleted_applications, sql/003-soft-delete.sql). Returns how
+ * many; 0 also while another worker runs it.
+ */
+export async function deleteJobsOfDeletedApplications(db: CommonQueryMethods, batch: number): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ deleted: z.number() }))`
+    select delete_jobs_of_deleted_applications(${batch}) as deleted`);
+}

@@ -7,7 +7,7 @@ import { DELIVERY_QUEUE, queueItem, type QueueItem } from '../queue.ts';
 import { causeChain } from './availability.ts';
 import { takenManyRow } from './rate-limits.ts';
 import { newestFirstPage, type PageRequest } from './offset.ts';
-import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
+import { applicationsOf, ofApplication, ownedBy, type Tenant } from './tenant.ts';
 import { attemptRecordRow } from './delivery-attempts.ts';
 
 const status = z.enum(['created', 'executing', 'awaiting_retry', 'succeeded', 'discarded', 'archived']);
@@ -181,9 +181,25 @@ export async function acceptJobGroup(
   };
 }
 
+/**
+ * A job not deleted, nor of a deleted application: an application's delete leaves its jobs to
+ * the worker's upkeep, which soft-deletes them afterwards in batches
+ * (delete_jobs_of_deleted_applications, sql/003-soft-delete.sql).
+ */
 export async function findJob(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<JobRow | null> {
   return db.maybeOne(sql.type(jobRow)`
-    select ${columns} from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
+    select ${columns} from webhook_jobs where ${ownedBy(tenant)} and id = ${id} and deleted_at is null
+      and not exists (select 1 from applications a where a.id = webhook_jobs.application_id and a.deleted_at is not null)`);
+}
+
+/**
+ * The tenant's deleted applications whose jobs the upkeep has not all soft-deleted yet (usually
+ * none), through their partial index.
+ */
+async function applicationsWithJobsToDelete(db: CommonQueryMethods, tenant: Tenant): Promise<readonly string[]> {
+  return db.anyFirst(sql.type(z.object({ id: z.string() }))`
+    select id from applications
+    where ${applicationsOf(tenant)} and deleted_at is not null and jobs_deleted_at is null`);
 }
 
 /**
@@ -231,9 +247,16 @@ function listedBy(tenant: Tenant, applicationId: string | undefined) {
 }
 
 export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: JobFilters, page: PageRequest) {
+  const applicationId = filters.applicationId ?? tenant.applicationId;
+  // One application's list is of a live application (the route and a portal token's check
+  // found it). An organization's leaves out the jobs of deleted applications the upkeep has
+  // not soft-deleted yet, naming them only when there are any: the condition reads each job
+  // from the table, where the total is otherwise counted from the list's index alone.
+  const deleting = applicationId === undefined ? await applicationsWithJobsToDelete(db, tenant) : [];
   const where = sql.join([
-    listedBy(tenant, filters.applicationId ?? tenant.applicationId),
+    listedBy(tenant, applicationId),
     sql.fragment`deleted_at is null`,
+    deleting.length > 0 ? sql.fragment`application_id <> all(${sql.array(deleting, 'text')})` : null,
     filters.status === 'failed' ? sql.fragment`status = 'discarded' and discard_reason = 'failed'` : null,
     filters.status && filters.status !== 'failed' ? statusFilter(filters.status) : null,
     filters.eventType ? sql.fragment`event_type = ${filters.eventType}` : null,

@@ -1,9 +1,11 @@
 // Periodic work of every worker process: every second, held deliveries past their window and
 // recovery probes (run_delivery_upkeep), then a batch of endpoint recoveries
-// (run_endpoint_recoveries), then the queue table's statistics after a burst
+// (run_endpoint_recoveries), then a batch of the jobs of deleted applications
+// (delete_jobs_of_deleted_applications), then the queue table's statistics after a burst
 // (refresh_queue_statistics); every hour, archiving and success-rate decay, then retention
 // (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
+import { deleteJobsOfDeletedApplications } from '../db/applications.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
@@ -91,6 +93,24 @@ export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; lo
   }
 }
 
+/**
+ * Jobs of deleted applications soft-deleted per upkeep run (each worker process runs one a
+ * second; one at a time across workers). Measured at 1.6 million jobs: 125 ms of each second
+ * (the median batch), all done in about 5.5 minutes with one worker, while the API already
+ * treats them as deleted.
+ */
+export const APPLICATION_JOBS_BATCH = 5_000;
+
+/** The upkeep's batch of the jobs of deleted applications. Errors are logged; the next run goes on. */
+export async function runApplicationJobDeletes(deps: { pool: DatabasePool; logger: Logger }, limit = APPLICATION_JOBS_BATCH): Promise<number> {
+  try {
+    return await deleteJobsOfDeletedApplications(deps.pool, limit);
+  } catch (error) {
+    if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'deleting the jobs of deleted applications failed'); // logged once by the pool
+    return 0;
+  }
+}
+
 export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySchedule: HourlySchedule = HOURLY): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
   let hourlyRunning: Promise<unknown> | undefined;
@@ -98,6 +118,7 @@ export function startUpkeep(deps: UpkeepDependencies, everyMs = 1000, hourlySche
   const tick = () => {
     running ??= runReleasesAndProbes(deps)
       .then(async () => { await runRecoveries(deps); })
+      .then(async () => { await runApplicationJobDeletes(deps); })
       .then(async () => {
         await refreshQueueStatistics(deps.pool).catch((error: unknown) => {
           if (!isDatabaseUnavailable(error)) deps.logger.warn({ err: error }, 'analyzing the queue table failed');

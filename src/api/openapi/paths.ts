@@ -125,7 +125,7 @@ export const paths: ZodOpenApiPathsObject = {
     }),
     delete: operation('delete', {
       ...APPS, operationId: 'deleteApplication', summary: 'Delete an application',
-      description: 'Soft delete: its endpoints and jobs go with it and their pending deliveries stop.',
+      description: 'Soft delete: its endpoints go with it and their pending deliveries stop; its jobs answer 404 and leave every list at once (the workers soft-delete their rows afterwards, in batches).',
       path: appId, responses: { 200: deleted('The application was') }, errors: [404],
     }),
   },
