@@ -1,7 +1,35 @@
 -- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints, an
--- endpoint's reaches its subscriptions and waiting deliveries; an application's jobs follow in
--- the worker's upkeep (delete_jobs_of_deleted_applications, below). In-flight attempts
--- finish and are recorded. (The counts that follow are kept in 002-counters.sql.)
+-- endpoint's reaches its subscriptions and the first 1,000 of its waiting deliveries. The rest
+-- follow in the worker's upkeep, in batches: an endpoint's other waiting deliveries
+-- (drop_deliveries_of_deleted_endpoints) and an application's jobs
+-- (delete_jobs_of_deleted_applications), so that a delete's cost does not grow with them.
+-- In-flight attempts finish and are recorded. (The counts that follow are kept in
+-- 002-counters.sql.)
+
+-- The waiting deliveries an endpoint's delete drops in its own transaction: at most 1,000, the
+-- first its index gives (not sorted: sorting would read them all). Dropping one costs about 63
+-- µs (its job refreshed), so an endpoint with a backlog of about half a million held deliveries
+-- could not be deleted within the statement timeout when the delete dropped them all.
+create or replace function deliveries_dropped_by_delete(p_endpoint_id text) returns setof bigint
+language sql stable as $$
+  select d.id from deliveries d where d.endpoint_id = p_endpoint_id and d.status in ('pending', 'held') limit 1000
+$$;
+
+comment on function deliveries_dropped_by_delete(text) is
+  'The waiting deliveries (at most 1,000) a delete of this endpoint drops in its own transaction; the upkeep drops the rest (drop_deliveries_of_deleted_endpoints).';
+
+-- The deliveries whose jobs a delete of these endpoints locks before anything else
+-- (softDeleteEndpoint, softDeleteApplication in src/db/): those it drops, and those in flight,
+-- which a recording may turn pending (a retry) while it holds their job.
+create or replace function deliveries_locked_by_delete(p_endpoint_ids text[]) returns setof bigint
+language sql stable as $$
+  select x.id from unnest(p_endpoint_ids) e(id) cross join lateral deliveries_dropped_by_delete(e.id) x(id)
+  union all
+  select d.id from deliveries d where d.endpoint_id = any(p_endpoint_ids) and d.status = 'in_flight'
+$$;
+
+comment on function deliveries_locked_by_delete(text[]) is
+  'The deliveries whose jobs a delete of these endpoints locks first: those it drops (deliveries_dropped_by_delete) and those in flight.';
 
 -- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
 create or replace function applications_cascade_soft_delete() returns trigger
@@ -18,8 +46,8 @@ begin
   -- and waiting for one of another deadlocked with it (3 of the 4 deadlocks left in a probe of
   -- three workers; test/concurrent-deletes.test.ts).
   perform 1 from deliveries d
-    where d.endpoint_id in (select e.id from endpoints e where e.application_id = new.id and e.deleted_at is null)
-      and d.status in ('pending', 'held')
+    where d.id in (select x.id from endpoints e cross join lateral deliveries_dropped_by_delete(e.id) x(id)
+                   where e.application_id = new.id and e.deleted_at is null)
     order by d.id for no key update;
   update endpoints set deleted_at = new.deleted_at
     where application_id = new.id and deleted_at is null;
@@ -40,6 +68,8 @@ create or replace trigger applications_cascade_soft_delete
 create or replace function endpoints_drop_deliveries() returns trigger
 language plpgsql as $$
 declare
+  -- At most 1,000 (deliveries_dropped_by_delete); the upkeep drops the rest.
+  v_batch bigint[] := array(select deliveries_dropped_by_delete(new.id));
   v_jobs text[];
   v_ids bigint[];
   v_rounds integer[];
@@ -55,20 +85,23 @@ begin
   -- concurrent-deletes.test.ts). Those deliveries are not dropped here: a pending one is dropped
   -- by the claim that takes it (its endpoint is deleted), a held one is made pending and queued
   -- for that claim (held to pending refreshes no job: sql/004-job-state.sql).
+  if cardinality(v_batch) = 0 then
+    return null;
+  end if;
   v_jobs := array(
     select j.id from webhook_jobs j
-    where j.id in (select d.job_id from deliveries d where d.endpoint_id = new.id and d.status in ('pending', 'held'))
+    where j.id in (select d.job_id from deliveries d where d.id = any(v_batch) and d.status in ('pending', 'held'))
     order by j.id
     for no key update of j skip locked);
   -- Locked in id order first, as a claim locks its deliveries: the update alone locked them in
   -- the order of its plan, and a claim holding one of them and waiting for another deadlocked
   -- with the delete.
-  perform 1 from deliveries where endpoint_id = new.id and status in ('pending', 'held') order by id for no key update;
+  perform 1 from deliveries where id = any(v_batch) order by id for no key update;
   update deliveries set status = 'dropped', updated_at = now()
-    where endpoint_id = new.id and status in ('pending', 'held') and job_id = any(v_jobs);
+    where id = any(v_batch) and status in ('pending', 'held') and job_id = any(v_jobs);
   with released as (
     update deliveries set status = 'pending', next_attempt_at = now(), updated_at = now()
-      where endpoint_id = new.id and status = 'held' and not (job_id = any(v_jobs))
+      where id = any(v_batch) and status = 'held' and not (job_id = any(v_jobs))
       returning id, round, next_attempt_at
   )
   select array_agg(id order by id), array_agg(round order by id), array_agg(next_attempt_at order by id)
@@ -81,12 +114,73 @@ begin
 end;
 $$;
 
-comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops its pending and held deliveries (those of jobs another transaction holds are left to the claims).';
+comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops up to 1,000 of its pending and held deliveries (those of jobs another transaction holds are left to the claims; the rest to the upkeep).';
 
 create or replace trigger endpoints_drop_deliveries
   after update of deleted_at on endpoints
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function endpoints_drop_deliveries();
+
+-- The waiting deliveries a delete left (past its first 1,000, or of jobs another transaction
+-- held then) are dropped afterwards by the worker's upkeep: at most p_batch of them, of the
+-- endpoints deleted longest ago first; an endpoint none of whose is left gets
+-- deliveries_dropped_at. It never waits for a lock: deliveries, their jobs and the endpoint's
+-- row are each taken `skip locked`, and what another transaction holds (a claim's, a
+-- recording's) waits for a later call, so it cannot be part of a deadlock. A pending one of
+-- those also meets its claim, which drops it (sql/006-claim.sql). One call at a time across
+-- workers (an advisory lock; the others return 0 at once). Returns how many it dropped.
+create or replace function drop_deliveries_of_deleted_endpoints(p_batch integer) returns integer
+language plpgsql as $$
+declare
+  v_endpoint text;
+  v_left integer := p_batch;
+  v_ids bigint[];
+  v_jobs text[];
+  v_count integer;
+  v_dropped integer := 0;
+begin
+  if p_batch is null or p_batch < 1 then
+    raise exception 'drop_deliveries_of_deleted_endpoints: p_batch must be at least 1';
+  end if;
+  if not pg_try_advisory_xact_lock(hashtext('hookline'), hashtext('drop_deliveries_of_deleted_endpoints')) then
+    return 0;
+  end if;
+  for v_endpoint in
+    select e.id from endpoints e
+    where e.deleted_at is not null and e.deliveries_dropped_at is null
+    order by e.deleted_at, e.id
+  loop
+    exit when v_left <= 0;
+    v_ids := array(
+      select d.id from deliveries d
+      where d.endpoint_id = v_endpoint and d.status in ('pending', 'held')
+      limit v_left
+      for no key update skip locked);
+    if cardinality(v_ids) = 0 then
+      if not exists (select 1 from deliveries d where d.endpoint_id = v_endpoint and d.status in ('pending', 'held')) then
+        update endpoints set deliveries_dropped_at = now()
+          where id = (select e.id from endpoints e where e.id = v_endpoint and e.deleted_at is not null
+                      for no key update skip locked);
+      end if;
+      continue;
+    end if;
+    v_left := v_left - cardinality(v_ids);
+    v_jobs := array(
+      select j.id from webhook_jobs j
+      where j.id in (select d.job_id from deliveries d where d.id = any(v_ids))
+      order by j.id
+      for no key update of j skip locked);
+    update deliveries set status = 'dropped', updated_at = now()
+      where id = any(v_ids) and status in ('pending', 'held') and job_id = any(v_jobs);
+    get diagnostics v_count = row_count;
+    v_dropped := v_dropped + v_count;
+  end loop;
+  return v_dropped;
+end;
+$$;
+
+comment on function drop_deliveries_of_deleted_endpoints(integer) is
+  'Drops at most p_batch waiting deliveries of deleted endpoints that their delete left (oldest deletes first) and marks an endpoint none of whose is left (deliveries_dropped_at); returns how many. Called by the worker''s upkeep.';
 
 -- The jobs of a deleted application are soft-deleted afterwards, by the worker's upkeep, in
 -- batches: in the delete's own statement they cost about 19 µs each, so an application of about

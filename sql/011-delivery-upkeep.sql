@@ -8,11 +8,13 @@ returns table (delivery_id bigint, round integer, start_after timestamptz, probe
 language plpgsql as $$
 begin
   -- From the few unfinished jobs past their window (index webhook_jobs_open_expires_at_idx),
-  -- not from every held delivery: a long outage holds many.
-  update deliveries d set status = 'failed', updated_at = now()
-    from webhook_jobs j
+  -- not from every held delivery: a long outage holds many. One of a deleted endpoint, which
+  -- its delete left to drop_deliveries_of_deleted_endpoints (003-soft-delete.sql), is dropped
+  -- as that would have done: it did not fail (no delivery.exhausted).
+  update deliveries d set status = case when e.deleted_at is null then 'failed' else 'dropped' end, updated_at = now()
+    from webhook_jobs j, endpoints e
     where j.status in ('created', 'executing', 'awaiting_retry') and j.expires_at <= now()
-      and d.job_id = j.id and d.status = 'held';
+      and d.job_id = j.id and d.status = 'held' and e.id = d.endpoint_id;
 
   -- Not an endpoint disabled as gone (a 410 answer): it never gets a probe. Endpoints another
   -- transaction holds are passed over (the next run heals them): this run may hold held

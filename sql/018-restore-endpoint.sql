@@ -7,6 +7,9 @@
 --                        given: a portal token's), or deleted more than p_window ago
 --   not_deleted          the endpoint is live
 --   application_deleted  its application was deleted (restoring would revive an orphan)
+--   deliveries_dropping  waiting deliveries its delete left are not all dropped yet (the upkeep
+--                        drops them after the delete's first 1,000: 003-soft-delete.sql);
+--                        restored now, they would be sent after all
 -- The deliveries dropped by the delete stay dropped. A restored endpoint counts again in
 -- endpoints_count and subscriber_count (the triggers of 002-counters.sql).
 create or replace function restore_endpoint(p_org_id text, p_environment text, p_id text,
@@ -34,8 +37,12 @@ begin
   if v_endpoint.deleted_at is null then return 'not_deleted'; end if;
   if v_endpoint.deleted_at < now() - p_window then return 'not_found'; end if;
   if v_application_deleted_at is not null then return 'application_deleted'; end if;
+  if v_endpoint.deliveries_dropped_at is null
+     and exists (select 1 from deliveries d where d.endpoint_id = p_id and d.status in ('pending', 'held')) then
+    return 'deliveries_dropping';
+  end if;
 
-  update endpoints set deleted_at = null, deleted_event_types = null where id = p_id;
+  update endpoints set deleted_at = null, deleted_event_types = null, deliveries_dropped_at = null where id = p_id;
   -- The event types that exist then: FOR KEY SHARE (what the foreign key check takes anyway)
   -- waits for a concurrent delete of one of them, and READ COMMITTED then leaves out the row it
   -- deleted, where the insert used to fail the foreign key (a 500). In id order, as every
@@ -52,4 +59,4 @@ end;
 $$;
 
 comment on function restore_endpoint(text, text, text, interval, text) is
-  'Restores a soft-deleted endpoint of this tenant deleted within p_window, with its subscriptions to the event types of its remembered names that exist now; returns restored, not_found, not_deleted or application_deleted.';
+  'Restores a soft-deleted endpoint of this tenant deleted within p_window, with its subscriptions to the event types of its remembered names that exist now; returns restored, not_found, not_deleted, application_deleted or deliveries_dropping.';

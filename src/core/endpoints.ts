@@ -133,6 +133,9 @@ export async function restore(pool: DatabasePool, tenant: Tenant, id: string): P
     if (outcome === 'application_deleted') {
       throw invalidState('The application of this endpoint was deleted; its endpoints cannot be restored.');
     }
+    if (outcome === 'deliveries_dropping') {
+      throw invalidState('The deliveries this endpoint\'s delete stopped are still being dropped; try again in a minute.');
+    }
     return mustFind(tx, tenant, id);
   });
 }

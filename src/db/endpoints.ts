@@ -109,7 +109,7 @@ export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenan
   return { rows, total };
 }
 
-const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted']) });
+const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted', 'deliveries_dropping']) });
 
 /** restore_endpoint (sql/018-restore-endpoint.sql): the checks and the writes of a restore, in one place. */
 export async function restoreEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
@@ -164,8 +164,9 @@ export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id:
     // and then wants the application (its success rate), which the delete would hold already.
     // In flight too: a recording of one of those that fails turns it pending (a retry) while
     // holding its job, and the delete then drops it; locked later, that job closed a cycle with
-    // the recording (test/concurrent-deletes.test.ts).
-    await lockJobsOfDeliveries(tx, sql.fragment`d.endpoint_id = ${id} and d.status in ('pending', 'held', 'in_flight')`);
+    // the recording (test/concurrent-deletes.test.ts). Of the waiting ones, those the delete
+    // itself drops (at most 1,000; the upkeep drops the rest: sql/003-soft-delete.sql).
+    await lockJobsOfDeliveries(tx, sql.fragment`d.id in (select deliveries_locked_by_delete(array[${id}]::text[]))`);
     // The lock the count trigger takes anyway (`for no key update`), taken first.
     await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
     return tx.maybeOne(sql.type(deletedRow)`
@@ -195,4 +196,14 @@ export async function resetCircuit(db: CommonQueryMethods, id: string) {
     update endpoints set status = 'active', failure_count = 0, disabled_at = null, disabled_reason = null, cooldown_seconds = null, next_probe_at = null
     where id = ${id}
     returning id, status, failure_count`);
+}
+
+/**
+ * The upkeep's step after endpoint deletes: at most `batch` of the waiting deliveries their
+ * deletes left dropped, in one transaction (drop_deliveries_of_deleted_endpoints,
+ * sql/003-soft-delete.sql). Returns how many; 0 also while another worker runs it.
+ */
+export async function dropDeliveriesOfDeletedEndpoints(db: CommonQueryMethods, batch: number): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ dropped: z.number() }))`
+    select drop_deliveries_of_deleted_endpoints(${batch}) as dropped`);
 }

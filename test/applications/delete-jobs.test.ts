@@ -7,13 +7,13 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeLogger } from '../../src/logger.ts';
-import { runApplicationJobDeletes, startUpkeep } from '../../src/worker/upkeep.ts';
+import { runDeletionBatches, startUpkeep } from '../../src/worker/upkeep.ts';
 import { assertError, startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
 
 const app = startTestApp();
 const logger = makeLogger('silent');
-const sweep = (limit: number) => runApplicationJobDeletes({ pool: app.pool, logger }, limit);
+const sweep = async (limit: number) => (await runDeletionBatches({ pool: app.pool, logger }, { deliveries: 1000, jobs: limit })).jobs;
 
 /**
  * An organization with an application to delete (an endpoint and `jobs` jobs) and one to keep (a

@@ -178,7 +178,7 @@ export const paths: ZodOpenApiPathsObject = {
       conflict: invalidState('This endpoint is disabled by its circuit breaker; re-enable it with POST /v1/endpoints/{id}/reset-circuit.'),
     }),
     delete: operation('delete', {
-      ...ENDPOINTS, operationId: 'deleteEndpoint', summary: 'Delete an endpoint', description: 'Soft delete: its waiting deliveries are dropped.',
+      ...ENDPOINTS, operationId: 'deleteEndpoint', summary: 'Delete an endpoint', description: 'Soft delete: its waiting deliveries are dropped (past the first 1,000, by the workers within seconds to minutes; none is sent after the delete).',
       path: endpointId, responses: { 200: deleted('The endpoint was') }, errors: [404],
     }),
   },
@@ -187,7 +187,8 @@ export const paths: ZodOpenApiPathsObject = {
       ...ENDPOINTS, operationId: 'restoreEndpoint', summary: 'Restore a deleted endpoint',
       description: 'An endpoint deleted at most 30 days ago, whose application is not deleted, comes back with its settings, secret, '
         + 'status and circuit state, subscribed again to the event types of its list that exist now (by name: a name deleted and '
-        + 'created again counts). Deliveries dropped by the delete stay dropped. Deleted longer ago: 404.',
+        + 'created again counts). Deliveries dropped by the delete stay dropped; while the workers are still dropping those the '
+        + 'delete left (past its first 1,000), 409. Deleted longer ago: 404.',
       path: endpointId, responses: { 200: ok('The full endpoint.', r.endpoint) }, errors: [404, 409, 413, 415],
       conflict: invalidState('This endpoint is not deleted; only a deleted endpoint can be restored.'),
     }),
