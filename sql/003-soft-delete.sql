@@ -1,9 +1,9 @@
 -- Soft delete, as a cascade of triggers: an application's deleted_at reaches its endpoints, an
--- endpoint's reaches its subscriptions and the first 1,000 of its waiting deliveries. The rest
--- follow in the worker's upkeep, in batches: an endpoint's other waiting deliveries
--- (drop_deliveries_of_deleted_endpoints) and an application's jobs
--- (delete_jobs_of_deleted_applications), so that a delete's cost does not grow with them.
--- In-flight attempts finish and are recorded. (The counts that follow are kept in
+-- endpoint's reaches its subscriptions and, deleted alone, the first 1,000 of its waiting
+-- deliveries. The rest follow in the worker's upkeep, in batches: the other waiting deliveries
+-- of deleted endpoints (drop_deliveries_of_deleted_endpoints) and the jobs of deleted
+-- applications (delete_jobs_of_deleted_applications), so that a delete's cost does not grow
+-- with them. In-flight attempts finish and are recorded. (The counts that follow are kept in
 -- 002-counters.sql.)
 
 -- The waiting deliveries an endpoint's delete drops in its own transaction: at most 1,000, the
@@ -18,37 +18,31 @@ $$;
 comment on function deliveries_dropped_by_delete(text) is
   'The waiting deliveries (at most 1,000) a delete of this endpoint drops in its own transaction; the upkeep drops the rest (drop_deliveries_of_deleted_endpoints).';
 
--- The deliveries whose jobs a delete of these endpoints locks before anything else
--- (softDeleteEndpoint, softDeleteApplication in src/db/): those it drops, and those in flight,
--- which a recording may turn pending (a retry) while it holds their job.
-create or replace function deliveries_locked_by_delete(p_endpoint_ids text[]) returns setof bigint
+-- The deliveries whose jobs an endpoint's delete locks before anything else (softDeleteEndpoint,
+-- src/db/endpoints.ts): those it drops, and those in flight, which a recording may turn pending
+-- (a retry) while it holds their job.
+create or replace function deliveries_locked_by_delete(p_endpoint_id text) returns setof bigint
 language sql stable as $$
-  select x.id from unnest(p_endpoint_ids) e(id) cross join lateral deliveries_dropped_by_delete(e.id) x(id)
+  select deliveries_dropped_by_delete(p_endpoint_id)
   union all
-  select d.id from deliveries d where d.endpoint_id = any(p_endpoint_ids) and d.status = 'in_flight'
+  select d.id from deliveries d where d.endpoint_id = p_endpoint_id and d.status = 'in_flight'
 $$;
 
-comment on function deliveries_locked_by_delete(text[]) is
-  'The deliveries whose jobs a delete of these endpoints locks first: those it drops (deliveries_dropped_by_delete) and those in flight.';
+comment on function deliveries_locked_by_delete(text) is
+  'The deliveries whose jobs a delete of this endpoint locks first: those it drops (deliveries_dropped_by_delete) and those in flight.';
 
 -- Deleting an application (soft) deletes its endpoints (soft) in the same statement.
 create or replace function applications_cascade_soft_delete() returns trigger
 language plpgsql as $$
 begin
-  -- The endpoints first, in id order, then their deliveries: the order of an endpoint's own
-  -- delete and of the upkeep's release of held deliveries (endpoints locked, then their held
-  -- deliveries). Deliveries first, the cascade held a delivery the release wanted while it
-  -- waited for the endpoint the release held (the lock probe, npm run bench:locks).
+  -- The endpoints first, in id order: the order of an endpoint's own delete, of a claim and of
+  -- the upkeep's release of held deliveries (endpoints locked, then their deliveries). The
+  -- cascade locks no delivery and no job: their endpoints' drop leaves the waiting deliveries
+  -- of a deleted application to the upkeep (endpoints_drop_deliveries, below), and the
+  -- application's jobs too. (It locked the waiting deliveries, then in id order, and before
+  -- that in the order of each endpoint's drop, which deadlocked with claims, and its jobs'
+  -- soft-delete deadlocked with recordings: the lock probe, npm run bench:locks.)
   perform 1 from endpoints e where e.application_id = new.id and e.deleted_at is null order by e.id for no key update;
-  -- Their deliveries the cascade drops locked next, in id order, as a claim locks deliveries:
-  -- each endpoint's drop (endpoints_drop_deliveries) locks only its own in id order, so across
-  -- endpoints the delete took them in no order, and a claim holding a delivery of one endpoint
-  -- and waiting for one of another deadlocked with it (3 of the 4 deadlocks left in a probe of
-  -- three workers; test/concurrent-deletes.test.ts).
-  perform 1 from deliveries d
-    where d.id in (select x.id from endpoints e cross join lateral deliveries_dropped_by_delete(e.id) x(id)
-                   where e.application_id = new.id and e.deleted_at is null)
-    order by d.id for no key update;
   update endpoints set deleted_at = new.deleted_at
     where application_id = new.id and deleted_at is null;
   return null;
@@ -63,28 +57,33 @@ create or replace trigger applications_cascade_soft_delete
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function applications_cascade_soft_delete();
 
--- Deleting an endpoint (soft) drops its waiting deliveries. In-flight attempts finish and are
--- recorded.
+-- Deleting an endpoint (soft) drops its waiting deliveries, the first 1,000 here, the rest in
+-- the upkeep; in an application's delete (its cascade), all of them in the upkeep, so that the
+-- delete does not grow with its endpoints' backlogs (the API no longer shows that
+-- application's jobs). In-flight attempts finish and are recorded.
 create or replace function endpoints_drop_deliveries() returns trigger
 language plpgsql as $$
 declare
-  -- At most 1,000 (deliveries_dropped_by_delete); the upkeep drops the rest.
-  v_batch bigint[] := array(select deliveries_dropped_by_delete(new.id));
+  v_batch bigint[];
   v_jobs text[];
   v_ids bigint[];
   v_rounds integer[];
   v_starts timestamptz[];
 begin
   -- The jobs of the deliveries it drops, whose state the drop refreshes, locked in id order,
-  -- passing over those another transaction holds. The delete locked the jobs of the endpoint's
-  -- open deliveries first (softDeleteEndpoint, src/db/endpoints.ts; an application's delete, its
-  -- endpoints'), then its application. A delivery opened after that (a job accepted, a job
+  -- passing over those another transaction holds. The delete locked the jobs of these and of
+  -- the endpoint's in-flight deliveries first (softDeleteEndpoint, src/db/endpoints.ts), then
+  -- its application. A delivery opened after that (a job accepted, a job
   -- retried, while the delete waited for the application) has a job it never locked, and a
   -- recording that holds that job and waits for the application (its success rate) closed a
   -- cycle with the delete (the most frequent deadlock of `npm run bench:locks`; test/
   -- concurrent-deletes.test.ts). Those deliveries are not dropped here: a pending one is dropped
   -- by the claim that takes it (its endpoint is deleted), a held one is made pending and queued
   -- for that claim (held to pending refreshes no job: sql/004-job-state.sql).
+  if exists (select 1 from applications a where a.id = new.application_id and a.deleted_at is not null) then
+    return null; -- an application's delete: drop_deliveries_of_deleted_endpoints drops them
+  end if;
+  v_batch := array(select deliveries_dropped_by_delete(new.id)); -- at most 1,000
   if cardinality(v_batch) = 0 then
     return null;
   end if;
@@ -121,8 +120,9 @@ create or replace trigger endpoints_drop_deliveries
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function endpoints_drop_deliveries();
 
--- The waiting deliveries a delete left (past its first 1,000, or of jobs another transaction
--- held then) are dropped afterwards by the worker's upkeep: at most p_batch of them, of the
+-- The waiting deliveries a delete left (past an endpoint delete's first 1,000, of jobs another
+-- transaction held then, or all of an application delete's) are dropped afterwards by the
+-- worker's upkeep: at most p_batch of them, of the
 -- endpoints deleted longest ago first; an endpoint none of whose is left gets
 -- deliveries_dropped_at. It never waits for a lock: deliveries, their jobs and the endpoint's
 -- row are each taken `skip locked`, and what another transaction holds (a claim's, a

@@ -71,7 +71,7 @@ comment on column endpoints.disabled_reason is 'Why it is disabled: circuit_brea
 comment on column endpoints.success_rate is 'Percent of successful attempts over the trailing 24 h (two decimals, 100 when none), from endpoint_attempt_stats through endpoint_success_windows.';
 comment on column endpoints.created_at is 'When the endpoint was created.';
 comment on column endpoints.updated_at is 'Last change of a user-visible field or of its subscriptions (triggers); counters do not move it.';
-comment on column endpoints.deleted_at is 'When it was soft-deleted (its pending and held deliveries are then dropped: the first 1,000 by the delete, the rest by the worker''s upkeep); null: live.';
+comment on column endpoints.deleted_at is 'When it was soft-deleted (its pending and held deliveries are then dropped: the first 1,000 by its own delete, the rest, or all of them after its application''s delete, by the worker''s upkeep); null: live.';
 comment on column endpoints.deliveries_dropped_at is 'When the worker''s upkeep found none of a deleted endpoint''s waiting deliveries left (drop_deliveries_of_deleted_endpoints); null while some are left (none is sent) or while the endpoint is live.';
 comment on column endpoints.deleted_event_types is 'While deleted: the event type names it subscribed to (its subscription rows are gone), for restore_endpoint; null while live.';
 comment on column endpoints.cooldown_seconds is 'Seconds between recovery probes while disabled (1–3600): CIRCUIT_BREAKER_COOLDOWN, doubled after each failed probe. Meaningful only while disabled (reset-circuit leaves the last value).';

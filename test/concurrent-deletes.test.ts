@@ -16,7 +16,8 @@ import { startTestApp, type Response } from './helpers/app.ts';
 import { answeredOrCycle, twoSessions, waitingOn } from './helpers/sessions.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { translateDatabaseError } from '../src/errors.ts';
-import { deleteJobsOfDeletedApplications } from '../src/db/applications.ts';
+import { makeLogger } from '../src/logger.ts';
+import { runDeletionBatches } from '../src/worker/upkeep.ts';
 
 process.env.PGOPTIONS = '-c deadlock_timeout=10min';
 const app = startTestApp();
@@ -53,10 +54,14 @@ async function setup(t: ExecutionContext) {
 
 /**
  * The job's stored status, and whether it is deleted, as a DBA reads them. An application's
- * delete leaves its jobs to the worker's upkeep: its step is run first (no worker here).
+ * delete leaves its jobs and its endpoints' waiting deliveries to the worker's upkeep: its
+ * steps are run first (no worker here).
  */
 async function storedJob(watcher: pg.Client, id: string) {
-  while (await deleteJobsOfDeletedApplications(app.pool, 1000) > 0);
+  for (;;) {
+    const done = await runDeletionBatches({ pool: app.pool, logger: makeLogger('silent') });
+    if (done.deliveries === 0 && done.jobs === 0) break;
+  }
   return (await watcher.query<{ status: string; deleted: boolean }>(
     'select status, deleted_at is not null as deleted from webhook_jobs where id = $1', [id])).rows[0];
 }
@@ -229,7 +234,7 @@ test.serial('a forced delete that finds a subscriber added between its locks sta
   t.is((await app.request('GET', `/v1/event-types/${later.id}`, { key })).body.subscriber_count, 1);
 });
 
-test.serial('an application delete beside a worker\'s recording of one of its jobs: no deadlock', async (t) => {
+test.serial('an application delete beside a worker\'s recording of one of its jobs: the delete waits for none of its locks', async (t) => {
   const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.created');
   const endpoint = await subscriber();
@@ -237,22 +242,17 @@ test.serial('an application delete beside a worker\'s recording of one of its jo
   await watcher.query(`update deliveries set status = 'in_flight' where job_id = $1`, [job.id]); // what a claim does
 
   // What a recording does, in its order: the delivery's outcome (its job refreshed and locked),
-  // stopped there while the application's delete comes.
+  // stopped there while the application's delete comes. The delete locks no job and no
+  // delivery (it took the job, the application and the endpoints in an order that could meet
+  // a recording's in a cycle): it answers while the recording still holds them.
   await holder.query('begin');
   await holder.query(`update deliveries set status = 'failed', attempt_count = 1 where job_id = $1`, [job.id]);
-  const deleted = app.request('DELETE', `/v1/applications/${application.id}`, { key });
-  await waitingOn(watcher, '', 1);
-  // The rest of the recording: the failing endpoint's count, the application's success rate.
-  const recording = (async () => {
-    await holder.query('update endpoints set failure_count = failure_count + 1 where id = $1', [endpoint.id]);
-    await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
-    await holder.query('commit');
-  })();
-  recording.catch(() => {}); // cancelled if it is part of a cycle: settle() says so
-
-  const [res] = await settle(t, watcher, [deleted]);
-  await recording;
+  const [res] = await settle(t, watcher, [app.request('DELETE', `/v1/applications/${application.id}`, { key })]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
+  // The rest of the recording: the failing endpoint's count, the application's success rate.
+  await holder.query('update endpoints set failure_count = failure_count + 1 where id = $1', [endpoint.id]);
+  await holder.query('update applications set success_rate = success_rate where id = $1', [application.id]);
+  await holder.query('commit');
   t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).status, 404);
   t.deepEqual(await storedJob(watcher, job.id), { status: 'discarded', deleted: true }, 'the recorded outcome and the delete both kept');
 });
@@ -330,23 +330,29 @@ test.serial('an endpoint delete beside a worker\'s recording of a failure to tha
   t.like(await storedJob(watcher, job.id), { status: 'discarded' }, 'the retry was dropped with its endpoint: the job is finished');
 });
 
-test.serial('an application delete drops its endpoints\' deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
+test.serial('an application delete beside a claim holding its endpoints\' deliveries: the delete waits for none, the upkeep drops them after', async (t) => {
   const { by, key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType(by, 'order.a');
   await createEventType(by, 'order.b');
-  // The older endpoint's delivery is the first by id. The cascade of this schema reads the newer
-  // endpoint first (and each endpoint's drop locked only its own deliveries in id order).
+  // The older endpoint's delivery is the first by id. The cascade once read the newer endpoint
+  // first (and each endpoint's drop locked only its own deliveries in id order), then locked
+  // them all in id order; it now leaves them to the upkeep.
   const older = await subscriber(['order.a']);
   const newer = await subscriber(['order.b']);
-  await newJob('order.a');
+  const jobA = await newJob('order.a');
   await newJob('order.b');
-  const { rows } = await watcher.query<{ id: string; endpoint_id: string }>(
-    'select d.id::text as id, d.endpoint_id from deliveries d where d.endpoint_id = any($1) order by d.id', [[older.id, newer.id]]);
-  t.deepEqual(rows.map((r) => r.endpoint_id), [older.id, newer.id]);
+  const { rows } = await watcher.query<{ id: string }>(
+    'select d.id::text as id from deliveries d where d.endpoint_id = any($1) order by d.id', [[older.id, newer.id]]);
   const [first, second] = rows.map((r) => r.id) as [string, string];
-  const res = await requestBesideClaim(t, { holder, watcher }, [first, second], 'the delete',
-    () => app.request('DELETE', `/v1/applications/${application.id}`, { key }));
+  await holder.query('begin');
+  await holder.query('select 1 from deliveries where id = $1 for update', [first]);
+  const [res] = await settle(t, watcher, [app.request('DELETE', `/v1/applications/${application.id}`, { key })]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
+  await holder.query('select 1 from deliveries where id = $1 for update', [second]);
+  await holder.query('commit');
+  t.like(await storedJob(watcher, jobA.id), { status: 'discarded' });
+  const { rows: after } = await watcher.query<{ status: string }>('select status from deliveries where id = any($1) order by id', [[first, second]]);
+  t.deepEqual(after.map((r) => r.status), ['dropped', 'dropped']);
 });
 
 test.serial('an endpoint delete and its application\'s delete, both with a pending delivery to drop: no deadlock', async (t) => {
@@ -477,13 +483,14 @@ test.serial('the same with a held delivery: it is made pending and queued, so th
 
 test.serial('an application delete beside the upkeep\'s release of its endpoint\'s held deliveries: no deadlock', async (t) => {
   // The release (run_delivery_upkeep) locks an active endpoint with held deliveries, then the
-  // deliveries; the application's delete locked the deliveries of its endpoints first, then waited
-  // for the endpoint the release held, while the release waited for a delivery it held (the lock
-  // probe). The holder session does what the release does, one lock at a time.
+  // deliveries; the application's delete once locked the deliveries of its endpoints first, then
+  // waited for the endpoint the release held, while the release waited for a delivery it held
+  // (the lock probe). It now locks the endpoints and no delivery. The holder session does what
+  // the release does, one lock at a time.
   const { key, application, subscriber, newJob, holder, watcher } = await setup(t);
   await createEventType({ on: app, key, t }, 'order.created');
   const endpoint = await subscriber();
-  await newJob();
+  const job = await newJob();
   const { rows: [delivery] } = await watcher.query<{ id: string }>('select id from deliveries where endpoint_id = $1', [endpoint.id]);
   await watcher.query(`update deliveries set status = 'held' where id = $1`, [delivery?.id]);
 
@@ -497,8 +504,9 @@ test.serial('an application delete beside the upkeep\'s release of its endpoint\
 
   const [res] = await settle(t, watcher, [applicationDelete]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
+  await storedJob(watcher, job.id); // the upkeep's steps after the delete
   const { rows: [after] } = await watcher.query<{ status: string }>('select status from deliveries where id = $1', [delivery?.id]);
-  t.is(after?.status, 'dropped', 'released, then dropped by the delete');
+  t.is(after?.status, 'dropped', 'released, then dropped by the upkeep (an application delete leaves its endpoints\' waiting deliveries to it)');
 });
 
 test('a deadlock or a serialization failure left over answers 503 with Retry-After, not a 500', (t) => {

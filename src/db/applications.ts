@@ -1,9 +1,8 @@
 // Table applications: typed queries, all scoped to a tenant and to live (not deleted) rows.
-import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue } from 'slonik';
+import { sql, type CommonQueryMethods, type SerializableValue } from 'slonik';
 import { z } from 'zod';
 import { newestFirstPage, type PageRequest } from './offset.ts';
-import { applicationsOf, containing, ownedBy, type Tenant } from './tenant.ts';
-import { lockJobsOfDeliveries } from './webhook-jobs.ts';
+import { applicationsOf, containing, type Tenant } from './tenant.ts';
 
 export const applicationRow = z.object({
   id: z.string(),
@@ -86,25 +85,19 @@ export async function updateApplication(db: CommonQueryMethods, tenant: Tenant, 
 
 const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 
-/** Soft delete; a trigger soft-deletes the application's endpoints in the same statement. */
-export async function softDeleteApplication(pool: DatabasePool, tenant: Tenant, id: string) {
-  return pool.transaction(async (tx) => {
-    // The jobs with a delivery open (of a live or deleted endpoint) are locked first, in id
-    // order: those a worker may be recording now (in flight), as a recording locks them, and
-    // those whose deliveries the cascade drops (pending, held), as an endpoint delete locks them.
-    // A recording takes its jobs, then its failing endpoints and its application (the success
-    // rates); the delete took the application, its endpoints (the cascade), then every job:
-    // each waited for the other's (a race probe: a delete held 4-5 s while the cycle formed
-    // again and again, slonik retrying it). A delivery claimed after this lock can still meet
-    // it, within the delete's own few milliseconds. Of the waiting ones, those the cascade
-    // itself drops (at most 1,000 an endpoint; the upkeep drops the rest: sql/003-soft-delete.sql).
-    await lockJobsOfDeliveries(tx, sql.fragment`d.id in (select deliveries_locked_by_delete(array(
-      select e.id from endpoints e where ${ownedBy(tenant, 'e')} and e.application_id = ${id})))`);
-    return tx.maybeOne(sql.type(deletedRow)`
-      update applications set deleted_at = now()
-      where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null
-      returning id, deleted_at`);
-  });
+/**
+ * Soft delete; a trigger soft-deletes the application's endpoints in the same statement. It
+ * locks no job and no delivery: the workers' upkeep drops the endpoints' waiting deliveries and
+ * soft-deletes the jobs afterwards (sql/003-soft-delete.sql). (It locked the jobs of every open
+ * delivery first, in id order, as a recording locks them, while its cascade dropped deliveries
+ * and soft-deleted jobs: a recording takes its jobs, then its application, and the delete took
+ * the application, then the jobs.)
+ */
+export async function softDeleteApplication(db: CommonQueryMethods, tenant: Tenant, id: string) {
+  return db.maybeOne(sql.type(deletedRow)`
+    update applications set deleted_at = now()
+    where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null
+    returning id, deleted_at`);
 }
 
 /**

@@ -166,7 +166,7 @@ export async function softDeleteEndpoint(pool: DatabasePool, tenant: Tenant, id:
     // holding its job, and the delete then drops it; locked later, that job closed a cycle with
     // the recording (test/concurrent-deletes.test.ts). Of the waiting ones, those the delete
     // itself drops (at most 1,000; the upkeep drops the rest: sql/003-soft-delete.sql).
-    await lockJobsOfDeliveries(tx, sql.fragment`d.id in (select deliveries_locked_by_delete(array[${id}]::text[]))`);
+    await lockJobsOfDeliveries(tx, sql.fragment`d.id in (select deliveries_locked_by_delete(${id}))`);
     // The lock the count trigger takes anyway (`for no key update`), taken first.
     await tx.query(sql.unsafe`select 1 from applications where id = ${applicationId} for no key update`);
     return tx.maybeOne(sql.type(deletedRow)`
