@@ -120,15 +120,31 @@ create or replace trigger endpoints_drop_deliveries
   for each row when (old.deleted_at is null and new.deleted_at is not null)
   execute function endpoints_drop_deliveries();
 
+-- The start of an upkeep step that works in batches, one call at a time across workers: its
+-- p_batch checked, then its advisory lock tried for the transaction. False: another worker's
+-- call runs now.
+create or replace function upkeep_batch_may_start(p_step text, p_batch integer) returns boolean
+language plpgsql as $$
+begin
+  if p_batch is null or p_batch < 1 then
+    raise exception '%: p_batch must be at least 1', p_step;
+  end if;
+  return pg_try_advisory_xact_lock(hashtext('hookline'), hashtext(p_step));
+end;
+$$;
+
+comment on function upkeep_batch_may_start(text, integer) is
+  'Checks an upkeep step''s p_batch and tries its advisory lock for the transaction; false while another worker runs the step.';
+
 -- The waiting deliveries a delete left (past an endpoint delete's first 1,000, of jobs another
 -- transaction held then, or all of an application delete's) are dropped afterwards by the
--- worker's upkeep: at most p_batch of them, of the
--- endpoints deleted longest ago first; an endpoint none of whose is left gets
--- deliveries_dropped_at. It never waits for a lock: deliveries, their jobs and the endpoint's
--- row are each taken `skip locked`, and what another transaction holds (a claim's, a
--- recording's) waits for a later call, so it cannot be part of a deadlock. A pending one of
--- those also meets its claim, which drops it (sql/006-claim.sql). One call at a time across
--- workers (an advisory lock; the others return 0 at once). Returns how many it dropped.
+-- worker's upkeep: at most p_batch of them, of the endpoints deleted longest ago first; an
+-- endpoint none of whose is left gets deliveries_dropped_at. It never waits for a lock:
+-- deliveries, their jobs and the endpoint's row are each taken `skip locked`, and what another
+-- transaction holds (a claim's, a recording's) waits for a later call, so it cannot be part of
+-- a deadlock. A pending one of those also meets its claim, which drops it (sql/006-claim.sql).
+-- One call at a time across workers (upkeep_batch_may_start; the others return 0 at once).
+-- Returns how many it dropped.
 create or replace function drop_deliveries_of_deleted_endpoints(p_batch integer) returns integer
 language plpgsql as $$
 declare
@@ -139,10 +155,7 @@ declare
   v_count integer;
   v_dropped integer := 0;
 begin
-  if p_batch is null or p_batch < 1 then
-    raise exception 'drop_deliveries_of_deleted_endpoints: p_batch must be at least 1';
-  end if;
-  if not pg_try_advisory_xact_lock(hashtext('hookline'), hashtext('drop_deliveries_of_deleted_endpoints')) then
+  if not upkeep_batch_may_start('drop_deliveries_of_deleted_endpoints', p_batch) then
     return 0;
   end if;
   for v_endpoint in
@@ -186,15 +199,15 @@ comment on function drop_deliveries_of_deleted_endpoints(integer) is
 -- batches: in the delete's own statement they cost about 19 µs each, so an application of about
 -- 1.5 million jobs could never be deleted (its delete always met the statement timeout) and
 -- each try held a core for that long. Until its jobs are done (applications.jobs_deleted_at
--- set) the API treats them as deleted (src/db/webhook-jobs.ts, lock_webhook_job). Their open
--- deliveries go with the endpoints, in the delete itself (above).
+-- set) the API treats them as deleted (src/db/webhook-jobs.ts, lock_webhook_job). Their
+-- waiting deliveries are dropped by the step above.
 --
 -- At most p_batch jobs, of the applications deleted longest ago first, each set to its
 -- application's deleted_at; an application none of whose jobs is left gets jobs_deleted_at.
--- Jobs another transaction holds (a recording's, a retry's) are passed over until a later call.
--- One call at a time across workers (an advisory lock; the others return 0 at once). Jobs
--- are locked before their application's row, as a recording locks them. Returns how many jobs
--- it deleted; call again while it returns p_batch.
+-- It never waits for a lock either: jobs and the application's row another transaction holds
+-- (a recording's, a retry's) are passed over until a later call. One call at a time across
+-- workers (upkeep_batch_may_start; the others return 0 at once). Returns how many jobs it
+-- deleted; call again while it returns p_batch.
 create or replace function delete_jobs_of_deleted_applications(p_batch integer) returns integer
 language plpgsql as $$
 declare
@@ -202,10 +215,7 @@ declare
   v_left integer := p_batch;
   v_count integer;
 begin
-  if p_batch is null or p_batch < 1 then
-    raise exception 'delete_jobs_of_deleted_applications: p_batch must be at least 1';
-  end if;
-  if not pg_try_advisory_xact_lock(hashtext('hookline'), hashtext('delete_jobs_of_deleted_applications')) then
+  if not upkeep_batch_may_start('delete_jobs_of_deleted_applications', p_batch) then
     return 0;
   end if;
   for v_app in
@@ -225,7 +235,8 @@ begin
     v_left := v_left - v_count;
     exit when v_left <= 0;
     if not exists (select 1 from webhook_jobs j where j.application_id = v_app.id and j.deleted_at is null) then
-      update applications set jobs_deleted_at = now() where id = v_app.id;
+      update applications set jobs_deleted_at = now()
+        where id = (select a.id from applications a where a.id = v_app.id for no key update skip locked);
     end if;
   end loop;
   return p_batch - v_left;

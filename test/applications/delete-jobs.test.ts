@@ -135,3 +135,18 @@ test.serial('the worker\'s upkeep runs the step on its own', async (t) => {
   t.not(after.application.jobs_deleted_at, null);
   t.true(after.jobs.every((j) => j.deleted_at !== null));
 });
+
+test.serial('an application row another transaction holds (a recording\'s success rate) is not waited for: it is marked done by a later call', async (t) => {
+  const { key, appId } = await setup(t, 2);
+  t.is((await app.request('DELETE', `/v1/applications/${appId}`, { key })).status, 200);
+  const holder = new pg.Client({ connectionString: app.databaseUrl });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('begin');
+  await holder.query('select 1 from applications where id = $1 for no key update', [appId]);
+  t.is(await sweep(100), 2, 'the jobs are done without waiting');
+  t.is((await stored(appId)).application.jobs_deleted_at, null, 'the mark waits for a later call');
+  await holder.query('commit');
+  t.is(await sweep(100), 0);
+  t.not((await stored(appId)).application.jobs_deleted_at, null);
+});
