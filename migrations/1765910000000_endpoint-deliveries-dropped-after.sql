@@ -1,8 +1,8 @@
 -- Up Migration
--- An endpoint's delete (its own, or its application's) drops at most 1,000 of its waiting
--- deliveries in the request's transaction; the worker's upkeep drops the rest afterwards in
--- batches (drop_deliveries_of_deleted_endpoints, sql/003-soft-delete.sql) and records here when
--- none is left. A drop costs about 63 µs a delivery, so an endpoint with a backlog of about half
+-- An endpoint's own delete drops at most 1,000 of its waiting deliveries in the request's
+-- transaction (its application's delete, none); the worker's upkeep drops the rest afterwards
+-- in batches (drop_deliveries_of_deleted_endpoints, sql/003-soft-delete.sql) and records here
+-- when none is left. A drop costs about 63 µs a delivery, so an endpoint with a backlog of about half
 -- a million held deliveries (a receiver down for two days) could not be deleted before: its
 -- delete always met the statement timeout.
 alter table endpoints add column deliveries_dropped_at timestamptz,

@@ -1,7 +1,8 @@
 // Periodic work of every worker process: every second, held deliveries past their window and
 // recovery probes (run_delivery_upkeep), then a batch of endpoint recoveries
-// (run_endpoint_recoveries), then batches of what deletes left (drop_deliveries_of_deleted_endpoints,
-// delete_jobs_of_deleted_applications), then the queue table's statistics after a burst
+// (run_endpoint_recoveries), then batches of what deletes left
+// (drop_deliveries_of_deleted_endpoints, delete_jobs_of_deleted_applications), then the queue
+// table's statistics after a burst
 // (refresh_queue_statistics); every hour, archiving and success-rate decay, then retention
 // (run_retention: old attempts, archived jobs, expired keys, stale counters).
 import type { DatabasePool } from 'slonik';
@@ -95,11 +96,12 @@ export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; lo
 }
 
 /**
- * What a delete leaves, done per upkeep run (each worker process runs one a second; each step
- * one at a time across workers): waiting deliveries of deleted endpoints dropped past the
- * delete's own 1,000 (about 63 µs each), and jobs of deleted applications soft-deleted (about
- * 21 µs each; measured at 1.6 million jobs: 125 ms a batch, all done in about 5.5 minutes with
- * one worker). The API already treats both as deleted.
+ * What deletes leave, done per upkeep run (each worker process runs one a second; each step one
+ * at a time across workers): waiting deliveries of deleted endpoints dropped (past an endpoint
+ * delete's own 1,000; all of an application delete's), and jobs of deleted applications
+ * soft-deleted. Measured (docs/performance.md): a batch of deliveries 175-225 ms, so a million
+ * in about 9-10 minutes with one worker; a batch of jobs 105-125 ms, 1.6 million in about 5.5
+ * minutes. None of those deliveries is sent, and the API treats those jobs as deleted, meanwhile.
  */
 export const DELETION_BATCHES = { deliveries: 2_000, jobs: 5_000 };
 
