@@ -92,10 +92,14 @@ begin
     where j.id in (select d.job_id from deliveries d where d.id = any(v_batch) and d.status in ('pending', 'held'))
     order by j.id
     for no key update of j skip locked);
-  -- Locked in id order first, as a claim locks its deliveries: the update alone locked them in
-  -- the order of its plan, and a claim holding one of them and waiting for another deadlocked
-  -- with the delete.
-  perform 1 from deliveries where id = any(v_batch) order by id for no key update;
+  -- Then the deliveries, passing over those another transaction holds: a claim's, which sends
+  -- the delivery (it read the endpoint live, as it would once the delete had waited for it) or
+  -- leaves it to a later claim's drop or the upkeep's. Waiting for it, the delete met that
+  -- claim's drop of another delivery of a job the delete holds (a job fanned out to this
+  -- endpoint and to one deleted before) in a cycle: the only deadlock of `npm run bench:locks`
+  -- left with a delete in it (test/concurrent-deletes.test.ts). Locked in the order of the
+  -- update's plan before that, a claim holding one and waiting for another deadlocked with it.
+  v_batch := array(select d.id from deliveries d where d.id = any(v_batch) order by d.id for no key update skip locked);
   update deliveries set status = 'dropped', updated_at = now()
     where id = any(v_batch) and status in ('pending', 'held') and job_id = any(v_jobs);
   with released as (

@@ -172,9 +172,10 @@ test.serial('a forced event type delete racing an endpoint delete: no deadlock',
   const endpoint = await subscriber();
   await newJob();
 
-  // The endpoint delete stops at its pending delivery (dropped before its subscriptions go).
+  // The endpoint delete stops at its subscription (its rows locked, its deliveries dropped,
+  // its subscriptions not yet).
   await holder.query('begin');
-  await holder.query('select 1 from deliveries where endpoint_id = $1 for update', [endpoint.id]);
+  await holder.query('select 1 from endpoint_event_types where endpoint_id = $1 for update', [endpoint.id]);
   const endpointDelete = app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
   await waitingOn(watcher, 'update endpoints set deleted_at');
   const forced = app.request('DELETE', `/v1/event-types/${eventType.id}?force=true`, { key });
@@ -400,12 +401,23 @@ async function twoDeliveriesOutOfOrder(t: ExecutionContext, s: Awaited<ReturnTyp
   return { endpoint, first, second };
 }
 
-test.serial('an endpoint delete drops its deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
+test.serial('an endpoint delete passes over a delivery a claim holds: it waits for no claim, so no cycle with one', async (t) => {
   const s = await setup(t);
   const { endpoint, first, second } = await twoDeliveriesOutOfOrder(t, s, 'pending');
-  const res = await requestBesideClaim(t, s, [first, second], 'the delete',
-    () => app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key }));
+  const { rows: [job] } = await s.watcher.query<{ job_id: string }>('select job_id from deliveries where id = $1', [first]);
+  // A claim holds the first delivery. The delete locks the jobs of the endpoint's waiting
+  // deliveries first; waiting then for the claim's delivery, it held a job that the claim's drop
+  // of another delivery of that job refreshes next: a cycle (the lock probe).
+  await s.holder.query('begin');
+  await s.holder.query('select 1 from deliveries where id = $1 for update', [first]);
+  const [res] = await settle(t, s.watcher, [app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key: s.key })]);
   t.is(res?.status, 200, JSON.stringify(res?.body));
+  const statuses = async () => (await s.watcher.query<{ status: string }>(
+    'select status from deliveries where id = any($1) order by id', [[first, second]])).rows.map((r) => r.status);
+  t.deepEqual(await statuses(), ['pending', 'dropped'], 'the delivery the claim holds is passed over');
+  await s.holder.query('commit'); // the claim took nothing (it would have sent it: it read the endpoint live)
+  t.like(await storedJob(s.watcher, job!.job_id), { status: 'discarded' }, 'the upkeep drops the one passed over');
+  t.deepEqual(await statuses(), ['dropped', 'dropped']);
 });
 
 test.serial('an un-pause releases held deliveries in id order, as a claim locks them: no deadlock with a claim', async (t) => {
