@@ -3,13 +3,13 @@
 // with the application's jobs. The API treats them as deleted from the delete on. No worker
 // here: each test runs the upkeep's step itself, with the function the upkeep calls.
 import test, { type ExecutionContext } from 'ava';
-import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeLogger } from '../../src/logger.ts';
 import { runDeletionBatches, startUpkeep } from '../../src/worker/upkeep.ts';
 import { assertError, startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { session } from '../helpers/sessions.ts';
 
 const app = startTestApp();
 const logger = makeLogger('silent');
@@ -92,9 +92,7 @@ test.serial('an application delete writes none of its jobs; the API treats them 
 test.serial('a job another transaction holds is passed over, and its application is marked done only once that job is deleted too', async (t) => {
   const { key, appId, doomed } = await setup(t, 3);
   t.is((await app.request('DELETE', `/v1/applications/${appId}`, { key })).status, 200);
-  const holder = new pg.Client({ connectionString: app.databaseUrl });
-  await holder.connect();
-  t.teardown(() => holder.end());
+  const holder = await session(t, app.databaseUrl);
   await holder.query('begin');
   await holder.query('select 1 from webhook_jobs where id = $1 for no key update', [doomed[1]]);
 
@@ -110,9 +108,7 @@ test.serial('a job another transaction holds is passed over, and its application
 test.serial('one worker at a time: while another runs the step, a call returns 0 and writes nothing', async (t) => {
   const { key, appId } = await setup(t, 2);
   t.is((await app.request('DELETE', `/v1/applications/${appId}`, { key })).status, 200);
-  const other = new pg.Client({ connectionString: app.databaseUrl });
-  await other.connect();
-  t.teardown(() => other.end());
+  const other = await session(t, app.databaseUrl);
   await other.query('begin');
   await other.query(`select pg_advisory_xact_lock(hashtext('hookline'), hashtext('delete_jobs_of_deleted_applications'))`);
   t.is(await sweep(100), 0);
@@ -139,9 +135,7 @@ test.serial('the worker\'s upkeep runs the step on its own', async (t) => {
 test.serial('an application row another transaction holds (a recording\'s success rate) is not waited for: it is marked done by a later call', async (t) => {
   const { key, appId } = await setup(t, 2);
   t.is((await app.request('DELETE', `/v1/applications/${appId}`, { key })).status, 200);
-  const holder = new pg.Client({ connectionString: app.databaseUrl });
-  await holder.connect();
-  t.teardown(() => holder.end());
+  const holder = await session(t, app.databaseUrl);
   await holder.query('begin');
   await holder.query('select 1 from applications where id = $1 for no key update', [appId]);
   t.is(await sweep(100), 2, 'the jobs are done without waiting');

@@ -6,13 +6,13 @@
 // upkeep calls. The backlog is written in bulk, as the held deliveries of an endpoint that was
 // paused while jobs came.
 import test, { type ExecutionContext } from 'ava';
-import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeLogger } from '../../src/logger.ts';
 import { runDeletionBatches, runReleasesAndProbes } from '../../src/worker/upkeep.ts';
 import { assertError, startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { session } from '../helpers/sessions.ts';
 
 const app = startTestApp();
 const logger = makeLogger('silent');
@@ -102,9 +102,7 @@ test.serial('an application delete leaves all its endpoints\' waiting deliveries
 test.serial('the upkeep passes over a delivery whose job another transaction holds, and marks the endpoint only once it is dropped too', async (t) => {
   const { key, orgId, appId, endpoint } = await setup(t);
   await heldBacklog(orgId, appId, [endpoint], 1_003);
-  const holder = new pg.Client({ connectionString: app.databaseUrl });
-  await holder.connect();
-  t.teardown(() => holder.end());
+  const holder = await session(t, app.databaseUrl);
   t.is((await app.request('DELETE', `/v1/endpoints/${endpoint}`, { key })).status, 200);
   const { rows } = await holder.query<{ job_id: string }>(
     `select job_id from deliveries where endpoint_id = $1 and status = 'held' order by id limit 1`, [endpoint]);

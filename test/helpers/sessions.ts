@@ -7,12 +7,15 @@ import { until } from './until.ts';
 
 /** Two sessions on `url`, connected, ended at the test's teardown. */
 export async function twoSessions(t: ExecutionContext, url: string): Promise<[pg.Client, pg.Client]> {
-  const clients: [pg.Client, pg.Client] = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
-  for (const client of clients) {
-    await client.connect();
-    t.teardown(() => client.end());
-  }
-  return clients;
+  return [await session(t, url), await session(t, url)];
+}
+
+/** A database session of the test's own (to hold locks as another transaction would), closed at the test's end. */
+export async function session(t: ExecutionContext, url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  t.teardown(() => client.end());
+  return client;
 }
 
 type Waiter = { pid: number; blockers: number[]; query: string };
