@@ -2,9 +2,9 @@
 // recovery probes (run_delivery_upkeep), then a batch of endpoint recoveries
 // (run_endpoint_recoveries), then batches of what deletes left
 // (drop_deliveries_of_deleted_endpoints, delete_jobs_of_deleted_applications), then the queue
-// table's statistics after a burst
-// (refresh_queue_statistics); every hour, archiving and success-rate decay, then retention
-// (run_retention: old attempts, archived jobs, expired keys, stale counters).
+// table's statistics after a burst (refresh_queue_statistics); every hour, archiving and
+// success-rate decay, then retention (run_retention: old attempts, archived jobs, expired keys,
+// stale counters).
 import type { DatabasePool } from 'slonik';
 import { deleteJobsOfDeletedApplications } from '../db/applications.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
@@ -55,23 +55,32 @@ export async function runHourlyTasks(
 }
 
 /**
+ * One step of the upkeep, its error logged (`<what> failed`; a lost database is logged once by
+ * the pool) and answered with `fallback`: the next run does it again.
+ */
+async function logged<T>(logger: Logger, what: string, run: () => Promise<T>, fallback: T): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (!isDatabaseUnavailable(error)) logger.error({ err: error }, `${what} failed`);
+    return fallback;
+  }
+}
+
+/**
  * The step of the upkeep that fails held deliveries past their window, releases held deliveries
  * of active endpoints and picks recovery probes (run_delivery_upkeep), and enqueues what it
  * returns, in one transaction. Errors are logged; the next run does it again.
  */
 export async function runReleasesAndProbes(deps: { pool: DatabasePool; queue: Queue; logger: Logger }): Promise<void> {
-  try {
-    await deps.pool.transaction(async (tx) => {
-      const { probes, released } = await runDeliveryUpkeep(tx);
-      await deps.queue.enqueue(tx, released, { priority: BACKLOG_PRIORITY });
-      // A disabled endpoint's probe goes ahead of every other due message: behind a backlog (a
-      // probe of three workers: about 7,000 deliveries) it waited about 25 s, and the endpoint
-      // and its held deliveries with it, whatever its cooldown said.
-      await deps.queue.enqueue(tx, probes, { priority: PROBE_PRIORITY });
-    });
-  } catch (error) {
-    if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'delivery upkeep failed'); // logged once by the pool
-  }
+  await logged(deps.logger, 'delivery upkeep', () => deps.pool.transaction(async (tx) => {
+    const { probes, released } = await runDeliveryUpkeep(tx);
+    await deps.queue.enqueue(tx, released, { priority: BACKLOG_PRIORITY });
+    // A disabled endpoint's probe goes ahead of every other due message: behind a backlog (a
+    // probe of three workers: about 7,000 deliveries) it waited about 25 s, and the endpoint
+    // and its held deliveries with it, whatever its cooldown said.
+    await deps.queue.enqueue(tx, probes, { priority: PROBE_PRIORITY });
+  }), undefined);
 }
 
 /** Deliveries of endpoint recoveries re-queued per upkeep run (each worker process runs one a second). */
@@ -83,16 +92,11 @@ export const RECOVERY_BATCH = 10_000;
  * logged; the next run goes on from the recovery's cursor.
  */
 export async function runRecoveries(deps: { pool: DatabasePool; queue: Queue; logger: Logger }, limit = RECOVERY_BATCH): Promise<number> {
-  try {
-    return await deps.pool.transaction(async (tx) => {
-      const restarted = await runRecoveryBatch(tx, limit);
-      await deps.queue.enqueue(tx, restarted, { priority: BACKLOG_PRIORITY });
-      return restarted.length;
-    });
-  } catch (error) {
-    if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, 'endpoint recovery batch failed'); // logged once by the pool
-    return 0;
-  }
+  return logged(deps.logger, 'endpoint recovery batch', () => deps.pool.transaction(async (tx) => {
+    const restarted = await runRecoveryBatch(tx, limit);
+    await deps.queue.enqueue(tx, restarted, { priority: BACKLOG_PRIORITY });
+    return restarted.length;
+  }), 0);
 }
 
 /**
@@ -109,17 +113,10 @@ export const DELETION_BATCHES = { deliveries: 2_000, jobs: 5_000 };
 export async function runDeletionBatches(
   deps: { pool: DatabasePool; logger: Logger }, limits: { deliveries: number; jobs: number } = DELETION_BATCHES,
 ): Promise<{ deliveries: number; jobs: number }> {
-  const step = async (what: string, run: () => Promise<number>) => {
-    try {
-      return await run();
-    } catch (error) {
-      if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error }, `${what} failed`); // logged once by the pool
-      return 0;
-    }
-  };
-  const deliveries = await step('dropping the waiting deliveries of deleted endpoints',
-    () => dropDeliveriesOfDeletedEndpoints(deps.pool, limits.deliveries));
-  const jobs = await step('deleting the jobs of deleted applications', () => deleteJobsOfDeletedApplications(deps.pool, limits.jobs));
+  const deliveries = await logged(deps.logger, 'dropping the waiting deliveries of deleted endpoints',
+    () => dropDeliveriesOfDeletedEndpoints(deps.pool, limits.deliveries), 0);
+  const jobs = await logged(deps.logger, 'deleting the jobs of deleted applications',
+    () => deleteJobsOfDeletedApplications(deps.pool, limits.jobs), 0);
   return { deliveries, jobs };
 }
 
