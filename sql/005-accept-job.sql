@@ -365,8 +365,8 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- queue's front and the rest behind every organization's fresh work (p_fresh_share fresh
 -- deliveries a second; p_fresh_before, the calling web process's count of each organization's
 -- in this second so far: Queue.fresh, src/queue.ts; p_fresh_share null: all at 0). A key
--- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the call as a whole: nothing of it stays, and the caller
--- takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the
+-- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the
+-- call as a whole: nothing of it stays, and the caller takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the
 -- first of them with every counter's count after the take (limits, json; null on the others).
 -- A function rather than the statement its caller used to send: its statements keep their
 -- plans for the session, where that statement was parsed and planned on every call (about

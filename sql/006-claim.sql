@@ -214,11 +214,10 @@ comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, j
 -- does not read at all. A parked message stays due: a fetch with no busy organization takes it
 -- after the others' (the other priorities: a recovery probe's 1, ahead of all, and a backlog's
 -- -2, recovered or released deliveries or fresh ones past their organization's share of the
--- second, behind every fresh one: BACKLOG_PRIORITY in
--- src/queue.ts), and unpark_messages() puts it back at 0, in its old place, within a minute
--- once its organization is no longer busy. A backlog's message parked goes to -3 and back to
--- -2; a fetch with busy
--- organizations reads those at -2 once it has read every message at 0 and above. Claims of 100 with 10,000 busy
+-- second, behind every fresh one: BACKLOG_PRIORITY in src/queue.ts), and unpark_messages() puts
+-- it back at 0, in its old place, within a minute once its organization is no longer busy. A
+-- backlog's message parked goes to -3 and back to -2; a fetch with busy organizations reads
+-- those at -2 once it has read every message at 0 and above. Claims of 100 with 10,000 busy
 -- messages ahead took 67.5 ms in the form before (a `not exists` in the query, see below, and
 -- every busy message read past at every claim) against 20.0 with none; 19.9 now
 -- (bench/statement-costs.ts, STATEMENTS_BUSY=25). A cursor fetches rows ten at a time, so up to
@@ -255,8 +254,9 @@ begin
     -- of other organizations; the busy ones' read on the way are parked below. Parked messages
     -- (priority -1) are not read. A message whose delivery is gone is taken (its claim skips it).
     -- Two bands of priorities, in the fetch's order: every message at 0 and above, then the
-    -- backlog's (-2: recovered, released, or past an organization's share) while there is room left; parked ones (-1, -3) lie between and
-    -- after them, and an index range per band does not read them.
+    -- backlog's (-2: recovered, released, or past an organization's share) while there is room
+    -- left; parked ones (-1, -3) lie between and after them, and an index range per band does
+    -- not read them.
     foreach v_band slice 1 in array array[[0, 2147483647], [-2, -2]] loop
       exit when cardinality(v_take) >= p_limit;
       for v_message in
@@ -303,8 +303,8 @@ end;
 $$;
 
 -- Puts the messages fetch_due_messages() parked (priority -1) back at priority 0 (a backlog's,
--- -3, back at -2), in their old place in the fetch's order, except those of the organizations in p_busy_orgs (the calling
--- worker's busy ones). Each worker calls it once a minute, so that messages parked for an
+-- -3, back at -2), in their old place in the fetch's order, except those of the organizations
+-- in p_busy_orgs (the calling worker's busy ones). Each worker calls it once a minute, so that messages parked for an
 -- organization no longer busy, busy only in another worker or parked by a worker that stopped
 -- are not left behind the others' for long while some organization is busy (a fetch with none
 -- takes parked messages anyway, after the others'). Not at every end of an organization's turn
