@@ -99,7 +99,7 @@ export async function openDeliveryFloor(url: string, receiver: { port: number; p
   await insertEventType(pool, tenant, { id: newId('evt'), name: 'invoice.paid', description: null, schema: null });
   const endpoint = await createEndpoint(pool, tenant, {
     applicationId: app.id, url: `http://127.0.0.1:${receiver.port}/hook`, eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 10_000, timeoutMs: 30_000,
-  });
+  }, Number.MAX_SAFE_INTEGER); // a bench's own setup: no limit of endpoints
   let nextJob = 1;
   /** `count` jobs with one delivery each, in flight as a claim leaves them; returns their delivery ids. */
   const claimedDeliveries = async (count: number): Promise<number[]> => {

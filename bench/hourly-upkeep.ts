@@ -54,7 +54,7 @@ async function prepare(tree: string, i: number): Promise<string> {
       const t = tenants[n % tenants.length]!;
       await createEndpoint(pool, { orgId: t.org_id, environment: 'live' }, {
         applicationId: t.application_id, url: 'http://127.0.0.1:9/hook', eventTypes: ['invoice.paid'], headers: {}, rateLimitRps: 100, timeoutMs: 30_000,
-      });
+      }, Number.MAX_SAFE_INTEGER); // a bench's own setup: no limit of endpoints
     }
     await pool.end();
     await db.query(`insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)

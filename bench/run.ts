@@ -150,7 +150,7 @@ async function fixtures(url: string, receiverPort: number): Promise<Fixture[]> {
     const endpoint = await createEndpoint(pool, tenant, {
       applicationId: app.id, url: `http://127.0.0.1:${receiverPort}/hook`, eventTypes: ['invoice.paid'], headers: {},
       rateLimitRps: 10_000, timeoutMs: 30_000,
-    });
+    }, Number.MAX_SAFE_INTEGER); // a bench's own setup: no limit of endpoints
     out.push({ orgId: org.id, key, applicationId: app.id, endpointId: endpoint.id });
   }
   await queue.stop();

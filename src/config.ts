@@ -61,6 +61,8 @@ const schema = z.object({
   WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   QUEUE_SHARE_PER_ORGANIZATION: integer(1, 1_000_000).default(1000),
+  MAX_ENDPOINTS_PER_APPLICATION: integer(1, 1_000_000).default(1000),
+  MAX_OPERATIONAL_ENDPOINTS: integer(1, 100_000).default(100),
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
   RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: integer(1, 1_000_000).default(100),
@@ -112,6 +114,12 @@ export type Config = Readonly<{
   /** An idle worker's fetch interval; deliveries due now wake it at once (LISTEN) where it can listen. */
   workerPollIntervalMs: number;
   rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number }>;
+  /**
+   * Live endpoints an application may have (MAX_ENDPOINTS_PER_APPLICATION), and operational
+   * endpoints an organization may have per environment (MAX_OPERATIONAL_ENDPOINTS): each is a
+   * fan-out written inside another request or recording.
+   */
+  limits: Readonly<{ endpointsPerApplication: number; operationalEndpoints: number }>;
   /** Where customers reach this service: portal links are `<publicUrl>/portal#<token>` (no trailing slash). */
   publicUrl: string;
   /** Serve /metrics on this port instead of the API's (unset: on the API's port). */
@@ -163,6 +171,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,
       endpointTestsPerMinute: c.RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE,
       portalLinksPerMinute: c.RATE_LIMIT_PORTAL_LINKS_PER_MINUTE,
+    }),
+    limits: Object.freeze({
+      endpointsPerApplication: c.MAX_ENDPOINTS_PER_APPLICATION,
+      operationalEndpoints: c.MAX_OPERATIONAL_ENDPOINTS,
     }),
     publicUrl: c.PUBLIC_URL ?? `http://localhost:${c.PORT}`,
     metricsPort: c.METRICS_PORT,

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
 import { invalidState, notFound, validationError } from '../errors.ts';
-import { lockApplication } from '../db/applications.ts';
+import { endpointsOfApplicationOf, lockApplication } from '../db/applications.ts';
 import {
   findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, restoreEndpoint, updateEndpoint, type EndpointPatch, type EndpointRow,
 } from '../db/endpoints.ts';
@@ -54,10 +54,17 @@ export type NewEndpoint = {
   applicationId: string; url: string; eventTypes: readonly string[]; headers: Record<string, string>; rateLimitRps: number; timeoutMs: number;
 };
 
-export async function createEndpoint(pool: DatabasePool, tenant: Tenant, input: NewEndpoint): Promise<EndpointRow> {
+/**
+ * An application's live endpoints are at most `maxEndpoints` (MAX_ENDPOINTS_PER_APPLICATION): a
+ * job is fanned out to each subscribed one inside its accept, so an unbounded application made
+ * every job of it as costly as its endpoints (README, "Limits").
+ */
+export async function createEndpoint(pool: DatabasePool, tenant: Tenant, input: NewEndpoint, maxEndpoints: number): Promise<EndpointRow> {
   if (!isId('app', input.applicationId)) throw notFound('Application');
   return pool.transaction(async (tx) => {
-    if (!(await lockApplication(tx, tenant, input.applicationId))) throw notFound('Application');
+    const live = await lockApplication(tx, tenant, input.applicationId);
+    if (live === null) throw notFound('Application');
+    if (live >= maxEndpoints) throw applicationFull(maxEndpoints, 'before creating another');
     const id = newId('ep');
     await insertEndpoint(tx, tenant, { id, ...input, secret: newSecret() });
     await subscribe(tx, tenant, id, input.eventTypes);
@@ -124,7 +131,7 @@ export async function closeCircuit(pool: DatabasePool, queue: Queue, tenant: Ten
  * restore: a soft-deleted endpoint (at most 30 days ago, its application live) comes back as it
  * was, subscribed again to the event types of its list that exist now (decisions 13/14).
  */
-export async function restore(pool: DatabasePool, tenant: Tenant, id: string): Promise<EndpointRow> {
+export async function restore(pool: DatabasePool, tenant: Tenant, id: string, maxEndpoints: number): Promise<EndpointRow> {
   if (!isId('ep', id)) throw notFound('Endpoint');
   return pool.transaction(async (tx) => {
     const outcome = await restoreEndpoint(tx, tenant, id);
@@ -136,8 +143,15 @@ export async function restore(pool: DatabasePool, tenant: Tenant, id: string): P
     if (outcome === 'deliveries_dropping') {
       throw invalidState('The deliveries this endpoint\'s delete stopped are still being dropped; try again in a minute.');
     }
+    // Counted after the restore, which locked the application row first: the transaction rolls
+    // back whole when it went past the limit.
+    if ((await endpointsOfApplicationOf(tx, id)) > maxEndpoints) throw applicationFull(maxEndpoints, 'before restoring this one');
     return mustFind(tx, tenant, id);
   });
+}
+
+function applicationFull(maxEndpoints: number, when: string) {
+  return invalidState(`This application already has ${maxEndpoints} endpoints, the most an application may have; delete one ${when}.`);
 }
 
 async function mustFind(tx: DatabaseTransactionConnection, tenant: Tenant, id: string): Promise<EndpointRow> {

@@ -42,13 +42,21 @@ export async function findApplicationByUid(db: CommonQueryMethods, tenant: Tenan
 }
 
 /**
- * Locks a live application against a concurrent delete while something is created under it.
- * `for no key update`, not `for share`: the creation's count trigger updates this row, and two
- * transactions each upgrading a shared lock would deadlock.
+ * Locks a live application against a concurrent delete while an endpoint is created under it,
+ * and answers its live endpoints (null: no such live application of the tenant's). `for no key
+ * update`, not `for share`: the creation's count trigger updates this row, and two transactions
+ * each upgrading a shared lock would deadlock. The lock also makes the count exact until the
+ * transaction ends: a concurrent creation waits for it, then reads the count this one left.
  */
-export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
-  return db.exists(sql.unsafe`
-    select 1 from applications where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null for no key update`);
+export async function lockApplication(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<number | null> {
+  return db.maybeOneFirst(sql.type(z.object({ endpoints_count: z.number() }))`
+    select endpoints_count from applications where ${applicationsOf(tenant)} and id = ${id} and deleted_at is null for no key update`);
+}
+
+/** The live endpoints of an endpoint's application (read after a restore, which locked that row). */
+export async function endpointsOfApplicationOf(db: CommonQueryMethods, endpointId: string): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ endpoints_count: z.number() }))`
+    select a.endpoints_count from applications a join endpoints e on e.application_id = a.id where e.id = ${endpointId}`);
 }
 
 /**

@@ -1,7 +1,7 @@
 // Table operational_endpoints: where an organization (per environment) receives operational
 // events. Every query is scoped to a tenant and to live (not deleted) rows. The events
 // themselves are written by SQL triggers (sql/019-operational-events.sql), never from here.
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
 import { inEnvironment, type Tenant } from './tenant.ts';
@@ -26,14 +26,28 @@ export type OperationalEndpointRow = z.infer<typeof operationalEndpointRow>;
 
 const columns = sql.fragment`id, url, event_types, secret, secret_version, status, created_at, updated_at`;
 
+/**
+ * A new operational endpoint, unless the tenant already has `max` live ones (null then): every
+ * operational event writes one delivery per subscribed endpoint in the transaction of the change
+ * it reports, a worker's recording among them, so their number is bounded
+ * (MAX_OPERATIONAL_ENDPOINTS). Concurrent creations of one tenant wait for each other on a
+ * transaction-level advisory lock, so the count each reads is exact.
+ */
 export async function insertOperationalEndpoint(
-  db: CommonQueryMethods, tenant: Tenant, endpoint: { id: string; url: string; eventTypes: readonly string[]; secret: string },
-): Promise<OperationalEndpointRow> {
-  return db.one(sql.type(operationalEndpointRow)`
-    insert into operational_endpoints (id, org_id, environment, url, event_types, secret)
-    values (${endpoint.id}, ${tenant.orgId}, ${tenant.environment}, ${endpoint.url},
-            ${sql.array([...endpoint.eventTypes], 'text')}, ${endpoint.secret})
-    returning ${columns}`);
+  pool: DatabasePool, tenant: Tenant, endpoint: { id: string; url: string; eventTypes: readonly string[]; secret: string }, max: number,
+): Promise<OperationalEndpointRow | null> {
+  return pool.transaction(async (tx) => {
+    await tx.query(sql.unsafe`
+      select pg_advisory_xact_lock(hashtext('hookline'), hashtext('operational_endpoints ' || ${tenant.orgId} || ' ' || ${tenant.environment}))`);
+    const live = await tx.oneFirst(sql.type(z.object({ live: z.number() }))`
+      select count(*)::int as live from operational_endpoints where ${inEnvironment(tenant)} and deleted_at is null`);
+    if (live >= max) return null;
+    return tx.one(sql.type(operationalEndpointRow)`
+      insert into operational_endpoints (id, org_id, environment, url, event_types, secret)
+      values (${endpoint.id}, ${tenant.orgId}, ${tenant.environment}, ${endpoint.url},
+              ${sql.array([...endpoint.eventTypes], 'text')}, ${endpoint.secret})
+      returning ${columns}`);
+  });
 }
 
 export async function findOperationalEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<OperationalEndpointRow | null> {

@@ -150,9 +150,11 @@ export const paths: ZodOpenApiPathsObject = {
   '/v1/endpoints': {
     post: operation('post', {
       ...ENDPOINTS, operationId: 'createEndpoint', summary: 'Create an endpoint',
-      description: 'The URL must be https and must not point at a private or loopback address. `event_types` must name existing event types.',
+      description: 'The URL must be https and must not point at a private or loopback address. `event_types` must name existing event types. '
+        + 'An application has at most 1,000 live endpoints (the service\'s `MAX_ENDPOINTS_PER_APPLICATION`): past that, 409.',
       body: { schema: endpoints.createBody, example: { application_id: 'app_3MRoiSEQHlSh21uw49EYrYZcUFW', url: 'https://example.com/hooks', event_types: ['invoice.paid'] } },
-      responses: { 201: ok('The new endpoint, with its secret.', r.endpointCreated) }, errors: [400, 404, 413, 415],
+      responses: { 201: ok('The new endpoint, with its secret.', r.endpointCreated) }, errors: [400, 404, 409, 413, 415],
+      conflict: invalidState('This application already has 1000 endpoints, the most an application may have; delete one before creating another.'),
     }),
     get: operation('get', {
       ...ENDPOINTS, operationId: 'listEndpoints', summary: 'List endpoints',
@@ -188,7 +190,8 @@ export const paths: ZodOpenApiPathsObject = {
       description: 'An endpoint deleted at most 30 days ago, whose application is not deleted, comes back with its settings, secret, '
         + 'status and circuit state, subscribed again to the event types of its list that exist now (by name: a name deleted and '
         + 'created again counts). Deliveries dropped by the delete stay dropped; while the workers are still dropping those the '
-        + 'delete left (past its first 1,000), 409. Deleted longer ago: 404.',
+        + 'delete left (past its first 1,000), 409; when its application already has the most live endpoints it may have, 409. '
+        + 'Deleted longer ago: 404.',
       path: endpointId, responses: { 200: ok('The full endpoint.', r.endpoint) }, errors: [404, 409, 413, 415],
       conflict: invalidState('This endpoint is not deleted; only a deleted endpoint can be restored.'),
     }),
@@ -342,9 +345,11 @@ export const paths: ZodOpenApiPathsObject = {
     post: operation('post', {
       ...OPS, operationId: 'createOperationalEndpoint', summary: 'Create an operational endpoint',
       description: 'Where this organization (in the key\'s environment) receives operational events, signed with this endpoint\'s own secret. '
-        + '`event_types` names operational event types (see the webhooks section); empty means all of them. The URL rules are those of endpoints.',
+        + '`event_types` names operational event types (see the webhooks section); empty means all of them. The URL rules are those of endpoints. '
+        + 'At most 100 live operational endpoints per environment (the service\'s `MAX_OPERATIONAL_ENDPOINTS`): past that, 409.',
       body: { schema: opEndpoints.createBody, example: { url: 'https://ops.example.com/hookline', event_types: ['endpoint.disabled', 'delivery.exhausted'] } },
-      responses: { 201: ok('The new operational endpoint, with its secret.', r.operationalEndpoint) }, errors: [400, 413, 415],
+      responses: { 201: ok('The new operational endpoint, with its secret.', r.operationalEndpoint) }, errors: [400, 409, 413, 415],
+      conflict: invalidState('This environment already has 100 operational endpoints, the most it may have; delete one before creating another.'),
     }),
     get: operation('get', {
       ...OPS, operationId: 'listOperationalEndpoints', summary: 'List operational endpoints', description: 'Newest first, cursor list.',

@@ -83,7 +83,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const endpoint = await createEndpoint(pool, authOf(res), {
       applicationId: body.application_id, url: body.url, eventTypes: body.event_types, headers: body.headers,
       rateLimitRps: body.rate_limit_rps, timeoutMs: body.timeout_ms,
-    });
+    }, config.limits.endpointsPerApplication);
     res.status(201).json(toCreated(endpoint));
   });
 
@@ -131,7 +131,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
 
   // Decisions 13/14: at most 30 days after the delete, its application live; 409 when not deleted.
   router.post('/:id/restore', async (req, res) => {
-    res.json(toEndpoint(await restore(pool, authOf(res), req.params.id)));
+    res.json(toEndpoint(await restore(pool, authOf(res), req.params.id, config.limits.endpointsPerApplication)));
   });
 
   router.post('/:id/rotate-secret', async (req, res) => {

@@ -13,7 +13,7 @@ import {
   rotateOperationalSecret, softDeleteOperationalEndpoint, updateOperationalEndpoint,
 } from '../../db/operational-endpoints.ts';
 import { isId, newId } from '../../ids.ts';
-import { notFound } from '../../errors.ts';
+import { invalidState, notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import {
   deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList, type operationalEventList,
@@ -67,9 +67,13 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
 
   router.post('/endpoints', async (req, res) => {
     const body = parseBody(createBody, req.body);
+    const max = config.limits.operationalEndpoints;
     const created = await insertOperationalEndpoint(pool, authOf(res), {
       id: newId('opep'), url: body.url, eventTypes: body.event_types, secret: newSecret(),
-    });
+    }, max);
+    if (!created) {
+      throw invalidState(`This environment already has ${max} operational endpoints, the most it may have; delete one before creating another.`);
+    }
     res.status(201).json(toEndpoint(created));
   });
 
