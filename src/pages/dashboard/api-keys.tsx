@@ -3,13 +3,16 @@
 import { useState } from 'preact/hooks';
 import type { ApiKey, ApiKeyCreated, Cursor } from './api.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, useAction } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
 
 const FAMILIES = ['webhooks', 'endpoints', 'applications', 'event-types', 'api-keys'] as const;
 
 export function ApiKeysPage() {
   const { client, can, credential } = useSession();
-  const keys = useLoad(() => can('api-keys:read') ? client<Cursor<ApiKey>>('GET', '/v1/api-keys?limit=100') : Promise.resolve(null), []);
+  const pages = useCursorPages();
+  const cursor = pages.cursor;
+  const keys = useLoad(() => can('api-keys:read')
+    ? client<Cursor<ApiKey>>('GET', `/v1/api-keys?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`) : Promise.resolve(null), [cursor]);
   const [created, setCreated] = useState<ApiKeyCreated | null>(null);
   const [flash, setFlash] = useState('');
   const revoke = useAction(async (key: ApiKey) => {
@@ -47,8 +50,9 @@ export function ApiKeysPage() {
             ))}</tbody>
           </table>
         )}</Loaded>
+        <CursorPager pages={pages} next={keys.data?.next_cursor} label="Key pages" />
       </section>
-      <NewKey onCreated={(key) => { setFlash(''); setCreated(key); keys.reload(); window.scrollTo(0, 0); }} />
+      <NewKey onCreated={(key) => { setFlash(''); setCreated(key); pages.first(); keys.reload(); window.scrollTo(0, 0); }} />
     </>
   );
 }

@@ -9,7 +9,7 @@ import type {
 } from '../../api/responses.ts';
 import { allows, type Family } from '../../core/scopes.ts';
 
-export { ApiError, makeClient, type Client } from '../portal/api.ts';
+export { allPages, ApiError, makeClient, type Client } from '../portal/api.ts';
 
 export type ApiKey = z.output<typeof apiKey>;
 export type ApiKeyCreated = z.output<typeof apiKeyCreated>;

@@ -2,8 +2,8 @@
 // endpoints (and the deleted ones that can be restored), its latest jobs, and a portal link.
 import { useState } from 'preact/hooks';
 import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type PortalLink } from './api.ts';
-import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Pager, Rate, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, StatusBadge, useAction } from '../shared/ui.tsx';
+import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useSession } from './session.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction } from '../shared/ui.tsx';
 
 export function ApplicationsPage() {
   const { client, can } = useSession();
@@ -38,7 +38,7 @@ export function ApplicationsPage() {
                 </tr>
               ))}</tbody>
             </table>
-            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('applications', { search, page: p })} />
+            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('applications', { search, page: p })} label="Application pages" />
           </>
         ))}</Loaded>
       </section>
@@ -72,7 +72,9 @@ export function ApplicationDetailPage(props: { id: string }) {
   const { client, can } = useSession();
   const app = useLoad(() => client<ApplicationDetail>('GET', `/v1/applications/${props.id}`), [props.id]);
   const jobs = useLoad(() => can('webhooks:read') ? client<JobList>('GET', `/v1/webhook-jobs?application_id=${props.id}&per_page=10`) : Promise.resolve(null), [props.id]);
-  const deleted = useLoad(() => can('endpoints:read') ? client<DeletedEndpointList>('GET', `/v1/endpoints?application_id=${props.id}&deleted=true&per_page=20`) : Promise.resolve(null), [props.id]);
+  const [deletedPage, setDeletedPage] = useState(1);
+  const deleted = useLoad(() => can('endpoints:read')
+    ? client<DeletedEndpointList>('GET', `/v1/endpoints?application_id=${props.id}&deleted=true&per_page=20&page=${deletedPage}`) : Promise.resolve(null), [props.id, deletedPage]);
   const [flash, setFlash] = useState('');
   const restore = useAction(async (id: string) => {
     await client('POST', `/v1/endpoints/${id}/restore`);
@@ -105,6 +107,7 @@ export function ApplicationDetailPage(props: { id: string }) {
                   <li key={e.id}><span class="url">{e.url}</span><span class="muted">deleted {formatTime(e.deleted_at)}</span>
                     <Action need="endpoints:write" busy={restore.busy} onClick={() => void restore.run(e.id)} label={`Restore ${e.url}`}>Restore</Action></li>
                 ))}</ul>
+                <Pager page={d.pagination.page} totalPages={d.pagination.total_pages} onPage={setDeletedPage} label="Deleted endpoint pages" />
                 <ErrorNotice error={restore.error} />
               </>
             )}</Loaded>

@@ -5,8 +5,8 @@
 import { useState } from 'preact/hooks';
 import { query, type AttemptList, type Endpoint, type EndpointList, type Stats } from './api.ts';
 import { AttemptsPerMinute } from './charts.tsx';
-import { Action, hashParams, Loaded, NeedsScope, Pager, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, formatTime, Notice, StatusBadge, useAction } from '../shared/ui.tsx';
+import { Action, hashParams, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
+import { CursorPager, ErrorNotice, Field, formatTime, Notice, Pager, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
 
 export function EndpointsPage() {
   const { client, can } = useSession();
@@ -45,7 +45,7 @@ export function EndpointsPage() {
                 </tr>
               ))}</tbody>
             </table>
-            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('endpoints', { status, failing, page: p })} />
+            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('endpoints', { status, failing, page: p })} label="Endpoint pages" />
           </>
         ))}</Loaded>
       </section>
@@ -151,8 +151,8 @@ export function EndpointDetailPage(props: { id: string }) {
 function AttemptLog(props: { endpointId: string }) {
   const { client } = useSession();
   const [status, setStatus] = useState('');
-  const [cursors, setCursors] = useState<string[]>([]);
-  const cursor = cursors[cursors.length - 1];
+  const pages = useCursorPages();
+  const cursor = pages.cursor;
   const log = useLoad(() => client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${query({ status, limit: 20, cursor })}`), [status, cursor]);
   return (
     <section class="card" aria-labelledby="attempt-log">
@@ -160,7 +160,7 @@ function AttemptLog(props: { endpointId: string }) {
         <h2 id="attempt-log">Attempt log</h2>
         <div class="segmented" role="group" aria-label="Show attempts">
           {[['', 'All'], ['failed', 'Failed'], ['succeeded', 'Succeeded']].map(([value, label]) => (
-            <button key={value} type="button" aria-pressed={status === value} onClick={() => { setStatus(value!); setCursors([]); }}>{label}</button>
+            <button key={value} type="button" aria-pressed={status === value} onClick={() => { setStatus(value!); pages.first(); }}>{label}</button>
           ))}
           <button type="button" onClick={() => log.reload()}>Refresh</button>
         </div>
@@ -177,10 +177,7 @@ function AttemptLog(props: { endpointId: string }) {
           ))}</tbody>
         </table>
       )}</Loaded>
-      <div class="actions">
-        {cursors.length > 0 && <button type="button" onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>}
-        {log.data?.next_cursor && <button type="button" onClick={() => setCursors([...cursors, log.data!.next_cursor!])}>Older</button>}
-      </div>
+      <CursorPager pages={pages} next={log.data?.next_cursor} label="Attempt pages" />
     </section>
   );
 }

@@ -4,11 +4,12 @@
 import { useState } from 'preact/hooks';
 import { ApiError, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, useAction } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
 
 export function EventTypesPage() {
   const { client, can } = useSession();
-  const [cursor, setCursor] = useState<string | null>(null);
+  const pages = useCursorPages();
+  const cursor = pages.cursor;
   const list = useLoad(() => can('event-types:read')
     ? client<Cursor<EventType>>('GET', `/v1/event-types?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`) : Promise.resolve(null), [cursor]);
   const [editing, setEditing] = useState<EventType | 'new' | null>(null);
@@ -37,7 +38,7 @@ export function EventTypesPage() {
             ))}</tbody>
           </table>
         ))}</Loaded>
-        {list.data?.next_cursor && <p><button type="button" onClick={() => setCursor(list.data!.next_cursor)}>Older event types</button></p>}
+        <CursorPager pages={pages} next={list.data?.next_cursor} label="Event type pages" />
       </section>
     </>
   );

@@ -4,8 +4,8 @@
 import { useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
-import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, Pager, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, formatTime, Notice, useAction } from '../shared/ui.tsx';
+import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
+import { ErrorNotice, Field, formatTime, Notice, Pager, useAction } from '../shared/ui.tsx';
 
 const FILTERS = ['status', 'event_type', 'application_id', 'endpoint_id', 'created_after', 'created_before'] as const;
 
@@ -47,7 +47,7 @@ export function JobsPage() {
           <>
             <p class="muted">{l.pagination.total} job{l.pagination.total === 1 ? '' : 's'}</p>
             <JobTable jobs={l} />
-            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('jobs', { ...current, page: p })} />
+            <Pager page={l.pagination.page} totalPages={l.pagination.total_pages} onPage={(p) => setHashParams('jobs', { ...current, page: p })} label="Job pages" />
           </>
         ))}</Loaded>
       </section>

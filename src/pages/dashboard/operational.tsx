@@ -2,17 +2,24 @@
 // failing, deliveries given up…): its operational endpoints (add, pause/resume, delete) and the
 // recent operational events with the state of each delivery.
 import { useState } from 'preact/hooks';
-import type { Cursor, OperationalEndpoint, OperationalEventList } from './api.ts';
+import { allPages, type OperationalEndpoint, type OperationalEventList } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, StatusBadge, useAction } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
 
 const TYPES = ['endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.disabled',
   'endpoint.enabled', 'endpoint.failing', 'delivery.exhausted'];
 
 export function OperationalPage() {
   const { client, can } = useSession();
-  const endpoints = useLoad(() => can('endpoints:read') ? client<Cursor<OperationalEndpoint>>('GET', '/v1/operational-webhooks/endpoints?limit=100') : Promise.resolve(null), []);
-  const events = useLoad(() => can('endpoints:read') ? client<OperationalEventList>('GET', '/v1/operational-webhooks/events?limit=25') : Promise.resolve(null), []);
+  // Every operational endpoint (MAX_OPERATIONAL_ENDPOINTS bounds them): the events below name
+  // their endpoints by id, and one missing here would read as deleted.
+  const endpoints = useLoad(() => can('endpoints:read')
+    ? allPages<OperationalEndpoint>(client, '/v1/operational-webhooks/endpoints?limit=100').then((data) => ({ data })) : Promise.resolve(null), []);
+  const eventPages = useCursorPages();
+  const eventCursor = eventPages.cursor;
+  const events = useLoad(() => can('endpoints:read')
+    ? client<OperationalEventList>('GET', `/v1/operational-webhooks/events?limit=25${eventCursor ? `&cursor=${encodeURIComponent(eventCursor)}` : ''}`)
+    : Promise.resolve(null), [eventCursor]);
   const [flash, setFlash] = useState('');
   const act = useAction(async (id: string, what: 'pause' | 'resume' | 'delete') => {
     if (what === 'delete') {
@@ -74,6 +81,7 @@ export function OperationalPage() {
             })}</tbody>
           </table>
         ))}</Loaded>
+        <CursorPager pages={eventPages} next={events.data?.next_cursor} label="Event pages" />
       </section>
     </>
   );

@@ -74,17 +74,6 @@ export function Copyable(props: { value: string; label: string }) {
   );
 }
 
-export function Pager(props: { page: number; totalPages: number; onPage: (page: number) => void }) {
-  if (props.totalPages <= 1) return null;
-  return (
-    <nav class="pager" aria-label="Pages">
-      <button type="button" disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>Previous</button>
-      <span>Page {props.page} of {props.totalPages}</span>
-      <button type="button" disabled={props.page >= props.totalPages} onClick={() => props.onPage(props.page + 1)}>Next</button>
-    </nav>
-  );
-}
-
 export const JOB_STATUS_TEXT: Record<string, string> = {
   created: 'Queued', executing: 'Sending', awaiting_retry: 'Awaiting retry', succeeded: 'Succeeded', discarded: 'Discarded', archived: 'Archived',
 };

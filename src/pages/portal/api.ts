@@ -73,3 +73,20 @@ export function makeClient(credential: string, onUnauthorized: (error: ApiError)
     return parsed as T;
   };
 }
+
+/**
+ * Every item of a cursor list, page after page: for a list a page needs whole (the event types
+ * an endpoint's form offers, a tenant's operational endpoints, which MAX_OPERATIONAL_ENDPOINTS
+ * bounds), where its first page alone would leave the rest out without a word.
+ */
+export async function allPages<T>(client: Client, path: string): Promise<T[]> {
+  const items: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const at: string = cursor ? `${path}${path.includes('?') ? '&' : '?'}cursor=${encodeURIComponent(cursor)}` : path;
+    const page: { data: T[]; next_cursor: string | null } = await client('GET', at);
+    items.push(...page.data);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}

@@ -3,7 +3,7 @@
 // /v1/credential: its application and whether it is read-only), loads the application and its
 // event types, and shows the endpoints list, an endpoint, or the form to add one.
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, makeClient, type Application, type Client, type Credential, type EventTypeList } from './api.ts';
+import { allPages, ApiError, makeClient, type Application, type Client, type Credential, type EventType } from './api.ts';
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
@@ -19,7 +19,7 @@ function takeToken(): string {
 const token = takeToken();
 
 type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
-type Session = { credential: Credential; application: Application; eventTypes: EventTypeList['data'] };
+type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 
 export function App() {
   /** Why the link stopped working (the API's 401 message), at the start or during the visit. */
@@ -38,9 +38,9 @@ export function App() {
       if (credential.type !== 'portal_token' || !credential.application_id) { setNotPortal(true); return; }
       const [application, types] = await Promise.all([
         client<Application>('GET', `/v1/applications/${credential.application_id}`),
-        client<EventTypeList>('GET', '/v1/event-types?limit=100'),
+        allPages<EventType>(client, '/v1/event-types?limit=100'),
       ]);
-      setSession({ credential, application, eventTypes: types.data });
+      setSession({ credential, application, eventTypes: types });
     })().catch(setError);
   }, []);
 

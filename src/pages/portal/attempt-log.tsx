@@ -1,9 +1,9 @@
-// One endpoint's delivery attempts, newest first, with a failures filter; each row opens to the
-// response body, and a failed delivery can be sent again (a retry of its job), its outcome or the
-// API's refusal shown in that row.
+// One endpoint's delivery attempts, newest first, 50 a page (older pages through the list's
+// cursor), with a failures filter; each row opens to the response body, and a failed delivery can
+// be sent again (a retry of its job), its outcome or the API's refusal shown in that row.
 import { useEffect, useState } from 'preact/hooks';
 import type { Attempt, AttemptList, Client, Retried } from './api.ts';
-import { Busy, ErrorNotice, Notice, formatTime } from '../shared/ui.tsx';
+import { Busy, CursorPager, ErrorNotice, Notice, formatTime, useCursorPages } from '../shared/ui.tsx';
 
 type Filter = 'all' | 'failed';
 /** The API's reason for a failed attempt, as the customer reads it. */
@@ -19,23 +19,26 @@ const keyOf = (attempt: Attempt) => `${attempt.job_id}-${attempt.attempt}-${atte
 
 export function AttemptLog(props: { client: Client; endpointId: string; readOnly: boolean; refresh: number }) {
   const [filter, setFilter] = useState<Filter>('all');
-  const [list, setList] = useState<{ filter: Filter; body: AttemptList; json: string } | null>(null);
+  const pages = useCursorPages();
+  const shownKey = `${filter} ${pages.cursor ?? ''}`;
+  const [list, setList] = useState<{ key: string; body: AttemptList; json: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [reload, setReload] = useState(0);
   const [resent, setResent] = useState<{ key: string; message?: string; error?: unknown } | null>(null);
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     let live = true;
-    const query = filter === 'failed' ? '?status=failed&limit=50' : '?limit=50';
+    const cursor = pages.cursor ? `&cursor=${encodeURIComponent(pages.cursor)}` : '';
+    const query = `${filter === 'failed' ? '?status=failed&limit=50' : '?limit=50'}${cursor}`;
     props.client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${query}`).then((body) => {
       if (!live) return;
       setError(null);
       const json = JSON.stringify(body);
       // The same answer again (the page refreshes every few seconds): nothing to redraw.
-      setList((current) => (current && current.filter === filter && current.json === json ? current : { filter, body, json }));
+      setList((current) => (current && current.key === shownKey && current.json === json ? current : { key: shownKey, body, json }));
     }, (caught) => { if (live) setError(caught); });
     return () => { live = false; };
-  }, [props.endpointId, filter, reload, props.refresh]);
+  }, [props.endpointId, shownKey, reload, props.refresh]);
   const resend = async (attempt: Attempt) => {
     setBusy(true);
     try {
@@ -48,7 +51,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
       setBusy(false);
     }
   };
-  const shown = list && list.filter === filter ? list.body.data : null;
+  const shown = list && list.key === shownKey ? list.body.data : null;
 
   return (
     <section class="card" aria-labelledby="attempts-title">
@@ -58,8 +61,8 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
           <p class="hint">Newest first. Open an attempt to see the response your server sent.</p>
         </div>
         <div class="segmented" role="group" aria-label="Filter attempts">
-          <button type="button" aria-pressed={filter === 'all'} onClick={() => setFilter('all')}>All</button>
-          <button type="button" aria-pressed={filter === 'failed'} onClick={() => setFilter('failed')}>Failures</button>
+          <button type="button" aria-pressed={filter === 'all'} onClick={() => { setFilter('all'); pages.first(); }}>All</button>
+          <button type="button" aria-pressed={filter === 'failed'} onClick={() => { setFilter('failed'); pages.first(); }}>Failures</button>
           <button type="button" onClick={() => setReload((n) => n + 1)}>Refresh</button>
         </div>
       </div>
@@ -96,6 +99,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
           ))}
         </ul>
       )}
+      {shown && <CursorPager pages={pages} next={list?.body.next_cursor} label="Attempt pages" />}
     </section>
   );
 }

@@ -1,8 +1,11 @@
 // The application's endpoints with status and 24-hour success rate, and the deleted ones that
-// can still be restored.
+// can still be restored: each list a page at a time, with a pager when it has more than one.
 import { useEffect, useState } from 'preact/hooks';
 import type { Application, Client, DeletedEndpoint, Endpoint, EndpointList } from './api.ts';
-import { Busy, ErrorNotice, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+
+const PER_PAGE = 25;
+type DeletedList = { data: DeletedEndpoint[]; pagination: EndpointList['pagination'] };
 
 type Props = { client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void };
 
@@ -11,20 +14,24 @@ export function EndpointsList(props: Props) {
   const [list, setList] = useState<EndpointList | null>(null);
   const [rates, setRates] = useState<Map<string, number>>(new Map());
   const [error, setError] = useState<unknown>(null);
-  const [deleted, setDeleted] = useState<DeletedEndpoint[] | null>(null);
+  const [page, setPage] = useState(1);
+  const [deleted, setDeleted] = useState<DeletedList | null>(null);
+  const [deletedPage, setDeletedPage] = useState(1);
   const [deletedError, setDeletedError] = useState<unknown>(null);
   useEffect(() => {
     // The list items carry no success rate; the application's own view has it for each endpoint.
     Promise.all([
-      client<EndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&per_page=100`),
+      client<EndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&per_page=${PER_PAGE}&page=${page}`),
       client<Application>('GET', `/v1/applications/${applicationId}`),
     ]).then(([endpoints, application]) => {
       setRates(new Map(application.endpoints.map((e) => [e.id, e.success_rate])));
       setList(endpoints);
     }, setError);
-    client<{ data: DeletedEndpoint[] }>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=100`)
-      .then((result) => setDeleted(result.data), setDeletedError);
-  }, [applicationId]);
+  }, [applicationId, page]);
+  useEffect(() => {
+    client<DeletedList>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=${PER_PAGE}&page=${deletedPage}`)
+      .then(setDeleted, setDeletedError);
+  }, [applicationId, deletedPage]);
   const restore = useAction(async (id: string) => {
     const restored = await client<Endpoint>('POST', `/v1/endpoints/${id}/restore`);
     props.onRestored(restored.id);
@@ -60,14 +67,15 @@ export function EndpointsList(props: Props) {
             </tbody>
           </table>
         )}
+        {list && <Pager page={list.pagination.page} totalPages={list.pagination.total_pages} onPage={setPage} label="Endpoint pages" />}
       </section>
       <section class="card" aria-labelledby="deleted-title">
         <h2 id="deleted-title">Deleted endpoints</h2>
-        {deletedError ? <ErrorNotice error={deletedError} /> : !deleted ? <Busy /> : deleted.length === 0 ? (
+        {deletedError ? <ErrorNotice error={deletedError} /> : !deleted ? <Busy /> : deleted.data.length === 0 ? (
           <p class="empty">No deleted endpoints. Deleted endpoints can be restored for 30 days.</p>
         ) : (
           <ul class="deleted">
-            {deleted.map((endpoint) => (
+            {deleted.data.map((endpoint) => (
               <li key={endpoint.id}>
                 <span class="url">{endpoint.url}</span>
                 <span class="muted">deleted {formatTime(endpoint.deleted_at)}</span>
@@ -76,6 +84,7 @@ export function EndpointsList(props: Props) {
             ))}
           </ul>
         )}
+        {deleted && <Pager page={deleted.pagination.page} totalPages={deleted.pagination.total_pages} onPage={setDeletedPage} label="Deleted endpoint pages" />}
         <ErrorNotice error={restore.error} />
       </section>
     </>

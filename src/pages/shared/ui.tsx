@@ -1,5 +1,6 @@
 // Pieces every page uses once: a form field with the API's error under it, a status badge,
-// a notice, a button that shows it is busy, dates as people read them.
+// a notice, a button that shows it is busy, dates as people read them, and the pagers of the
+// API's two kinds of list, so that no list shows its first page as if it were all.
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
@@ -73,4 +74,44 @@ export function useAction<A extends unknown[]>(action: (...args: A) => Promise<u
 
 export function fieldError(error: unknown, path: string): string | undefined {
   return error instanceof ApiError ? error.forField(path) : undefined;
+}
+
+/** Previous / next through an offset list's pages; nothing when it has one page. `label` names the list (each pager on a page needs its own). */
+export function Pager(props: { page: number; totalPages: number; onPage: (page: number) => void; label: string }) {
+  if (props.totalPages <= 1) return null;
+  return (
+    <nav class="pager" aria-label={props.label}>
+      <button type="button" disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>Previous</button>
+      <span>Page {props.page} of {props.totalPages}</span>
+      <button type="button" disabled={props.page >= props.totalPages} onClick={() => props.onPage(props.page + 1)}>Next</button>
+    </nav>
+  );
+}
+
+/**
+ * Where a cursor list (newest first) is: the cursors of the pages walked so far, so that "Newer"
+ * goes back one page; `cursor` is the current page's (undefined: the first).
+ */
+export function useCursorPages() {
+  const [cursors, setCursors] = useState<string[]>([]);
+  return {
+    cursor: cursors[cursors.length - 1] as string | undefined,
+    page: cursors.length + 1,
+    older: (next: string) => setCursors([...cursors, next]),
+    newer: () => setCursors(cursors.slice(0, -1)),
+    first: () => setCursors([]),
+  };
+}
+
+/** Newer / older through a cursor list; nothing when its first page is all of it. */
+export function CursorPager(props: { pages: ReturnType<typeof useCursorPages>; next: string | null | undefined; label: string }) {
+  const { pages, next } = props;
+  if (pages.page === 1 && !next) return null;
+  return (
+    <nav class="pager" aria-label={props.label}>
+      <button type="button" disabled={pages.page === 1} onClick={pages.newer}>Newer</button>
+      <span>Page {pages.page}</span>
+      <button type="button" disabled={!next} onClick={() => next && pages.older(next)}>Older</button>
+    </nav>
+  );
 }
