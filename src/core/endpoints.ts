@@ -2,7 +2,7 @@
 // concurrent delete, subscriptions resolved by name) and patch (state rules under a row lock).
 import { randomBytes } from 'node:crypto';
 import { ForeignKeyIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
-import { invalidState, notFound, validationError } from '../errors.ts';
+import { invalidState, MAX_DETAILS, moreProblems, notFound, validationError } from '../errors.ts';
 import { endpointsOfApplicationOf, lockApplication } from '../db/applications.ts';
 import {
   findEndpoint, insertEndpoint, lockEndpoint, resetCircuit, restoreEndpoint, updateEndpoint, type EndpointPatch, type EndpointRow,
@@ -36,16 +36,25 @@ async function subscribe(tx: DatabaseTransactionConnection, tenant: Tenant, endp
   }
 }
 
-/** Event type ids for these names, or a 400 naming every unknown one. */
+/**
+ * Event type ids for these names, or a 400 naming the unknown ones (the first MAX_DETAILS, each
+ * at its first place in the request, and how many more). One pass over the names: the list is
+ * the tenant's, up to about 85,000 names in a 1 MB body, and a lookup of each unknown name's
+ * place by indexOf blocked the web process's event loop for 12.9 s at 90,000 of them.
+ */
 async function resolveEventTypes(tx: DatabaseTransactionConnection, tenant: Tenant, names: readonly string[]): Promise<string[]> {
-  const unique = [...new Set(names)];
-  const found = await findEventTypesByName(tx, tenant, unique);
+  const firstAt = new Map<string, number>();
+  names.forEach((name, at) => { if (!firstAt.has(name)) firstAt.set(name, at); });
+  const found = await findEventTypesByName(tx, tenant, [...firstAt.keys()]);
   const known = new Set(found.map((e) => e.name));
-  const unknown = unique.filter((n) => !known.has(n));
+  const unknown = [...firstAt.keys()].filter((n) => !known.has(n));
   if (unknown.length > 0) {
-    throw validationError(`Unknown event types: ${unknown.join(', ')}.`, unknown.map((n) => ({
-      path: `event_types.${names.indexOf(n)}`, message: `no event type named "${n}"`,
-    })));
+    const listed = unknown.slice(0, MAX_DETAILS);
+    const more = unknown.length - listed.length;
+    throw validationError(`Unknown event types: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}.`, [
+      ...listed.map((n) => ({ path: `event_types.${firstAt.get(n)}`, message: `no event type named "${n}"` })),
+      ...(more > 0 ? [moreProblems(more)] : []),
+    ]);
   }
   return found.map((e) => e.id);
 }

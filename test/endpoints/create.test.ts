@@ -170,6 +170,22 @@ test('unknown event type names: 400 whose message names every unknown one and no
   t.is(await subscriberCount(t, key, known), 0);
 });
 
+test('tens of thousands of unknown names (a 1 MB body): the first 20, each at its first place, and how many more', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  // Each unknown name twice in a row, a known one first: name i is first at place 1 + 2i.
+  const unknown = Array.from({ length: 30_000 }, (_, i) => `order.n${i}`);
+  const names = ['invoice.paid', ...unknown.flatMap((n) => [n, n])];
+  const res = await app.request('POST', '/v1/endpoints', { key, body: { application_id: appId, url: URL_OK, event_types: names } });
+  assertError(t, res, 400, 'validation_error');
+  t.is(res.body.error.message, `Unknown event types: ${unknown.slice(0, 20).join(', ')} and 29980 more.`);
+  t.deepEqual(res.body.error.details, [
+    ...unknown.slice(0, 20).map((n, i) => ({ path: `event_types.${1 + 2 * i}`, message: `no event type named "${n}"` })),
+    { path: '', message: 'and 29980 more problems' },
+  ]);
+  t.is(await countRows(orgId), 0);
+});
+
 test('an event type of the other environment is unknown to an endpoint', async (t) => {
   const { key, orgId, appId } = await setup(t);
   const testKey = await createKey(t, key, { environment: 'test' });
