@@ -3,7 +3,9 @@
 // another tenant uses: every schema compiles in an Ajv instance of its own (schema-check.ts).
 // Cost is bounded by the limits (schema-limits.ts), RE2, and time budgets: checking a schema
 // larger than CHEAP.chars runs on a worker thread, and so do validations unless the schema is
-// known to be cheap and the payload small.
+// known to be cheap and the payload small enough for what its patterns and formats cost. Inline,
+// a validation stops at the first problem; an invalid payload's problems are then collected on a
+// thread (the first one is the answer when that goes past its budget).
 import type { ValidateFunction } from 'ajv';
 import { runValidator, type SchemaProblem } from './json-schema-engine.ts';
 import { COMPILE_BUDGET_MS, runOnThread, VALIDATION_BUDGET_MS, type ThreadOutcome } from './json-schema-pool.ts';
@@ -16,10 +18,27 @@ export type { SchemaProblem } from './json-schema-engine.ts';
 export const INLINE_MAX_PAYLOAD = 8_192;
 
 /**
- * A checked event type schema; `validate` (inline) only when it is known to be cheap. `lane`: the
- * tenant whose turn at the validation threads its work takes (json-schema-pool.ts).
+ * What one inline validation may cost, as the payload's length times what its schema reaches
+ * (SchemaShape): RE2 steps (instructions × characters; 15-60 ns each measured, so 200,000 is at
+ * most about 12 ms) and costly format checks (characters squared, as a backtracking regex can
+ * take: `url` took 130 ms on 8,150 characters, about 2 ns each; 2,000,000 is about 4 ms). Past
+ * either, the payload goes to a thread.
  */
-export type PayloadValidator = { key: string; schemaText: string; validate: ValidateFunction | null; lane: string };
+export const INLINE_BUDGET = { patternSteps: 200_000, formatSteps: 2_000_000 } as const;
+
+/** Whether a payload of `length` characters of JSON is validated inline against this validator. */
+export const runsInline = (validator: PayloadValidator, length: number): boolean => validator.inline !== null
+  && length <= INLINE_MAX_PAYLOAD && validator.inline.shape.patternReach * length <= INLINE_BUDGET.patternSteps
+  && validator.inline.shape.formatReach * length * length <= INLINE_BUDGET.formatSteps;
+
+/**
+ * A checked event type schema; `inline` (a validator that stops at the first problem, and the
+ * schema's shape) only when it is known to be cheap. `lane`: the tenant whose turn at the
+ * validation threads its work takes (json-schema-pool.ts).
+ */
+export type PayloadValidator = { key: string; schemaText: string; inline: Inline | null; lane: string };
+
+type Inline = { validate: ValidateFunction; shape: SchemaShape };
 
 const tooExpensive = (path: string, what: string, why: string): SchemaProblem[] => [{
   path, message: `could not be ${what}: ${why}; the event type's schema is too expensive${path === 'payload' ? ' for this payload' : ''} (fewer nested anyOf/oneOf branches, patterns or properties help)`,
@@ -31,7 +50,7 @@ function overBudget(outcome: Extract<ThreadOutcome, { over: unknown }>, path: st
   return tooExpensive(path, what, `it took longer than the ${budget} ms budget`);
 }
 
-type Checked = { problems: SchemaProblem[] } | { cheap: ValidateFunction | null };
+type Checked = { problems: SchemaProblem[] } | { cheap: Inline | null };
 
 const isCheap = (shape: SchemaShape, schemaText: string) => !shape.recursive && shape.expanded <= CHEAP.expanded
   && schemaText.length <= CHEAP.chars && shape.patternInstructions <= CHEAP.patternInstructions;
@@ -43,9 +62,9 @@ async function check(schema: Record<string, unknown>, root: string, lane: string
   if (sized) return { problems: sized };
   const schemaText = JSON.stringify(schema);
   if (schemaText.length <= CHEAP.chars) {
-    const result = checkAndCompile(schema, root);
+    const result = checkAndCompile(schema, root, false);
     if ('problems' in result) return result;
-    return { cheap: isCheap(result.shape, schemaText) ? result.validate : null };
+    return { cheap: isCheap(result.shape, schemaText) ? result : null };
   }
   const outcome = await runOnThread({ check: true, schemaText, root }, lane);
   if ('over' in outcome) return { problems: overBudget(outcome, root, 'compiled') };
@@ -71,25 +90,29 @@ export async function checkSchema(schema: Record<string, unknown>, lane: string,
 export async function prepareValidator(schema: Record<string, unknown>, key: string, lane: string): Promise<PayloadValidator | { problems: SchemaProblem[] }> {
   const checked = await check(schema, 'event_type.schema', lane);
   if ('problems' in checked) return checked;
-  return { key, schemaText: JSON.stringify(schema), validate: checked.cheap, lane };
+  return { key, schemaText: JSON.stringify(schema), inline: checked.cheap, lane };
 }
 
 /**
  * Validates a job payload: null when valid, else its problems (at most MAX_DETAILS). Cheap
- * schemas with small payloads run inline; the rest on a worker thread within a time budget,
- * past which the payload is refused (400) as too expensive to validate.
+ * schemas with payloads they can afford run inline, up to the first problem; the rest, and the
+ * whole list of an invalid payload's problems, on a worker thread within a time budget. Past it
+ * the payload is refused (400) with the first problem found inline, or as too expensive to
+ * validate when none was.
  */
 export async function validatePayload(validator: PayloadValidator, payload: unknown, payloadText: string): Promise<SchemaProblem[] | null> {
-  if (validator.validate && payloadText.length <= INLINE_MAX_PAYLOAD) {
+  let first: SchemaProblem[] | null = null;
+  if (validator.inline && runsInline(validator, payloadText.length)) {
     try {
-      return runValidator(validator.validate, payload);
+      first = runValidator(validator.inline.validate, payload);
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
       return [{ path: 'payload', message: 'is nested too deeply for the event type\'s schema' }];
     }
+    if (!first) return null;
   }
   const outcome = await runOnThread({ key: validator.key, schemaText: validator.schemaText, payloadText }, validator.lane);
-  if ('over' in outcome) return overBudget(outcome, 'payload', 'validated');
+  if ('over' in outcome) return first ?? overBudget(outcome, 'payload', 'validated');
   const { result } = outcome;
   if ('tooDeep' in result) return tooExpensive('payload', 'validated', 'the payload is nested too deeply for it');
   return 'problems' in result ? result.problems : null;

@@ -23,8 +23,11 @@ const metaFor = (draft: Draft): Ajv => {
 
 export type CheckedSchema = { validate: ValidateFunction; shape: SchemaShape };
 
-/** Problems (paths under `root`) when the schema is not a valid JSON Schema or breaks a limit; else it compiled. */
-export function checkAndCompile(schema: Record<string, unknown>, root = 'schema'): { problems: SchemaProblem[] } | CheckedSchema {
+/**
+ * Problems (paths under `root`) when the schema is not a valid JSON Schema or breaks a limit; else
+ * it compiled (collecting every problem of a payload, or only its first: compileIsolated).
+ */
+export function checkAndCompile(schema: Record<string, unknown>, root = 'schema', allErrors = true): { problems: SchemaProblem[] } | CheckedSchema {
   const draft = draftOf(schema);
   if (!draft) return { problems: [{ path: `${root}.$schema`, message: 'must be the URI of JSON Schema 2020-12, 2019-09 or draft-07' }] };
   const limits = checkSchemaLimits(schema, root);
@@ -32,7 +35,7 @@ export function checkAndCompile(schema: Record<string, unknown>, root = 'schema'
   const meta = metaFor(draft);
   try {
     if (!meta.validateSchema(schema as AnySchema)) return { problems: describeErrors(meta.errors, root) };
-    return { validate: compileIsolated(schema, draft), shape: limits.shape };
+    return { validate: compileIsolated(schema, draft, allErrors), shape: limits.shape };
   } catch (error) {
     // e.g. a $ref that resolves to nothing
     const message = error instanceof RangeError ? 'is too deeply nested to compile' : String((error as Error).message).slice(0, 300);

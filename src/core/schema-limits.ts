@@ -22,7 +22,21 @@ export const SCHEMA_LIMITS = {
  */
 export const CHEAP = { expanded: 1_000, chars: 4_096, patternInstructions: 2_000 } as const;
 
-export type SchemaShape = { expanded: number; recursive: boolean; patternInstructions: number };
+/**
+ * `patternReach`: RE2 instructions summed over every place a payload value can meet a pattern
+ * when every $ref is followed (a pattern reached through three $refs counts three times);
+ * `formatReach`: how many places it can meet a `format` whose check may take more than linear
+ * time in the string's length (not in LINEAR_FORMATS). What one inline validation may cost
+ * grows with each times the payload's length (json-schema.ts, `affordable`).
+ */
+export type SchemaShape = { expanded: number; recursive: boolean; patternInstructions: number; patternReach: number; formatReach: number };
+
+/**
+ * Formats whose check is linear in the string (anchored regexes without nested quantifiers, or
+ * small functions): ajv-formats' date and time formats, uuid, ipv4, the number formats. Every
+ * other format (url, uri, email, hostname, regex…) may backtrack: `url` took 130 ms on 8 KB.
+ */
+const LINEAR_FORMATS = new Set(['date', 'time', 'date-time', 'iso-time', 'iso-date-time', 'duration', 'uuid', 'ipv4', 'int32', 'int64', 'float', 'double', 'byte', 'binary', 'password']);
 
 type Node = Record<string, unknown>;
 const isObject = (v: unknown): v is Node => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -127,6 +141,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   const dynamicAnchors = new Map<string, Node[]>();
   const pending: Array<[Node, string, string]> = [[schema, ROOT_BASE, root]];
   let patternInstructions = 0;
+  const ownPatterns = new Map<Node, number>();
   while (pending.length > 0) {
     const [node, parentBase, path] = pending.pop() as [Node, string, string];
     if (paths.has(node)) continue;
@@ -161,7 +176,9 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
     for (const [where, pattern] of patterns) {
       if (typeof pattern !== 'string') continue;
       try {
-        patternInstructions += (compilePattern(pattern).re2().prog as { inst: unknown[] }).inst.length;
+        const instructions = (compilePattern(pattern).re2().prog as { inst: unknown[] }).inst.length;
+        patternInstructions += instructions;
+        ownPatterns.set(node, (ownPatterns.get(node) ?? 0) + instructions);
       } catch (error) {
         const reason = String((error as Error).message).slice(0, 200);
         return { problems: problem(where, `is not a pattern the linear-time (RE2) engine accepts: no lookaround or backreferences (${reason})`) };
@@ -195,6 +212,8 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   // Pass 2: depth-first over applicators and refs. A loop made only of same-value edges never
   // ends; a loop through the payload (a tree schema) is fine, counted once.
   const expanded = new Map<Node, number>();
+  // What each subschema reaches when its $refs are followed: patterns' instructions and costly formats.
+  const reach = new Map<Node, { patterns: number; formats: number }>();
   const onStack = new Map<Node, number>();
   const stack: Edge[] = [];
   let recursive = false;
@@ -202,6 +221,10 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   const visit = (node: Node): number => {
     const known = expanded.get(node);
     if (known !== undefined) return known;
+    const reached = {
+      patterns: ownPatterns.get(node) ?? 0,
+      formats: typeof node.format === 'string' && !LINEAR_FORMATS.has(node.format) ? 1 : 0,
+    };
     onStack.set(node, stack.length);
     const { same, down } = children(node, paths.get(node) ?? root);
     const refs = refEdges(node);
@@ -225,10 +248,16 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
       stack.push(edge);
       total += visit(edge.to);
       stack.pop();
+      const below = reach.get(edge.to);
+      if (below) {
+        reached.patterns += below.patterns;
+        reached.formats += below.formats;
+      }
       if (refused || total > SCHEMA_LIMITS.maxExpanded) break;
     }
     onStack.delete(node);
     expanded.set(node, total);
+    reach.set(node, reached);
     return total;
   };
   const total = visit(schema);
@@ -236,5 +265,6 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   if (total > SCHEMA_LIMITS.maxExpanded) {
     return { problems: problem(root, `expands to more than ${SCHEMA_LIMITS.maxExpanded} subschemas when its $refs are followed (too many branches)`) };
   }
-  return { shape: { expanded: total, recursive, patternInstructions } };
+  const reached = reach.get(schema) ?? { patterns: 0, formats: 0 };
+  return { shape: { expanded: total, recursive, patternInstructions, patternReach: reached.patterns, formatReach: reached.formats } };
 }

@@ -1,0 +1,83 @@
+// What a job payload's validation may cost the web process's main thread (src/core/json-schema.ts):
+// inline it stops at the first problem, so a schema whose failed branches multiply (an anyOf of
+// $refs to anyOfs, over every item of an array) no longer collects hundreds of thousands of
+// errors there (0.9 s and 100 MB held at 800 items; 2,000 items, about 4 KB of payload, ran a
+// web process with its production heap out of memory); the whole list of problems is collected
+// on a validation thread. And a schema's patterns and costly formats are counted at every place
+// a payload value meets them through $refs, times the payload's length, so that a long payload
+// against such a schema goes to a thread too (a pattern of 1,001 RE2 instructions reached through
+// three $refs took 1.17 s inline on an 8 KB string; format "url" 130 ms a check).
+import test from 'ava';
+import { INLINE_BUDGET, prepareValidator, runsInline, validatePayload, type PayloadValidator } from '../src/core/json-schema.ts';
+import { stopValidationPool } from '../src/core/json-schema-pool.ts';
+import { checkSchemaLimits } from '../src/core/schema-limits.ts';
+
+test.after.always(() => stopValidationPool());
+
+const refs = (to: string, n: number) => Array.from({ length: n }, () => ({ $ref: `#/$defs/${to}` }));
+/** 9 × 9 × 5 = 405 ways for each array item to fail, all through $refs. */
+const BRANCHING = {
+  type: 'object',
+  $defs: { s: { type: 'string' }, b: { anyOf: refs('s', 9) }, c: { anyOf: refs('b', 9) }, d: { anyOf: refs('c', 5) } },
+  properties: { a: { type: 'array', items: { $ref: '#/$defs/d' } } },
+};
+
+async function prepared(schema: Record<string, unknown>, key: string): Promise<PayloadValidator> {
+  const result = await prepareValidator(schema, key, 'org_inline_test');
+  if ('problems' in result) throw new Error(JSON.stringify(result.problems));
+  return result;
+}
+
+test('inline, a payload that fails every branch of every item stops at its first item; the answer names it', async (t) => {
+  t.timeout(120_000); // the thread's full list may run to its budget on a busy machine
+  const validator = await prepared(BRANCHING, 'inline-test-branching');
+  t.not(validator.inline, null, 'a small schema of 914 subschemas is cheap');
+  const payload = { a: Array.from({ length: 2_000 }, () => 0) };
+  const text = JSON.stringify(payload);
+  t.true(runsInline(validator, text.length));
+  const problems = await validatePayload(validator, payload, text);
+  t.truthy(problems);
+  t.is(problems![0]!.path, 'payload.a.0', JSON.stringify(problems));
+  // The inline validator kept the errors of the first item's 405 failed paths, not of 2,000 items' (810,000).
+  const kept = validator.inline!.validate.errors?.length ?? 0;
+  t.true(kept > 0 && kept <= 1_000, `${kept} errors kept inline`);
+  // A valid payload passes inline as before.
+  const good = { a: Array.from({ length: 2_000 }, () => 'x') };
+  t.is(await validatePayload(validator, good, JSON.stringify(good)), null);
+});
+
+test('patterns count at every $ref that reaches them, costly formats at every place, each times the payload\'s length', async (t) => {
+  const pattern = { type: 'string', pattern: '^\\p{L}{100}\\d$' };
+  const threeRefs = {
+    type: 'object', $defs: { p: pattern },
+    properties: { x: { $ref: '#/$defs/p' }, y: { $ref: '#/$defs/p' }, z: { $ref: '#/$defs/p' } },
+  };
+  const shape = checkSchemaLimits(threeRefs);
+  if (!('shape' in shape)) return t.fail(JSON.stringify(shape));
+  t.true(shape.shape.patternInstructions > 100);
+  t.is(shape.shape.patternReach, 3 * shape.shape.patternInstructions);
+  t.is(shape.shape.formatReach, 0);
+
+  const validator = await prepared(threeRefs, 'inline-test-patterns');
+  const perChar = shape.shape.patternReach;
+  const longest = Math.floor(INLINE_BUDGET.patternSteps / perChar);
+  t.true(runsInline(validator, longest));
+  t.false(runsInline(validator, longest + 1), 'a longer payload goes to a thread');
+  const long = { x: `${'a'.repeat(8_000)}` };
+  t.false(runsInline(validator, JSON.stringify(long).length));
+  const problems = await validatePayload(validator, long, JSON.stringify(long));
+  t.deepEqual(problems?.map((p) => p.path), ['payload.x'], 'validated on a thread, with its problem');
+
+  const formats = checkSchemaLimits({
+    type: 'object', $defs: { u: { type: 'string', format: 'url' } },
+    properties: { a: { $ref: '#/$defs/u' }, b: { $ref: '#/$defs/u' }, when: { type: 'string', format: 'date-time' }, id: { format: 'uuid' } },
+  });
+  if (!('shape' in formats)) return t.fail(JSON.stringify(formats));
+  t.is(formats.shape.formatReach, 2, 'url twice through $refs; date-time and uuid are linear');
+  const urls = await prepared({ type: 'object', properties: { u: { type: 'string', format: 'url' } } }, 'inline-test-url');
+  t.true(runsInline(urls, 1_000));
+  t.false(runsInline(urls, 2_000), 'a backtracking format on 2,000 characters goes to a thread');
+  const hostile = { u: `http://${':'.repeat(8_100)}` };
+  const refused = await validatePayload(urls, hostile, JSON.stringify(hostile));
+  t.deepEqual(refused?.map((p) => p.path), ['payload.u']);
+});
