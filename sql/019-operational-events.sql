@@ -224,7 +224,10 @@ create constraint trigger endpoints_announce_changes
   execute function endpoints_announce_changes();
 
 -- A subscription added or removed is an endpoint.updated (not for an endpoint created, deleted
--- or restored in the same transaction: its own event says it).
+-- or restored in the same transaction: its own event says it). One event per endpoint and
+-- transaction, so the rows after the first find it written and stop there: each used to build
+-- the endpoint's data (every subscription) before the event's unique key threw it away, so a
+-- PATCH changing 2,000 subscriptions took 10.9 s while the tenant had an operational endpoint.
 create or replace function endpoint_event_types_announce() returns trigger
 language plpgsql as $$
 declare
@@ -232,7 +235,8 @@ declare
 begin
   if exists (select 1 from endpoints e where e.id = v_endpoint_id and e.deleted_at is null and e.created_at <> now())
      and not exists (select 1 from operational_events
-                     where xact_id = pg_current_xact_id() and subject = v_endpoint_id and type = 'endpoint.restored') then
+                     where xact_id = pg_current_xact_id() and subject = v_endpoint_id
+                       and type in ('endpoint.restored', 'endpoint.updated')) then
     perform emit_endpoint_event(v_endpoint_id, 'endpoint.updated');
   end if;
   return null;

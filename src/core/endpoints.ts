@@ -38,9 +38,9 @@ async function subscribe(tx: DatabaseTransactionConnection, tenant: Tenant, endp
 
 /**
  * Event type ids for these names, or a 400 naming the unknown ones (the first MAX_DETAILS, each
- * at its first place in the request, and how many more). One pass over the names: the list is
- * the tenant's, up to about 85,000 names in a 1 MB body, and a lookup of each unknown name's
- * place by indexOf blocked the web process's event loop for 12.9 s at 90,000 of them.
+ * at its first place in the request, and how many more). One pass over the names (at most
+ * MAX_ENDPOINT_EVENT_TYPES since the request's schema says so; before that bound, a lookup of
+ * each unknown name's place by indexOf blocked the event loop for 12.9 s at 90,000 of them).
  */
 async function resolveEventTypes(tx: DatabaseTransactionConnection, tenant: Tenant, names: readonly string[]): Promise<string[]> {
   const firstAt = new Map<string, number>();

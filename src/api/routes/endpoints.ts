@@ -23,7 +23,14 @@ import {
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
 import { parseBody, parseQuery } from '../validation.ts';
 
-const eventTypes = z.array(z.string().max(255), { message: 'must be an array of event type names' });
+/**
+ * Event types one endpoint subscribes to: each subscription is a row written (and counted in its
+ * event type's subscriber_count) when set, so their number bounds what one create or PATCH
+ * costs the database (about 0.1 ms each).
+ */
+export const MAX_ENDPOINT_EVENT_TYPES = 1_000;
+const eventTypes = z.array(z.string().max(255), { message: 'must be an array of event type names' })
+  .max(MAX_ENDPOINT_EVENT_TYPES, { message: `must name at most ${MAX_ENDPOINT_EVENT_TYPES} event types` });
 const rateLimitRps = z.number().int().min(1).max(10_000);
 const timeoutMs = z.number().int().min(1_000).max(120_000);
 
