@@ -473,6 +473,17 @@ async function sendRaw(baseUrl: string, request: string) {
   return parseRawAnswer(Buffer.concat(received).toString('latin1'));
 }
 
+test('a query string past 16 KB is a 431 that every operation\'s OpenAPI entry describes', async (t) => {
+  // quickApp.request checks each response against the OpenAPI document of its operation.
+  const { key } = await quickApp.createOrg();
+  const long = Array.from({ length: 3_000 }, (_, i) => `p${i}=1`).join('&');
+  const res = await quickApp.request('GET', `/v1/applications?${long}`, { key });
+  t.is(res.status, 431);
+  t.deepEqual(res.body, { error: { code: 'request_header_fields_too_large', message: 'The request\'s headers are larger than 16 KB.' } });
+  const health = await quickApp.request('GET', `/health?${long}`);
+  t.is(health.status, 431, 'a public operation too');
+});
+
 test('a request Node\'s HTTP parser rejects is answered in the API\'s error shape, with a request id', async (t) => {
   // Node's own handler answered a bare 400 or 431 with no body and no X-Request-Id.
   const malformed = await sendRaw(quickApp.baseUrl, 'GET /v1/applications HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n');

@@ -72,6 +72,10 @@ const ERRORS = {
     'unsupported_media_type', 'Request bodies must be JSON with Content-Type: application/json.'),
   429: error('RateLimited', 'A rate limit is exceeded (`rate_limit_exceeded`); `error.retry_after` and `Retry-After` say how long to wait.',
     'rate_limit_exceeded', 'Rate limit exceeded; retry after 1 s.', { 'Retry-After': retryAfter }, true),
+  408: error('RequestTimeout', 'The request did not arrive whole within the server\'s `HTTP_REQUEST_TIMEOUT_MS` (60 s by default); answered by the HTTP server before any route, and the connection is closed (`request_timeout`).',
+    'request_timeout', 'The request did not arrive whole in time.'),
+  431: error('RequestHeaderFieldsTooLarge', 'The request line and headers together are larger than 16 KB (a long query string counts); answered by the HTTP server before any route, and the connection is closed (`request_header_fields_too_large`).',
+    'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.'),
   500: error('InternalError', 'Something unexpected; logged with the request id (`internal_error`).', 'internal_error', 'An unexpected error occurred.'),
   503: error('ServiceUnavailable', 'The database cannot be reached or no connection is free in time, or the service is too busy to take the work now (`service_unavailable`); `Retry-After` says when to try again. Nothing was changed.',
     'service_unavailable', 'The service cannot reach its database right now; retry after 5 s.', { 'Retry-After': retryAfter }),
@@ -92,7 +96,7 @@ export type OperationSpec = {
   body?: { schema: z.ZodType; required?: boolean; example?: unknown };
   /** Responses with a body of their own: the successes (and health's 503). */
   responses: Partial<Record<'200' | '201' | '202' | '503', Success>>;
-  /** Client errors beside 401/403/503 (added for authenticated operations) and 500 (added to all). */
+  /** Client errors beside 401/403/503 (added for authenticated operations) and 408, 431 and 500 (added to all). */
   errors: readonly ErrorStatus[];
   /** What a 409 means here, when the operation can return one. */
   conflict?: { description: string; code: string; message: string };
@@ -119,8 +123,9 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
       content: json(success.schema),
     };
   }
-  // Every authenticated operation reads the database (the key), so each can meet a lost database.
-  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : authenticated ? [401, 503] as const : []), 500]);
+  // Every authenticated operation reads the database (the key), so each can meet a lost database;
+  // every operation can meet the HTTP server's own answers (408, 431: src/web.ts) and a 500.
+  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : authenticated ? [401, 503] as const : []), 408, 431, 500]);
   for (const status of [...statuses].sort((a, b) => a - b)) {
     if (status === 409) {
       if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);
