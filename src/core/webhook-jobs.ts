@@ -1,7 +1,7 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } from 'slonik';
-import { invalidState, notFound, rateLimitExceeded, validationError } from '../errors.ts';
+import { invalidState, notFound, rateLimitExceeded, serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
 import { RequestAbandonedError } from '../db/availability.ts';
@@ -126,7 +126,14 @@ function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stal
 }
 
 const STALE_TRIES = 3;
-const keptChanging = (a: Acceptance) => new Error(`event type ${a.input.eventType} kept changing while job ${a.id} was being accepted`);
+/**
+ * The event type changed (a PATCH of its schema) every time the job was about to be written: a
+ * 503 that says nothing was created and when to try again, as for a request that conflicted with
+ * a concurrent one; it was a 500.
+ */
+const keptChanging = (a: Acceptance) => serviceUnavailable(
+  `The event type ${a.input.eventType} changed ${STALE_TRIES} times while this job was being created, so nothing was created;`
+  + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 
 /** One organization's fresh deliveries, within its share of the queue's front (Queue.enqueueFresh). */
 const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string) =>
@@ -190,7 +197,7 @@ type Waiting = {
   /** The request's scope (whether its client went away): checked when its group starts. */
   scope: RequestScope | undefined;
 };
-type Settled = { answer: Accepted } | { error: unknown };
+type Settled = { answer: Accepted } | { error: unknown } | { alone: true };
 
 /**
  * Group commit for job creation. Each request is prepared (checks, event type, payload
@@ -242,35 +249,29 @@ export function makeJobAcceptor(
         const answers = new Map<Waiting, Settled>();
         await confirmKeys(tx, group, answers);
         if (rule) await takeLimits(tx, rule, group, answers);
-        let round = group.filter((waiter) => !answers.has(waiter));
-        for (let tries = 0; round.length > 0 && tries < STALE_TRIES; tries += 1) {
-          const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
-          const stale: Waiting[] = [];
-          const items: QueueItem[] = [];
-          const orgIds: string[] = [];
-          round.forEach((waiter, i) => {
-            const jobRows = rows[i] ?? [];
-            try {
-              const answer = answerOf(waiter.a, jobRows);
-              if (answer === 'stale') return void stale.push(waiter);
-              answers.set(waiter, { answer });
-              if (!answer.replayed) {
-                const jobItems = queueItemsOf(jobRows);
-                items.push(...jobItems);
-                orgIds.push(...jobItems.map(() => waiter.a.tenant.orgId));
-              }
-            } catch (error) {
-              answers.set(waiter, { error });
+        const round = group.filter((waiter) => !answers.has(waiter));
+        const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
+        const items: QueueItem[] = [];
+        const orgIds: string[] = [];
+        round.forEach((waiter, i) => {
+          const jobRows = rows[i] ?? [];
+          try {
+            const answer = answerOf(waiter.a, jobRows);
+            // Its event type changed since it was validated: looked up again and accepted alone
+            // after this commit, in a transaction of its own, so that one tenant's schema edits
+            // never hold another tenant's jobs in this group.
+            if (answer === 'stale') return void answers.set(waiter, { alone: true });
+            answers.set(waiter, { answer });
+            if (!answer.replayed) {
+              const jobItems = queueItemsOf(jobRows);
+              items.push(...jobItems);
+              orgIds.push(...jobItems.map(() => waiter.a.tenant.orgId));
             }
-          });
-          if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds);
-          for (const { a } of stale) {
-            a.known = await lookUpEventType(tx, a.tenant, a.input.eventType);
-            await validate(a);
+          } catch (error) {
+            answers.set(waiter, { error });
           }
-          round = stale;
-        }
-        for (const waiter of round) answers.set(waiter, { error: keptChanging(waiter.a) });
+        });
+        if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds);
         return answers;
       });
     } catch {
@@ -288,6 +289,7 @@ export function makeJobAcceptor(
       if (waiter.take && waiter.taken) waiter.take.onTaken(waiter.taken);
       const result = settled.get(waiter) as Settled;
       if ('answer' in result) waiter.resolve(result.answer);
+      else if ('alone' in result) void acceptAlone(pool, queue, waiter.a).then(waiter.resolve, waiter.reject);
       else waiter.reject(result.error);
     }
   }
