@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
+import { IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
 import { HELD_AFTER_MS, makeOrganizationShare, SLOW_FOR_MS } from '../src/worker/organization-share.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
@@ -28,31 +29,31 @@ test('an organization is held to a share only once one of its exchanges has wait
   const share = makeOrganizationShare(10);
   const ends = [0, 10, 20].map((at) => startedAt(share, 'org_a', at));
   startedAt(share, 'org_b', 1500);
-  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0 }, 'nothing has waited a second: nobody is held');
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0 }, 'every exchange of a slow organization counts');
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'nothing has waited a second: nobody is held');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0, excessBytes: 0 }, 'every exchange of a slow organization counts');
   startedAt(share, 'org_a', 2000);
   share.claimed('org_a');
-  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0 }, 'young exchanges and claimed sends of a slow one count too');
-  t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'], excess: 2 },
+  t.deepEqual(share.limits(2000), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0, excessBytes: 0 }, 'young exchanges and claimed sends of a slow one count too');
+  t.deepEqual(share.limits(1500 + HELD_AFTER_MS), { share: 3, holding: { org_a: 5, org_b: 1 }, busy: ['org_a'], excess: 2, excessBytes: 0 },
     'two slow organizations: a third each, a third left for the others');
   for (const held of ends) held.end(5000);
-  t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [], excess: 0 }, 'ended exchanges hold nothing');
+  t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [], excess: 0, excessBytes: 0 }, 'ended exchanges hold nothing');
 });
 
 test('the share is never less than one slot', (t) => {
   const share = makeOrganizationShare(1);
   startedAt(share, 'org_a', 0);
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'], excess: 0 });
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 1, holding: { org_a: 1 }, busy: ['org_a'], excess: 0, excessBytes: 0 });
 });
 
 test('a claimed send never makes its organization slow, however long it waits to start', (t) => {
   const share = makeOrganizationShare(10);
   const waiting = share.claimed('org_a');
-  t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [], excess: 0 });
+  t.deepEqual(share.limits(60_000), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 });
   waiting.started(60_000);
-  t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [], excess: 0 });
+  t.deepEqual(share.limits(60_000 + HELD_AFTER_MS), { share: 5, holding: { org_a: 1 }, busy: [], excess: 0, excessBytes: 0 });
   waiting.end(60_000 + HELD_AFTER_MS - 1); // it answered in time after all
-  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [], excess: 0 }, 'a fast exchange leaves nothing behind');
+  t.deepEqual(share.limits(120_000), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'a fast exchange leaves nothing behind');
 });
 
 test('an organization stays slow for a while after its slow exchanges ended together', (t) => {
@@ -61,10 +62,10 @@ test('an organization stays slow for a while after its slow exchanges ended toge
   const share = makeOrganizationShare(10);
   const wave = [0, 1, 2, 3, 4, 5].map(() => startedAt(share, 'org_a', 0));
   for (const held of wave) held.end(60_000);
-  t.deepEqual(share.limits(60_001), { share: 5, holding: { org_a: 0 }, busy: [], excess: 0 }, 'slow, with room for five');
+  t.deepEqual(share.limits(60_001), { share: 5, holding: { org_a: 0 }, busy: [], excess: 0, excessBytes: 0 }, 'slow, with room for five');
   for (let i = 0; i < 5; i += 1) share.claimed('org_a');
-  t.deepEqual(share.limits(60_002), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0 });
-  t.deepEqual(share.limits(60_000 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [], excess: 0 }, 'ten quiet minutes later it is not');
+  t.deepEqual(share.limits(60_002), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0, excessBytes: 0 });
+  t.deepEqual(share.limits(60_000 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'ten quiet minutes later it is not');
 });
 
 test('what a slow organization took before it was found slow, past its share, is counted as lent', (t) => {
@@ -72,10 +73,10 @@ test('what a slow organization took before it was found slow, past its share, is
   // take every slot. Once found slow, its sends past the share are lent to the others.
   const share = makeOrganizationShare(10);
   const wave = Array.from({ length: 10 }, () => startedAt(share, 'org_a', 0));
-  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0 }, 'not slow yet: nothing lent');
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 10 }, busy: ['org_a'], excess: 5 });
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'not slow yet: nothing lent');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 10 }, busy: ['org_a'], excess: 5, excessBytes: 0 });
   for (const held of wave.slice(0, 7)) held.end(30_000);
-  t.deepEqual(share.limits(30_000), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0 }, 'the loan ends as those sends end');
+  t.deepEqual(share.limits(30_000), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0, excessBytes: 0 }, 'the loan ends as those sends end');
 });
 
 // No worker: nothing is claimed unless a test claims it.
@@ -347,4 +348,43 @@ test.serial('a first wave that takes every connection of the shared pool to an o
   t.is(receiver.arrivals.length, 64, 'the shared pool\'s connections to the origin are all taken');
   const attempts = await deliveredAtFast(t, b.key, receiver);
   t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not wait for a connection');
+});
+
+test('payload bytes are shared as the slots: a slow organization holding its share of them is passed over, the rest lent', (t) => {
+  // A budget of 100 bytes and 400 slots: a slow organization's 6 sends of 20 bytes hold 120
+  // bytes, past its half (50), though far under its half of the slots (200).
+  const share = makeOrganizationShare(400, 100);
+  const sends = Array.from({ length: 6 }, () => share.claimed('org_a', 20));
+  for (const held of sends) held.started(0);
+  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 200, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'not slow yet');
+  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 200, holding: { org_a: 6 }, busy: ['org_a'], excess: 0, excessBytes: 70 },
+    'busy for its bytes; 120 - 50 lent to the others');
+  share.claimed('org_b', 30); // a fast organization's send: never held to a share
+  t.deepEqual(share.limits(HELD_AFTER_MS + 1), { share: 200, holding: { org_a: 6 }, busy: ['org_a'], excess: 0, excessBytes: 70 });
+  for (const held of sends.slice(0, 4)) held.end(20_000);
+  t.deepEqual(share.limits(20_000), { share: 200, holding: { org_a: 2 }, busy: [], excess: 0, excessBytes: 0 }, '40 bytes: under its share again');
+});
+
+// The default slots (800), and a worker's whole payload budget within reach of one tenant.
+const bytesApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+test.serial('hanging attempts of large payloads that fill the worker\'s payload budget hold another tenant up about a second, not until they time out', async (t) => {
+  t.timeout(180_000);
+  // A sweep of hostile tenants: 65 hanging attempts of 256 KB payloads (16 MB, the worker's
+  // IN_FLIGHT_BYTES) held every other tenant's deliveries until they timed out, far under A's
+  // share of 400 slots. Now A is held to its share of the bytes too, and what it holds past it is
+  // lent to the others.
+  const { hanging, answering, b, byA } = await hangingAndAnswering(t, bytesApp);
+  const big = 'x'.repeat(250_000);
+  const first = await fixtures.createJobWithTargets(byA, {
+    urls: [hanging.at('/big')], endpoint: { timeout_ms: 120_000, rate_limit_rps: 10_000 }, payload: { big, n: 1 },
+  });
+  for (let n = 2; n <= 70; n += 1) await fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { big, n } });
+  // Half the budget at least (its share once found slow; before, all of it: 67 attempts).
+  await until('A\'s attempts to hold its share of the payload budget', () => hanging.arrivals.length >= Math.floor(IN_FLIGHT_BYTES / 2 / 250_000), 60_000);
+  const jobB = await fixtures.createJobWithTargets({ t, on: bytesApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  // Within 60 s, while A's attempts hang for 120: before, B came only after they timed out.
+  const { exposition } = await scrape(`${bytesApp.baseUrl}/metrics`);
+  t.is(valueOf(exposition, 'hookline_worker_organizations_at_share'), 1, 'A is passed over for its bytes');
 });

@@ -143,7 +143,7 @@ export function startDeliveryLoop(deps: {
 
   // Organizations whose hanging receivers hold their share of the slots are passed over by the
   // claims until they hold fewer (organization-share.ts).
-  const share = makeOrganizationShare(config.workerConcurrency);
+  const share = makeOrganizationShare(config.workerConcurrency, IN_FLIGHT_BYTES);
   let passedOver = new Set<string>();
   // The slow organizations as of the last claim: their attempts use connections of their own.
   let slowOrgs = new Set<string>();
@@ -154,6 +154,8 @@ export function startDeliveryLoop(deps: {
   // had taken every slot. The fetch passes over the slow ones meanwhile, so only the others
   // borrow; the loan ends as their sends end.
   let lent = 0;
+  /** The payload bytes lent the same way: what slow organizations hold past their share of IN_FLIGHT_BYTES. */
+  let lentBytes = 0;
   let lastUnpark = Number.NEGATIVE_INFINITY;
   /** When the loop last warned that it passes over each organization. */
   const warnedAt = new Map<string, number>();
@@ -212,8 +214,13 @@ export function startDeliveryLoop(deps: {
     if ([...slowNow].some(crowding)) attempter.renewSharedPools();
     slowOrgs = slowNow;
     lent = limits.excess;
+    lentBytes = limits.excessBytes;
     metrics.observeShare(slowOrgs.size, limits.busy.length);
-    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, limits);
+    // The fetch passes over an organization whose holding reaches the share: one busy for its
+    // bytes is given as holding its share of slots.
+    const holding = { ...limits.holding };
+    for (const orgId of limits.busy) holding[orgId] = Math.max(holding[orgId] ?? 0, limits.share);
+    const fetched = await claimNextDeliveries(pool, limit, SLOT_HORIZON_MS, LATE_LIMIT_MS, maxBytes, { share: limits.share, holding });
     const claimedAt = Date.now();
     metrics.observeClaim(fetched.length > 0);
     if (fetched.length === 0) return null;
@@ -315,7 +322,7 @@ export function startDeliveryLoop(deps: {
     const bytes = Buffer.byteLength(send.claim.payload);
     inFlight += 1;
     inFlightBytes += bytes;
-    const held = share.claimed(send.claim.org_id); // counted by the next claim already
+    const held = share.claimed(send.claim.org_id, bytes); // counted by the next claim already
     // What waits for the recording keeps only the message and the outcome, not the claim (its
     // payload, headers, secrets): no closure below names `send`.
     const { message } = send;
@@ -364,9 +371,9 @@ export function startDeliveryLoop(deps: {
   const loop = (async () => {
     while (running) {
       try {
-        if (lent > 0) lent = share.limits(Date.now()).excess; // the loan ends as those sends end
+        if (lent > 0 || lentBytes > 0) ({ excess: lent, excessBytes: lentBytes } = share.limits(Date.now())); // the loan ends as those sends end
         const room = config.workerConcurrency + lent - inFlight;
-        const bytesRoom = IN_FLIGHT_BYTES - inFlightBytes;
+        const bytesRoom = IN_FLIGHT_BYTES + lentBytes - inFlightBytes;
         if (room < refill() || bytesRoom < IN_FLIGHT_BYTES / 4) {
           // Fewer than a claim's worth free: wait for more, but for REFILL_WAIT_MS at most while
           // some are free. Slots held by receivers that hang free only when those time out, and
@@ -379,7 +386,7 @@ export function startDeliveryLoop(deps: {
           if (!some || now - shortSince < REFILL_WAIT_MS) {
             // Checked again at least every HELD_AFTER_MS: an exchange may have made its
             // organization slow meanwhile, and what it holds past its share is then lent.
-            if (!(await capacity(some ? REFILL_WAIT_MS - (now - shortSince) : HELD_AFTER_MS))) lent = share.limits(Date.now()).excess;
+            if (!(await capacity(some ? REFILL_WAIT_MS - (now - shortSince) : HELD_AFTER_MS))) ({ excess: lent, excessBytes: lentBytes } = share.limits(Date.now()));
             continue;
           }
         }

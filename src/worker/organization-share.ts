@@ -24,6 +24,13 @@
 // What it took past its share before it was found slow (`excess`) is lent to the others: the
 // worker claims for them as if those sends held no slot (delivery-loop.ts), so a first wave of
 // hanging attempts delays the other tenants by about a second, not by its timeout.
+//
+// The payload bytes a worker holds for its sends (IN_FLIGHT_BYTES, delivery-loop.ts) are shared
+// the same way: a slow organization may hold that budget divided as the slots are, and one that
+// holds more is passed over as one at its share of slots, what it holds past it lent to the
+// others. Slots alone let 65 hanging attempts of 256 KB payloads (16 MB, well under a share of
+// 400 slots) stop the worker for every other tenant until they timed out (25-27 s in a sweep of
+// hostile tenants; past 60 s with a receiver that answered after 25 s).
 
 /** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
@@ -50,23 +57,25 @@ export type OrganizationShare = {
    * (the claims that follow must see it before it starts), and makes its organization slow
    * once its exchange has run HELD_AFTER_MS.
    */
-  claimed(orgId: string): HeldSlot;
+  claimed(orgId: string, bytes?: number): HeldSlot;
   /**
    * At `now`: the slots a slow organization may hold (`share`), the sends each slow one holds
    * (`holding`, 0 for one slow only from memory), those with no room left (`busy`, sorted), and
    * the slots slow organizations hold past their share (`excess`: claimed before they were
-   * found slow), which the worker lends to the others until those sends end.
+   * found slow), which the worker lends to the others until those sends end. An organization
+   * holding its share of the payload bytes (`byteBudget` divided as the slots) is busy too, and
+   * `excessBytes` the bytes slow organizations hold past that share, lent the same way.
    */
-  limits(now: number): { share: number; holding: Record<string, number>; busy: string[]; excess: number };
+  limits(now: number): { share: number; holding: Record<string, number>; busy: string[]; excess: number; excessBytes: number };
 };
 
-export function makeOrganizationShare(concurrency: number): OrganizationShare {
-  const running = new Set<{ orgId: string; at: number | null }>();
+export function makeOrganizationShare(concurrency: number, byteBudget = Number.POSITIVE_INFINITY): OrganizationShare {
+  const running = new Set<{ orgId: string; at: number | null; bytes: number }>();
   /** Organizations whose slow exchanges ended, and until when they count as slow. */
   const slowUntil = new Map<string, number>();
   return {
-    claimed(orgId) {
-      const send: { orgId: string; at: number | null } = { orgId, at: null };
+    claimed(orgId, bytes = 0) {
+      const send: { orgId: string; at: number | null; bytes: number } = { orgId, at: null, bytes };
       running.add(send);
       return {
         started(at) { send.at = at; },
@@ -84,13 +93,25 @@ export function makeOrganizationShare(concurrency: number): OrganizationShare {
       }
       for (const { orgId, at } of running) if (at !== null && now - at >= HELD_AFTER_MS) slow.add(orgId);
       const holding: Record<string, number> = {};
+      const bytes = new Map<string, number>();
       for (const orgId of slow) holding[orgId] = 0;
-      if (slow.size > 0) for (const { orgId } of running) if (slow.has(orgId)) holding[orgId] = (holding[orgId] ?? 0) + 1;
+      if (slow.size > 0) {
+        for (const send of running) {
+          if (!slow.has(send.orgId)) continue;
+          holding[send.orgId] = (holding[send.orgId] ?? 0) + 1;
+          bytes.set(send.orgId, (bytes.get(send.orgId) ?? 0) + send.bytes);
+        }
+      }
       const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
-      const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share).sort();
+      const byteShare = byteBudget / (Math.max(1, slow.size) + 1);
+      const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share || (bytes.get(orgId) ?? 0) >= byteShare).sort();
       let excess = 0;
-      for (const orgId of busy) excess += (holding[orgId] ?? 0) - share;
-      return { share, holding, busy, excess };
+      let excessBytes = 0;
+      for (const orgId of busy) {
+        excess += Math.max(0, (holding[orgId] ?? 0) - share);
+        excessBytes += Math.max(0, (bytes.get(orgId) ?? 0) - byteShare);
+      }
+      return { share, holding, busy, excess, excessBytes };
     },
   };
 }
