@@ -1,7 +1,7 @@
 // Settings → API keys: the organization's keys (both environments), a form to create one with
 // scopes, environment and expiry (the key is shown once, with a copy button), and revoke.
 import { useState } from 'preact/hooks';
-import type { ApiKey, ApiKeyCreated, Cursor } from './api.ts';
+import { query, type ApiKey, type ApiKeyCreated, type Cursor } from './api.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
 
@@ -12,7 +12,7 @@ export function ApiKeysPage() {
   const pages = useCursorPages();
   const cursor = pages.cursor;
   const keys = useLoad(() => can('api-keys:read')
-    ? client<Cursor<ApiKey>>('GET', `/v1/api-keys?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`) : Promise.resolve(null), [cursor]);
+    ? client<Cursor<ApiKey>>('GET', `/v1/api-keys${query({ limit: 50, cursor })}`) : Promise.resolve(null), [cursor]);
   const [created, setCreated] = useState<ApiKeyCreated | null>(null);
   const [flash, setFlash] = useState('');
   const revoke = useAction(async (key: ApiKey) => {

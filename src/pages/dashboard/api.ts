@@ -9,7 +9,7 @@ import type {
 } from '../../api/responses.ts';
 import { allows, type Family } from '../../core/scopes.ts';
 
-export { allPages, ApiError, makeClient, type Client } from '../portal/api.ts';
+export { allPages, ApiError, makeClient, query, type Client } from '../portal/api.ts';
 
 export type ApiKey = z.output<typeof apiKey>;
 export type ApiKeyCreated = z.output<typeof apiKeyCreated>;
@@ -38,9 +38,3 @@ export function holds(scopes: readonly string[], need: Need): boolean {
   const [family, access] = need.split(':') as [Family, 'read' | 'write'];
   return allows(scopes, family, access);
 }
-
-export const query = (params: Record<string, string | number | undefined | null | false>): string => {
-  const entries = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== '' && v !== false)
-    .map(([k, v]) => [k, String(v)]);
-  return entries.length ? `?${new URLSearchParams(entries)}` : '';
-};

@@ -2,7 +2,7 @@
 // Schema. The schema is sent as the API takes it; the API's validation errors (an invalid JSON
 // Schema, a bad name, a duplicate) are shown under the field they name.
 import { useState } from 'preact/hooks';
-import { ApiError, type Cursor, type EventType } from './api.ts';
+import { ApiError, query, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
 
@@ -11,7 +11,7 @@ export function EventTypesPage() {
   const pages = useCursorPages();
   const cursor = pages.cursor;
   const list = useLoad(() => can('event-types:read')
-    ? client<Cursor<EventType>>('GET', `/v1/event-types?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`) : Promise.resolve(null), [cursor]);
+    ? client<Cursor<EventType>>('GET', `/v1/event-types${query({ limit: 50, cursor })}`) : Promise.resolve(null), [cursor]);
   const [editing, setEditing] = useState<EventType | 'new' | null>(null);
   const [flash, setFlash] = useState('');
   if (!can('event-types:read')) return <><h1>Event types</h1><NeedsScope need="event-types:read" what="event types" /></>;

@@ -2,7 +2,7 @@
 // failing, deliveries given up…): its operational endpoints (add, pause/resume, delete) and the
 // recent operational events with the state of each delivery.
 import { useState } from 'preact/hooks';
-import { allPages, type OperationalEndpoint, type OperationalEventList } from './api.ts';
+import { allPages, query, type OperationalEndpoint, type OperationalEventList } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
 
@@ -14,11 +14,11 @@ export function OperationalPage() {
   // Every operational endpoint (MAX_OPERATIONAL_ENDPOINTS bounds them): the events below name
   // their endpoints by id, and one missing here would read as deleted.
   const endpoints = useLoad(() => can('endpoints:read')
-    ? allPages<OperationalEndpoint>(client, '/v1/operational-webhooks/endpoints?limit=100').then((data) => ({ data })) : Promise.resolve(null), []);
+    ? allPages<OperationalEndpoint>(client, '/v1/operational-webhooks/endpoints', { limit: 100 }).then((data) => ({ data })) : Promise.resolve(null), []);
   const eventPages = useCursorPages();
   const eventCursor = eventPages.cursor;
   const events = useLoad(() => can('endpoints:read')
-    ? client<OperationalEventList>('GET', `/v1/operational-webhooks/events?limit=25${eventCursor ? `&cursor=${encodeURIComponent(eventCursor)}` : ''}`)
+    ? client<OperationalEventList>('GET', `/v1/operational-webhooks/events${query({ limit: 25, cursor: eventCursor })}`)
     : Promise.resolve(null), [eventCursor]);
   const [flash, setFlash] = useState('');
   const act = useAction(async (id: string, what: 'pause' | 'resume' | 'delete') => {

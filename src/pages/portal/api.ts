@@ -3,7 +3,7 @@
 // renamed field breaks tsc here; the attempt and stats shapes follow decisions section 14.
 import type { z } from 'zod';
 import type {
-  applicationDetail, attemptStats, circuitReset, credential, deleted, deletedEndpointSummary, endpoint, endpointAttemptList,
+  applicationDetail, attemptStats, circuitReset, credential, deleted, deletedEndpointList, deletedEndpointSummary, endpoint, endpointAttemptList,
   endpointCreated, endpointList, endpointTestQueued, errorBody, eventTypeList, rotatedSecret, webhookJobRetried,
 } from '../../api/responses.ts';
 import type { endpointRecovering } from '../../api/routes/endpoint-recover.ts';
@@ -27,6 +27,7 @@ export type Attempt = AttemptList['data'][number];
 /** GET /v1/endpoints/{id}/stats (§14). */
 export type Stats = z.output<typeof attemptStats>;
 export type DeletedEndpoint = z.output<typeof deletedEndpointSummary>;
+export type DeletedEndpointList = z.output<typeof deletedEndpointList>;
 export type Recovering = z.output<typeof endpointRecovering>;
 /** GET /v1/credential: what the link's token is; the portal takes portal tokens only. */
 export type Credential = z.output<typeof credential>;
@@ -74,17 +75,23 @@ export function makeClient(credential: string, onUnauthorized: (error: ApiError)
   };
 }
 
+/** A query string of the parameters that have a value (`?a=1&b=x`), or nothing. */
+export const query = (params: Record<string, string | number | undefined | null | false>): string => {
+  const entries = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== '' && v !== false)
+    .map(([k, v]) => [k, String(v)]);
+  return entries.length ? `?${new URLSearchParams(entries)}` : '';
+};
+
 /**
  * Every item of a cursor list, page after page: for a list a page needs whole (the event types
  * an endpoint's form offers, a tenant's operational endpoints, which MAX_OPERATIONAL_ENDPOINTS
  * bounds), where its first page alone would leave the rest out without a word.
  */
-export async function allPages<T>(client: Client, path: string): Promise<T[]> {
+export async function allPages<T>(client: Client, path: string, params: Record<string, string | number> = {}): Promise<T[]> {
   const items: T[] = [];
   let cursor: string | null = null;
   do {
-    const at: string = cursor ? `${path}${path.includes('?') ? '&' : '?'}cursor=${encodeURIComponent(cursor)}` : path;
-    const page: { data: T[]; next_cursor: string | null } = await client('GET', at);
+    const page: { data: T[]; next_cursor: string | null } = await client('GET', `${path}${query({ ...params, cursor })}`);
     items.push(...page.data);
     cursor = page.next_cursor;
   } while (cursor);

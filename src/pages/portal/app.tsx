@@ -38,7 +38,7 @@ export function App() {
       if (credential.type !== 'portal_token' || !credential.application_id) { setNotPortal(true); return; }
       const [application, types] = await Promise.all([
         client<Application>('GET', `/v1/applications/${credential.application_id}`),
-        allPages<EventType>(client, '/v1/event-types?limit=100'),
+        allPages<EventType>(client, '/v1/event-types', { limit: 100 }),
       ]);
       setSession({ credential, application, eventTypes: types });
     })().catch(setError);

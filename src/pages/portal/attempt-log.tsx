@@ -2,7 +2,7 @@
 // cursor), with a failures filter; each row opens to the response body, and a failed delivery can
 // be sent again (a retry of its job), its outcome or the API's refusal shown in that row.
 import { useEffect, useState } from 'preact/hooks';
-import type { Attempt, AttemptList, Client, Retried } from './api.ts';
+import { query, type Attempt, type AttemptList, type Client, type Retried } from './api.ts';
 import { Busy, CursorPager, ErrorNotice, Notice, formatTime, useCursorPages } from '../shared/ui.tsx';
 
 type Filter = 'all' | 'failed';
@@ -28,9 +28,8 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     let live = true;
-    const cursor = pages.cursor ? `&cursor=${encodeURIComponent(pages.cursor)}` : '';
-    const query = `${filter === 'failed' ? '?status=failed&limit=50' : '?limit=50'}${cursor}`;
-    props.client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${query}`).then((body) => {
+    const params = query({ status: filter === 'failed' && 'failed', limit: 50, cursor: pages.cursor });
+    props.client<AttemptList>('GET', `/v1/endpoints/${props.endpointId}/attempts${params}`).then((body) => {
       if (!live) return;
       setError(null);
       const json = JSON.stringify(body);

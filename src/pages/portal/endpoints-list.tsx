@@ -1,11 +1,10 @@
 // The application's endpoints with status and 24-hour success rate, and the deleted ones that
 // can still be restored: each list a page at a time, with a pager when it has more than one.
 import { useEffect, useState } from 'preact/hooks';
-import type { Application, Client, DeletedEndpoint, Endpoint, EndpointList } from './api.ts';
+import type { Application, Client, DeletedEndpointList, Endpoint, EndpointList } from './api.ts';
 import { Busy, ErrorNotice, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
 
 const PER_PAGE = 25;
-type DeletedList = { data: DeletedEndpoint[]; pagination: EndpointList['pagination'] };
 
 type Props = { client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void };
 
@@ -15,7 +14,7 @@ export function EndpointsList(props: Props) {
   const [rates, setRates] = useState<Map<string, number>>(new Map());
   const [error, setError] = useState<unknown>(null);
   const [page, setPage] = useState(1);
-  const [deleted, setDeleted] = useState<DeletedList | null>(null);
+  const [deleted, setDeleted] = useState<DeletedEndpointList | null>(null);
   const [deletedPage, setDeletedPage] = useState(1);
   const [deletedError, setDeletedError] = useState<unknown>(null);
   useEffect(() => {
@@ -29,7 +28,7 @@ export function EndpointsList(props: Props) {
     }, setError);
   }, [applicationId, page]);
   useEffect(() => {
-    client<DeletedList>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=${PER_PAGE}&page=${deletedPage}`)
+    client<DeletedEndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=${PER_PAGE}&page=${deletedPage}`)
       .then(setDeleted, setDeletedError);
   }, [applicationId, deletedPage]);
   const restore = useAction(async (id: string) => {
