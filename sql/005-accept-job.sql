@@ -324,6 +324,8 @@ comment on function refuse_job_group() is
 drop function if exists enqueue_delivery_messages(text, bigint[], integer[], timestamptz[]);
 drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
   text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[]);
+drop function if exists accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[],
+  text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer, jsonb);
 
 -- pg-boss's insert of queue messages for deliveries, written by our own statement so that the
 -- grouped accept (accept_job_group) enqueues without a round trip of its own. The queue's settings
@@ -362,9 +364,11 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- (confirm_api_keys), its requests counted against their rate limits (count_rate_limits; none
 -- when p_limit_keys is empty), its jobs accepted (accept_webhook_jobs) and their deliveries
 -- enqueued (enqueue_delivery_messages), each organization's first within its share of the
--- queue's front and the rest behind every organization's fresh work (p_fresh_share fresh
--- deliveries a second; p_fresh_before, the calling web process's count of each organization's
--- in this second so far: Queue.fresh, src/queue.ts; p_fresh_share null: all at 0). A key
+-- queue's front and the rest behind every organization's fresh work (p_fresh_share units a
+-- second; p_fresh_before, the calling web process's count of each organization's units in this
+-- second so far: Queue.fresh, src/queue.ts; p_fresh_weights[i], the units each delivery of job i
+-- weighs, by its payload's length: freshWeight, 1 when absent; a delivery that starts within the
+-- share is at the front; p_fresh_share null: all at 0). A key
 -- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the
 -- call as a whole: nothing of it stays, and the caller takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the
 -- first of them with every counter's count after the take (limits, json; null on the others).
@@ -383,7 +387,8 @@ create or replace function accept_job_group(
   p_queue text,
   p_org_ids text[], p_environments text[], p_application_ids text[], p_job_ids text[], p_event_types text[],
   p_event_type_ids text[], p_event_type_versions bigint[], p_payload_valids boolean[],
-  p_event_ids text[], p_payloads text[], p_headers jsonb[], p_endpoint_ids text[], p_fresh_share integer default null, p_fresh_before jsonb default '{}'
+  p_event_ids text[], p_payloads text[], p_headers jsonb[], p_endpoint_ids text[], p_fresh_share integer default null, p_fresh_before jsonb default '{}',
+  p_fresh_weights integer[] default '{}'
 )
 returns table (
   item integer, outcome text, id text, application_id text, event_type text, status text, created_at timestamptz,
@@ -402,6 +407,7 @@ declare
   v_rounds integer[] := '{}';
   v_starts timestamptz[] := '{}';
   v_orgs text[] := '{}';
+  v_weights integer[] := '{}';
 begin
   if cardinality(p_key_ids) > 0
      and (select count(*) from confirm_api_keys(p_key_ids) k where not k.expired and k.scopes && p_granting)
@@ -429,6 +435,7 @@ begin
       v_rounds := v_rounds || r.round;
       v_starts := v_starts || r.start_after;
       v_orgs := v_orgs || p_org_ids[r.item];
+      v_weights := v_weights || coalesce(p_fresh_weights[r.item], 1);
     end if;
     item := r.item; outcome := r.outcome; id := r.id; application_id := r.application_id; event_type := r.event_type;
     status := r.status; created_at := r.created_at; expires_at := r.expires_at; attempt_count := r.attempt_count;
@@ -441,12 +448,12 @@ begin
   if cardinality(v_ids) > 0 then
     perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts, case when p_fresh_share is not null then array(
       select case when coalesce((p_fresh_before->>i.org_id)::integer, 0)
-                       + row_number() over (partition by i.org_id order by i.ord) <= p_fresh_share then 0 else -2 end
-      from unnest(v_orgs) with ordinality i(org_id, ord)
+                       + sum(i.weight) over (partition by i.org_id order by i.ord) - i.weight < p_fresh_share then 0 else -2 end
+      from unnest(v_orgs, v_weights) with ordinality i(org_id, weight, ord)
       order by i.ord) end);
   end if;
 end;
 $$;
 
-comment on function accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer, jsonb) is
+comment on function accept_job_group(text[], text[], text[], integer[], integer, integer, timestamptz, text, text[], text[], text[], text[], text[], text[], bigint[], boolean[], text[], text[], jsonb[], text[], integer, jsonb, integer[]) is
   'Accepts a group of webhook jobs in one call when every check passes (keys, rate limits, event type versions), enqueueing their deliveries; otherwise fails (refuse_job_group) and writes nothing.';

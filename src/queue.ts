@@ -42,23 +42,42 @@ export type QueueItem = z.infer<typeof queueItem>;
 export const BACKLOG_PRIORITY = -2;
 
 /**
- * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): its first
- * `perSecond` fresh deliveries in each second of the clock (new jobs, test events, a job's
- * retry) go on the queue at priority 0, the rest behind every organization's fresh work, at
- * BACKLOG_PRIORITY. The queue is first in, first out within a priority, and one organization can
- * enqueue far more than the workers deliver (its job rate limit times its endpoints): without
- * this, every other tenant's new deliveries waited behind its whole backlog; now a tenant within
- * its share goes ahead of another's excess, and the excess runs at full speed whenever nothing
- * fresh is due. Counted by each web process for itself, in memory (counted in the database, it
- * cost the accept 18-29 µs of database time per job, about a tenth: bench/accept-ab.ts), so with
- * several web processes an organization's share is up to that many times `perSecond`: fairness
- * needs no exact count. Forgets every count when the second changes, so it holds only the
- * organizations of the current second. `onPast` hears of each organization that passes its
- * share in a second.
+ * A fresh delivery's weight in its organization's share of the queue's front (FreshShare): 1, and
+ * 1 more for every FRESH_SHARE_UNIT_CHARS characters of its job's payload. What a delivery costs
+ * a worker grows with its payload (a 256 KB payload fanned out to 100 endpoints: about 180
+ * deliveries a second, against thousands of small ones), so a share counted in deliveries alone
+ * let one tenant's large payloads, within its share, hold the queue's front for tens of seconds.
+ * Characters rather than bytes, as the worker's payload budget counts them (the same for ASCII;
+ * a string's length costs nothing to read).
+ */
+export const FRESH_SHARE_UNIT_CHARS = 16 * 1024;
+
+/** The weight of each fresh delivery of a job whose payload is `payloadChars` characters long. */
+export const freshWeight = (payloadChars: number): number => 1 + Math.floor(payloadChars / FRESH_SHARE_UNIT_CHARS);
+
+/**
+ * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): the fresh
+ * deliveries (new jobs, test events, a job's retry) it starts within its first `perSecond` units
+ * in each second of the clock go on the queue at priority 0, the rest behind every
+ * organization's fresh work, at BACKLOG_PRIORITY. A delivery weighs freshWeight() units: 1 for a
+ * payload under 16 K characters, 17 for one of 256 KB, so a share is `perSecond` small
+ * deliveries or about 1/17 as many of the largest; a delivery starting within the share is at
+ * the front whatever its weight. The queue is first in, first out within a priority, and one
+ * organization can enqueue far more than the workers deliver (its job rate limit times its
+ * endpoints): without this, every other tenant's new deliveries waited behind its whole backlog;
+ * now a tenant within its share goes ahead of another's excess, and the excess runs at full
+ * speed whenever nothing fresh is due. Counted by each web process for itself, in memory
+ * (counted in the database, it cost the accept 18-29 µs of database time per job, about a
+ * tenth: bench/accept-ab.ts), so with several web processes an organization's share is up to
+ * that many times `perSecond`: fairness needs no exact count. Forgets every count when the
+ * second changes, so it holds only the organizations of the current second. `onPast` hears of
+ * each organization whose delivery first goes behind in a second.
  */
 export class FreshShare {
   #second = Number.NaN;
   readonly #counts = new Map<string, number>();
+  /** The organizations that had a delivery go behind in this second. */
+  readonly #past = new Set<string>();
   #behind = 0;
   readonly perSecond: number;
   readonly #now: () => number;
@@ -70,14 +89,22 @@ export class FreshShare {
     this.#onPast = options.onPast ?? (() => {});
   }
 
-  #count(counts: Map<string, number>, orgId: string, n: number): number {
+  /**
+   * Counts `n` deliveries of `weight` units each of `orgId` and answers how many of them went
+   * behind: those starting at or past the share (as accept_job_group decides in the database).
+   */
+  #count(counts: Map<string, number>, orgId: string, n: number, weight: number): number {
     const before = counts.get(orgId) ?? 0;
-    counts.set(orgId, before + n);
-    if (before + n > this.perSecond) {
-      this.#behind += before + n - Math.max(before, this.perSecond);
-      if (before <= this.perSecond) this.#onPast(orgId);
+    counts.set(orgId, before + n * weight);
+    const within = before >= this.perSecond ? 0 : Math.min(n, Math.ceil((this.perSecond - before) / weight));
+    if (within < n) {
+      this.#behind += n - within;
+      if (!this.#past.has(orgId)) {
+        this.#past.add(orgId);
+        this.#onPast(orgId);
+      }
     }
-    return before;
+    return n - within;
   }
 
   /** Fresh deliveries counted past their organization's share since the start (queued behind): hookline_queue_share_excess_total. */
@@ -90,11 +117,12 @@ export class FreshShare {
     if (second !== this.#second) {
       this.#second = second;
       this.#counts.clear();
+      this.#past.clear();
     }
     return this.#counts;
   }
 
-  /** The fresh deliveries each of these organizations queued this second so far (those with any). */
+  /** The units each of these organizations' fresh deliveries used this second so far (those with any). */
   counted(orgIds: Iterable<string>): Record<string, number> {
     const counts = this.#current();
     const counted: Record<string, number> = {};
@@ -105,15 +133,15 @@ export class FreshShare {
     return counted;
   }
 
-  /** Counts `n` more fresh deliveries of `orgId` this second (queued with priorities decided elsewhere). */
-  add(orgId: string, n: number): void {
-    this.#count(this.#current(), orgId, n);
+  /** Counts `n` more fresh deliveries of `weight` units each of `orgId` this second (queued with priorities decided elsewhere). */
+  add(orgId: string, n: number, weight = 1): void {
+    this.#count(this.#current(), orgId, n, weight);
   }
 
-  /** Counts one fresh delivery of each `orgIds[i]`, in order, and answers each one's priority. */
-  take(orgIds: readonly string[]): number[] {
+  /** Counts one fresh delivery of each `orgIds[i]` (of `weights[i]` units; 1 when absent), in order, and answers each one's priority. */
+  take(orgIds: readonly string[], weights?: readonly number[]): number[] {
     const counts = this.#current();
-    return orgIds.map((orgId) => (this.#count(counts, orgId, 1) < this.perSecond ? 0 : BACKLOG_PRIORITY));
+    return orgIds.map((orgId, i) => (this.#count(counts, orgId, 1, weights?.[i] ?? 1) === 0 ? 0 : BACKLOG_PRIORITY));
   }
 }
 
@@ -137,11 +165,11 @@ export type Queue = {
   enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
   /**
    * Enqueues fresh deliveries a tenant asked for (a test event, a job's retry, job creations taken
-   * step by step) in `db`'s transaction, `orgIds[i]` the organization of `items[i]`, each within
-   * its organization's share of the queue's front (`fresh`): at 0, or past the share at
-   * BACKLOG_PRIORITY.
+   * step by step) in `db`'s transaction, `orgIds[i]` the organization of `items[i]` and
+   * `weights[i]` its weight (freshWeight; 1 when absent), each within its organization's share of
+   * the queue's front (`fresh`): at 0, or past the share at BACKLOG_PRIORITY.
    */
-  enqueueFresh(db: CommonQueryMethods, items: readonly QueueItem[], orgIds: readonly string[]): Promise<void>;
+  enqueueFresh(db: CommonQueryMethods, items: readonly QueueItem[], orgIds: readonly string[], weights?: readonly number[]): Promise<void>;
   /** This process's count of each organization's fresh deliveries (QUEUE_SHARE_PER_ORGANIZATION); null: no share, all at 0. */
   readonly fresh: FreshShare | null;
   /** pg-boss's own fetch (the worker fetches and claims in one call: claim_next_deliveries). */
@@ -279,8 +307,8 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
     async enqueue(db, items, options = {}) {
       await insert(db, items, options.priority ?? 0);
     },
-    async enqueueFresh(db, items, orgIds) {
-      await insert(db, items, fresh ? fresh.take(orgIds) : 0);
+    async enqueueFresh(db, items, orgIds, weights) {
+      await insert(db, items, fresh ? fresh.take(orgIds, weights) : 0);
     },
     fresh,
     async fetch(batchSize) {

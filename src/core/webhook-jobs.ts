@@ -11,10 +11,10 @@ import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
+  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, payloadChars, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
-import type { Queue, QueueItem } from '../queue.ts';
+import { freshWeight, type Queue, type QueueItem } from '../queue.ts';
 import { prepareValidator, validatePayload, type PayloadValidator, type SchemaProblem } from './json-schema.ts';
 import { TenantCache } from './tenant-cache.ts';
 
@@ -135,9 +135,11 @@ const keptChanging = (a: Acceptance) => serviceUnavailable(
   `The event type ${a.input.eventType} changed ${STALE_TRIES} times while this job was being created, so nothing was created;`
   + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 
-/** One organization's fresh deliveries, within its share of the queue's front (Queue.enqueueFresh). */
-const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string) =>
-  (items.length > 0 ? queue.enqueueFresh(tx, items, items.map(() => orgId)) : Promise.resolve());
+/** One job's fresh deliveries, within its organization's share of the queue's front (Queue.enqueueFresh), each weighed by the job's payload. */
+const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string, payloadChars: number) =>
+  (items.length > 0
+    ? queue.enqueueFresh(tx, items, items.map(() => orgId), items.map(() => freshWeight(payloadChars)))
+    : Promise.resolve());
 
 /** Accepts one prepared job in a transaction of its own: one call of accept_webhook_job and pg-boss's insert. */
 async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Promise<Accepted> {
@@ -150,7 +152,7 @@ async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Pro
         await validate(a);
         continue;
       }
-      if (!answer.replayed) await enqueueFresh(tx, queue, queueItemsOf(rows), a.tenant.orgId);
+      if (!answer.replayed) await enqueueFresh(tx, queue, queueItemsOf(rows), a.tenant.orgId, a.payloadText.length);
       return answer;
     }
     throw keptChanging(a);
@@ -253,6 +255,7 @@ export function makeJobAcceptor(
         const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
         const items: QueueItem[] = [];
         const orgIds: string[] = [];
+        const weights: number[] = [];
         round.forEach((waiter, i) => {
           const jobRows = rows[i] ?? [];
           try {
@@ -266,12 +269,13 @@ export function makeJobAcceptor(
               const jobItems = queueItemsOf(jobRows);
               items.push(...jobItems);
               orgIds.push(...jobItems.map(() => waiter.a.tenant.orgId));
+              weights.push(...jobItems.map(() => freshWeight(waiter.a.payloadText.length)));
             }
           } catch (error) {
             answers.set(waiter, { error });
           }
         });
-        if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds);
+        if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds, weights);
         return answers;
       });
     } catch {
@@ -307,13 +311,17 @@ export function makeJobAcceptor(
       limits: rule && takes.keys.length > 0
         ? { keys: takes.keys, counts: takes.counts, limit: rule.limit, periodSeconds: rule.periodSeconds, at: takes.at }
         : null,
-      fresh: queue.fresh && { perSecond: queue.fresh.perSecond, counted: queue.fresh.counted(group.map(({ a }) => a.tenant.orgId)) },
+      fresh: queue.fresh && {
+        perSecond: queue.fresh.perSecond,
+        counted: queue.fresh.counted(group.map(({ a }) => a.tenant.orgId)),
+        weights: group.map(({ a }) => freshWeight(a.payloadText.length)),
+      },
     });
     if (result === 'refused') return null;
     // The database decided these deliveries' priorities from the counts given: now they count.
     group.forEach(({ a }, i) => {
       const created = (result.answers[i] ?? []).filter((row) => row.outcome === 'created');
-      queue.fresh?.add(a.tenant.orgId, queueItemsOf(created).length);
+      queue.fresh?.add(a.tenant.orgId, queueItemsOf(created).length, freshWeight(a.payloadText.length));
     });
     const answers = new Map<Waiting, Settled>();
     if (rule) placeTakes(rule, takes.counters, result.limits, answers);
@@ -502,7 +510,8 @@ export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant,
     const row = rows[0] as (typeof rows)[number]; // many() returns at least one
     if (row.outcome === 'not_found') throw notFound('Webhook job');
     if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be retried.`);
-    await enqueueFresh(tx, queue, queueItemsOf(rows), tenant.orgId);
+    const items = queueItemsOf(rows);
+    if (items.length > 0) await enqueueFresh(tx, queue, items, tenant.orgId, await payloadChars(tx, id));
     if (row.id === null || row.status === null || row.attempt_count === null) throw new Error(`retry_webhook_job answered ${row.outcome} without a job`);
     return { id: row.id, status: row.status, attempt_count: row.attempt_count };
   });

@@ -138,9 +138,10 @@ export type GroupChecks = {
   limits: { keys: readonly string[]; counts: readonly number[]; limit: number; periodSeconds: number; at: Date | undefined } | null;
   /**
    * Each organization's share of the queue's front (FreshShare, src/queue.ts): fresh deliveries a
-   * second, and the group's organizations' counts in this second so far; null: no share.
+   * second, the group's organizations' counts in this second so far, and each item's delivery
+   * weight (freshWeight); null: no share.
    */
-  fresh: { perSecond: number; counted: Record<string, number> } | null;
+  fresh: { perSecond: number; counted: Record<string, number>; weights: readonly number[] } | null;
 };
 
 // reset_at comes through json_agg (ISO 8601 with an offset): the same instant as the column's text form gives.
@@ -170,7 +171,7 @@ export async function acceptJobGroup(
         ${sql.array(limits?.keys ?? [], 'text')}, ${sql.array(limits?.counts ?? [], 'int4')}, ${limits?.limit ?? 0},
         ${limits?.periodSeconds ?? 1}, ${limits?.at?.toISOString() ?? null}::timestamptz,
         ${DELIVERY_QUEUE}, ${jobArguments(items)}, ${checks.fresh?.perSecond ?? null}::integer,
-        ${sql.jsonb(checks.fresh?.counted ?? {})})`);
+        ${sql.jsonb(checks.fresh?.counted ?? {})}, ${sql.array(checks.fresh?.weights ?? [], 'int4')})`);
   } catch (error) {
     if (hasSqlState(error, 'HL001')) return 'refused';
     throw error;
@@ -299,6 +300,11 @@ const cancelledRow = z.object({
 /** One call of cancel_webhook_job (sql/010-retry-cancel.sql). */
 export async function cancelJob(db: CommonQueryMethods, tenant: Tenant, id: string) {
   return db.one(sql.type(cancelledRow)`select * from cancel_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id}, ${tenant.applicationId ?? null})`);
+}
+
+/** The length in characters of a job's payload as the database writes it out (a retry's weight in its organization's share: freshWeight). */
+export async function payloadChars(db: CommonQueryMethods, jobId: string): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ chars: z.number() }))`select length(payload::text) as chars from webhook_jobs where id = ${jobId}`);
 }
 
 /** At most `limit` held deliveries of these endpoints become pending (oldest first). */

@@ -10,7 +10,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { acceptJobGroup } from '../../src/db/webhook-jobs.ts';
 import { newId } from '../../src/ids.ts';
-import { FreshShare } from '../../src/queue.ts';
+import { FRESH_SHARE_UNIT_CHARS, FreshShare, freshWeight } from '../../src/queue.ts';
 import { startTestApp } from '../helpers/app.ts';
 import { scrape, valueOf } from '../helpers/metrics.ts';
 import * as fixtures from '../helpers/fixtures.ts';
@@ -71,6 +71,24 @@ test('FreshShare: each organization\'s first deliveries of a second at 0, the re
   t.is(fresh.behind, 5, 'x: 2 + 1, y: 2 queued behind');
 });
 
+test('FreshShare: a delivery weighs 1 and 1 more for every 16 K characters of its payload; those starting within the share are at the front', (t) => {
+  t.is(freshWeight(0), 1);
+  t.is(freshWeight(FRESH_SHARE_UNIT_CHARS - 1), 1);
+  t.is(freshWeight(FRESH_SHARE_UNIT_CHARS), 2);
+  t.is(freshWeight(256 * 1024), 17, 'the largest payload');
+  const now = Date.parse('2026-11-29T10:00:00.250Z');
+  const past: string[] = [];
+  const fresh = new FreshShare(SHARE, { now: () => now, onPast: (orgId) => past.push(orgId) });
+  t.deepEqual(fresh.take(['x', 'x', 'x', 'x'], [2, 2, 2, 2]), [0, 0, 0, -2], 'x: starting at 0, 2 and 4 of 5 are within it, at 6 behind');
+  t.deepEqual(fresh.counted(['x']), { x: 8 });
+  t.deepEqual(fresh.take(['y', 'y'], [17, 1]), [0, -2], 'y: one heavy delivery starts within the share and uses it all');
+  fresh.add('z', 4, 2); // starting at 0, 2, 4 (within) and 6 (behind)
+  t.deepEqual(fresh.counted(['z']), { z: 8 });
+  t.deepEqual(fresh.take(['z']), [-2]);
+  t.is(fresh.behind, 4, 'x: 1, y: 1, z: 2, counted in deliveries, not units');
+  t.deepEqual(past, ['x', 'y', 'z'], 'each heard of once, at its first delivery behind');
+});
+
 test.serial('accept_job_group queues a group\'s deliveries past what its organization already queued this second behind', async (t) => {
   const a = await tenant(t, 8);
   const b = await tenant(t, 1);
@@ -88,11 +106,21 @@ test.serial('accept_job_group queues a group\'s deliveries past what its organiz
   };
   const items = [await job(a), await job(b)];
   const result = await acceptJobGroup(app.pool, items, {
-    keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: 3 } },
+    keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: 3 }, weights: [1, 1] },
   });
   if (result === 'refused') throw new Error('refused');
   t.deepEqual(await priorities([items[0]!.job.id]), [-2, -2, -2, -2, -2, -2, 0, 0], 'a: 3 already, so 2 more at the front');
   t.deepEqual(await priorities([items[1]!.job.id]), [0], 'b: none yet');
+
+  // Weighed: a's deliveries of 2 units each start at 1, 3, 5, ... of its share of 5; b's one
+  // delivery of 9 units starts at 0, within its share.
+  const weighed = [await job(a), await job(b)];
+  const again = await acceptJobGroup(app.pool, weighed, {
+    keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: 1 }, weights: [2, 9] },
+  });
+  if (again === 'refused') throw new Error('refused');
+  t.deepEqual(await priorities([weighed[0]!.job.id]), [-2, -2, -2, -2, -2, -2, 0, 0], 'a: two start within the share');
+  t.deepEqual(await priorities([weighed[1]!.job.id]), [0], 'b: a heavy delivery that starts within the share is at the front');
 });
 
 /** hookline_queue_share_excess_total on the app's /metrics. */
@@ -110,6 +138,45 @@ test.serial('a job fanned out past its organization\'s share: the excess goes be
   t.is(aFirst.length, SHARE);
   t.deepEqual(await fetchDue(1), await deliveryIds([later]), 'the other tenant\'s delivery before the excess');
   t.deepEqual(sorted([...aFirst, ...await fetchDue(100)]), await deliveryIds([fanned]), 'then the excess');
+});
+
+/** A payload of about 40 K characters: each of its deliveries weighs 3 units (freshWeight). */
+const heavy = { blob: 'x'.repeat(2 * FRESH_SHARE_UNIT_CHARS + 100) };
+
+/** Runs `attempt` until it starts and ends in one second of the clock (the share's counts start anew at each). */
+async function inOneSecond<T>(t: ExecutionContext, attempt: () => Promise<T>): Promise<T> {
+  const second = () => Math.floor(Date.now() / 1000);
+  for (let tries = 1; ; tries += 1) {
+    const before = second();
+    const result = await attempt();
+    if (second() === before) return result;
+    t.true(tries < 5, 'five seconds ended during the attempt');
+  }
+}
+
+test.serial('a job\'s large payload weighs its deliveries: fewer of them fit in the share, the rest go behind', async (t) => {
+  t.is(freshWeight(JSON.stringify(heavy).length), 3);
+  const a = await tenant(t, 8);
+  const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
+  // Its first delivery of the second starts at 0, its second at 3: both within 5; the rest behind.
+  t.deepEqual(await priorities([job]), [-2, -2, -2, -2, -2, -2, 0, 0]);
+});
+
+test.serial('a job\'s retry weighs its deliveries by the job\'s payload', async (t) => {
+  const a = await tenant(t, 8);
+  const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
+  await fetchDue(100);
+  // After the creation's second: the retry's own second counts only the retry.
+  await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 5));
+  const queued = await inOneSecond(t, async () => {
+    await fetchDue(100);
+    await app.pool.query(sql.unsafe`
+      update deliveries set status = 'failed', attempt_count = 7, last_attempt_at = now(), updated_at = now() where job_id = ${job}`);
+    const res = await app.request('POST', `/v1/webhook-jobs/${job}/retry`, { key: a.key });
+    t.is(res.status, 200, JSON.stringify(res.body));
+    return priorities([job]);
+  });
+  t.deepEqual(queued, [-2, -2, -2, -2, -2, -2, 0, 0]);
 });
 
 test.serial('a job\'s retry reopening more deliveries than the share queues the rest behind', async (t) => {
