@@ -43,24 +43,23 @@ export const BACKLOG_PRIORITY = -2;
 
 /**
  * A fresh delivery's weight in its organization's share of the queue's front (FreshShare): 1, and
- * 1 more for every FRESH_SHARE_UNIT_CHARS characters of its job's payload. What a delivery costs
+ * 1 more for every FRESH_SHARE_UNIT_BYTES bytes of its job's payload (UTF-8, as the worker's
+ * payload budget counts them: IN_FLIGHT_BYTES in src/worker/delivery-loop.ts). What a delivery costs
  * a worker grows with its payload (a 256 KB payload fanned out to 100 endpoints: about 180
  * deliveries a second, against thousands of small ones), so a share counted in deliveries alone
  * let one tenant's large payloads, within its share, hold the queue's front for tens of seconds.
- * Characters rather than bytes, as the worker's payload budget counts them (the same for ASCII;
- * a string's length costs nothing to read).
  */
-export const FRESH_SHARE_UNIT_CHARS = 16 * 1024;
+export const FRESH_SHARE_UNIT_BYTES = 16 * 1024;
 
-/** The weight of each fresh delivery of a job whose payload is `payloadChars` characters long. */
-export const freshWeight = (payloadChars: number): number => 1 + Math.floor(payloadChars / FRESH_SHARE_UNIT_CHARS);
+/** The weight of each fresh delivery of a job whose payload is `payloadBytes` bytes long. */
+export const freshWeight = (payloadBytes: number): number => 1 + Math.floor(payloadBytes / FRESH_SHARE_UNIT_BYTES);
 
 /**
  * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): the fresh
  * deliveries (new jobs, test events, a job's retry) it starts within its first `perSecond` units
  * in each second of the clock go on the queue at priority 0, the rest behind every
  * organization's fresh work, at BACKLOG_PRIORITY. A delivery weighs freshWeight() units: 1 for a
- * payload under 16 K characters, 17 for one of 256 KB, so a share is `perSecond` small
+ * payload under 16 KB, 17 for one of 256 KB, so a share is `perSecond` small
  * deliveries or about 1/17 as many of the largest; a delivery starting within the share is at
  * the front whatever its weight. The queue is first in, first out within a priority, and one
  * organization can enqueue far more than the workers deliver (its job rate limit times its

@@ -11,7 +11,7 @@ import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, payloadChars, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
+  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, payloadBytes, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import { freshWeight, type Queue, type QueueItem } from '../queue.ts';
@@ -74,6 +74,8 @@ function createdJob(row: AcceptedRow): CreatedJob {
 /** One job being accepted: the request's parts, its id, and what validation said of its payload. */
 type Acceptance = {
   tenant: Tenant; input: NewJobInput; id: string; payloadText: string;
+  /** What each of its fresh deliveries weighs in its organization's share of the queue's front (freshWeight). */
+  weight: number;
   known: KnownEventType | null; problems: SchemaProblem[] | null;
 };
 
@@ -87,7 +89,8 @@ async function prepare(db: CommonQueryMethods, tenant: Tenant, input: NewJobInpu
   const known = input.endpointId !== undefined
     ? null
     : eventTypes.get(eventTypesOf(tenant), input.eventType) ?? await lookUpEventType(db, tenant, input.eventType);
-  const acceptance = { tenant, input, id: newId('job'), payloadText: JSON.stringify(input.payload), known, problems: null };
+  const payloadText = JSON.stringify(input.payload);
+  const acceptance = { tenant, input, id: newId('job'), payloadText, weight: freshWeight(Buffer.byteLength(payloadText)), known, problems: null };
   await validate(acceptance);
   return acceptance;
 }
@@ -136,9 +139,9 @@ const keptChanging = (a: Acceptance) => serviceUnavailable(
   + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 
 /** One job's fresh deliveries, within its organization's share of the queue's front (Queue.enqueueFresh), each weighed by the job's payload. */
-const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string, payloadChars: number) =>
+const enqueueFresh = (tx: DatabaseTransactionConnection, queue: Queue, items: readonly QueueItem[], orgId: string, weight: number) =>
   (items.length > 0
-    ? queue.enqueueFresh(tx, items, items.map(() => orgId), items.map(() => freshWeight(payloadChars)))
+    ? queue.enqueueFresh(tx, items, items.map(() => orgId), items.map(() => weight))
     : Promise.resolve());
 
 /** Accepts one prepared job in a transaction of its own: one call of accept_webhook_job and pg-boss's insert. */
@@ -152,7 +155,7 @@ async function acceptAlone(pool: DatabasePool, queue: Queue, a: Acceptance): Pro
         await validate(a);
         continue;
       }
-      if (!answer.replayed) await enqueueFresh(tx, queue, queueItemsOf(rows), a.tenant.orgId, a.payloadText.length);
+      if (!answer.replayed) await enqueueFresh(tx, queue, queueItemsOf(rows), a.tenant.orgId, a.weight);
       return answer;
     }
     throw keptChanging(a);
@@ -269,7 +272,7 @@ export function makeJobAcceptor(
               const jobItems = queueItemsOf(jobRows);
               items.push(...jobItems);
               orgIds.push(...jobItems.map(() => waiter.a.tenant.orgId));
-              weights.push(...jobItems.map(() => freshWeight(waiter.a.payloadText.length)));
+              weights.push(...jobItems.map(() => waiter.a.weight));
             }
           } catch (error) {
             answers.set(waiter, { error });
@@ -314,14 +317,14 @@ export function makeJobAcceptor(
       fresh: queue.fresh && {
         perSecond: queue.fresh.perSecond,
         counted: queue.fresh.counted(group.map(({ a }) => a.tenant.orgId)),
-        weights: group.map(({ a }) => freshWeight(a.payloadText.length)),
+        weights: group.map(({ a }) => a.weight),
       },
     });
     if (result === 'refused') return null;
     // The database decided these deliveries' priorities from the counts given: now they count.
     group.forEach(({ a }, i) => {
       const created = (result.answers[i] ?? []).filter((row) => row.outcome === 'created');
-      queue.fresh?.add(a.tenant.orgId, queueItemsOf(created).length, freshWeight(a.payloadText.length));
+      queue.fresh?.add(a.tenant.orgId, queueItemsOf(created).length, a.weight);
     });
     const answers = new Map<Waiting, Settled>();
     if (rule) placeTakes(rule, takes.counters, result.limits, answers);
@@ -511,7 +514,7 @@ export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant,
     if (row.outcome === 'not_found') throw notFound('Webhook job');
     if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be retried.`);
     const items = queueItemsOf(rows);
-    if (items.length > 0) await enqueueFresh(tx, queue, items, tenant.orgId, await payloadChars(tx, id));
+    if (items.length > 0) await enqueueFresh(tx, queue, items, tenant.orgId, freshWeight(await payloadBytes(tx, id)));
     if (row.id === null || row.status === null || row.attempt_count === null) throw new Error(`retry_webhook_job answered ${row.outcome} without a job`);
     return { id: row.id, status: row.status, attempt_count: row.attempt_count };
   });

@@ -302,9 +302,9 @@ export async function cancelJob(db: CommonQueryMethods, tenant: Tenant, id: stri
   return db.one(sql.type(cancelledRow)`select * from cancel_webhook_job(${tenant.orgId}, ${tenant.environment}, ${id}, ${tenant.applicationId ?? null})`);
 }
 
-/** The length in characters of a job's payload as the database writes it out (a retry's weight in its organization's share: freshWeight). */
-export async function payloadChars(db: CommonQueryMethods, jobId: string): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ chars: z.number() }))`select length(payload::text) as chars from webhook_jobs where id = ${jobId}`);
+/** The bytes of a job's payload as the database writes it out (a retry's weight in its organization's share: freshWeight). */
+export async function payloadBytes(db: CommonQueryMethods, jobId: string): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ bytes: z.number() }))`select octet_length(payload::text) as bytes from webhook_jobs where id = ${jobId}`);
 }
 
 /** At most `limit` held deliveries of these endpoints become pending (oldest first). */

@@ -10,7 +10,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { acceptJobGroup } from '../../src/db/webhook-jobs.ts';
 import { newId } from '../../src/ids.ts';
-import { FRESH_SHARE_UNIT_CHARS, FreshShare, freshWeight } from '../../src/queue.ts';
+import { FRESH_SHARE_UNIT_BYTES, FreshShare, freshWeight } from '../../src/queue.ts';
 import { startTestApp } from '../helpers/app.ts';
 import { scrape, valueOf } from '../helpers/metrics.ts';
 import * as fixtures from '../helpers/fixtures.ts';
@@ -71,10 +71,10 @@ test('FreshShare: each organization\'s first deliveries of a second at 0, the re
   t.is(fresh.behind, 5, 'x: 2 + 1, y: 2 queued behind');
 });
 
-test('FreshShare: a delivery weighs 1 and 1 more for every 16 K characters of its payload; those starting within the share are at the front', (t) => {
+test('FreshShare: a delivery weighs 1 and 1 more for every 16 KB of its payload; those starting within the share are at the front', (t) => {
   t.is(freshWeight(0), 1);
-  t.is(freshWeight(FRESH_SHARE_UNIT_CHARS - 1), 1);
-  t.is(freshWeight(FRESH_SHARE_UNIT_CHARS), 2);
+  t.is(freshWeight(FRESH_SHARE_UNIT_BYTES - 1), 1);
+  t.is(freshWeight(FRESH_SHARE_UNIT_BYTES), 2);
   t.is(freshWeight(256 * 1024), 17, 'the largest payload');
   const now = Date.parse('2026-11-29T10:00:00.250Z');
   const past: string[] = [];
@@ -141,7 +141,7 @@ test.serial('a job fanned out past its organization\'s share: the excess goes be
 });
 
 /** A payload of about 40 K characters: each of its deliveries weighs 3 units (freshWeight). */
-const heavy = { blob: 'x'.repeat(2 * FRESH_SHARE_UNIT_CHARS + 100) };
+const heavy = { blob: 'x'.repeat(2 * FRESH_SHARE_UNIT_BYTES + 100) };
 
 /** Runs `attempt` until it starts and ends in one second of the clock (the share's counts start anew at each). */
 async function inOneSecond<T>(t: ExecutionContext, attempt: () => Promise<T>): Promise<T> {
@@ -160,6 +160,12 @@ test.serial('a job\'s large payload weighs its deliveries: fewer of them fit in 
   const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
   // Its first delivery of the second starts at 0, its second at 3: both within 5; the rest behind.
   t.deepEqual(await priorities([job]), [-2, -2, -2, -2, -2, -2, 0, 0]);
+  // Bytes, not characters: about 11 K three-byte characters weigh 3 too.
+  const euros = { blob: '€'.repeat(Math.ceil((2 * FRESH_SHARE_UNIT_BYTES + 100) / 3)) };
+  t.true(JSON.stringify(euros).length < FRESH_SHARE_UNIT_BYTES);
+  const b = await tenant(t, 8);
+  const multibyte = (await fixtures.createJob({ t, on: app, key: b.key }, { application_id: b.appId, event_type: 'order.created', payload: euros })).id;
+  t.deepEqual(await priorities([multibyte]), [-2, -2, -2, -2, -2, -2, 0, 0]);
 });
 
 test.serial('a job\'s retry weighs its deliveries by the job\'s payload', async (t) => {
