@@ -28,8 +28,10 @@ $$;
 comment on function send_slot_spacing(integer, integer) is
   'The distance between two rate-limit slots of an endpoint: (1000 + p_late_ms) / p_rps milliseconds, rounded up to the microsecond.';
 
--- p_max_bytes bounds the payload bytes a claim hands out (the worker's memory for the attempts
--- it holds: WORKER_CONCURRENCY payloads of up to 256 KB would not fit in its heap): sends past
+-- p_max_bytes bounds the bytes a claim hands out, payloads and custom headers (the worker's
+-- memory for the attempts it holds: WORKER_CONCURRENCY payloads of up to 256 KB would not fit
+-- in its heap, nor as many sets of headers of up to 160 KB; headers uncounted, a tenant's
+-- small payloads with full headers took a worker from 136 to 219 MB): sends past
 -- it, in delivery order, are deferred to now, and the first send is always made, so a claim
 -- never stalls on one large payload. Payloads are returned for sends only. Generic plans, as
 -- for accept_job_group (sql/005-accept-job.sql): a claim of one delivery made its statement look
@@ -117,8 +119,11 @@ begin
       join applications a on a.id = j.application_id
   ), shared as (
     -- The n-th send of an organization held to a share, past its room in the worker: 'share'.
+    -- And what a send holds in the worker: its payload and both sets of custom headers (up to
+    -- 20 of 4 KB each), as their text is sent (claim_bytes in src/worker/delivery-loop.ts).
     select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.org_id, d.expires_at, d.payload,
            d.job_headers, d.event_type, d.url, d.timeout_ms, d.endpoint_headers, d.rate_limit_rps, d.secrets,
+           octet_length(d.payload) + octet_length(d.job_headers::text) + octet_length(d.endpoint_headers::text) as size,
            case when d.verdict = 'send'
                  and row_number() over (partition by d.org_id, d.verdict = 'send' order by d.id)
                      > p_org_share - (p_org_holding->>d.org_id)::integer
@@ -139,20 +144,20 @@ begin
   ), sends as (
     -- One pass: the n-th send of an endpoint in this batch takes the n-th slot from its frontier.
     -- (A self-join back to `decided` here was planned as a nested loop re-running this window
-    -- per row: quadratic in the batch, 6 ms of a 100-message claim.) And the payload bytes of
-    -- this send and every send before it, in delivery order.
+    -- per row: quadratic in the batch, 6 ms of a 100-message claim.) And the bytes (payload and
+    -- headers) of this send and every send before it, in delivery order.
     select d.*,
            case when d.verdict = 'send' then (f.by_endpoint->>d.endpoint_id)::timestamptz
              + (row_number() over (partition by d.endpoint_id, d.verdict = 'send' order by d.id) - 1)
                * send_slot_spacing(d.rate_limit_rps, p_late_ms) end as slot_at,
-           case when d.verdict = 'send' then sum(octet_length(d.payload)) over (partition by d.verdict = 'send' order by d.id) end as bytes_through
+           case when d.verdict = 'send' then sum(d.size) over (partition by d.verdict = 'send' order by d.id) end as bytes_through
     from shared d cross join frontiers f
   ), final as materialized (
     select s.*,
            case when s.verdict = 'share' then 'defer'
                 when s.verdict <> 'send' then s.verdict
                 when h.past_horizon then 'defer'
-                when s.bytes_through > p_max_bytes and s.bytes_through > octet_length(s.payload) then 'defer'
+                when s.bytes_through > p_max_bytes and s.bytes_through > s.size then 'defer'
                 else 'send' end as act,
            -- When a deferral is due: the slot past the horizon, or now (past the byte budget or
            -- the organization's share).

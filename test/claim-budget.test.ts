@@ -8,7 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { claimDeliveries } from '../src/db/deliveries.ts';
-import { IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
+import { claimBytes, IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
@@ -26,7 +26,8 @@ const pendingRow = z.object({ id: z.number(), round: z.number(), job_id: z.strin
  * deliveries wait for them together.
  */
 async function tenantJobs(
-  t: ExecutionContext, on: TestApp, count: number, bytes: number, options: { urls?: string[]; paused?: boolean; filler?: string } = {},
+  t: ExecutionContext, on: TestApp, count: number, bytes: number,
+  options: { urls?: string[]; paused?: boolean; filler?: string; headers?: Record<string, string> } = {},
 ) {
   const { key } = await on.createOrg();
   const by = { t, on, key };
@@ -34,7 +35,9 @@ async function tenantJobs(
   await fixtures.createEventType(by, 'invoice.paid');
   const endpointIds: string[] = [];
   for (const url of options.urls ?? ['https://hooks.example.com/in']) {
-    const endpoint = await fixtures.createEndpoint(by, { application_id: application.id, url, event_types: ['invoice.paid'], rate_limit_rps: 10_000 });
+    const endpoint = await fixtures.createEndpoint(by, {
+      application_id: application.id, url, event_types: ['invoice.paid'], rate_limit_rps: 10_000, ...(options.headers ? { headers: options.headers } : {}),
+    });
     endpointIds.push(endpoint.id);
     if (options.paused) t.is((await on.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'paused' } })).status, 200);
   }
@@ -43,7 +46,9 @@ async function tenantJobs(
     // `bytes` of UTF-8 in the filler, whatever the bytes of its character.
     const filler = options.filler ?? 'x';
     const payload = { n: i, filler: filler.repeat(Math.round(bytes / Buffer.byteLength(filler))) };
-    ids.push((await fixtures.createJob(by, { application_id: application.id, event_type: 'invoice.paid', payload })).id);
+    ids.push((await fixtures.createJob(by, {
+      application_id: application.id, event_type: 'invoice.paid', payload, ...(options.headers ? { headers: options.headers } : {}),
+    })).id);
   }
   return { key, endpointIds, jobIds: ids };
 }
@@ -70,6 +75,30 @@ test.serial('sends stop at the byte budget, in delivery order; the rest are defe
   t.is(Date.parse(after[2]?.next_attempt_at ?? ''), dueAt, 'the delivery is due when its new message is');
 });
 
+/** `count` custom headers of `bytes` each (the most a job or an endpoint may have: 20 of 4,096). */
+const fullHeaders = (count: number, bytes: number): Record<string, string> =>
+  Object.fromEntries(Array.from({ length: count }, (_, i) => [`X-Filler-${i}`, 'h'.repeat(bytes)]));
+
+test.serial('headers count toward the budget: sends of small payloads with large headers stop at it too', async (t) => {
+  // Each send: ~1 KB of payload, 10 headers of 2,000 bytes on its endpoint and the same on its job (~40 KB).
+  const { jobIds } = await tenantJobs(t, app, 3, 1000, { headers: fullHeaders(10, 2000) });
+  const pending = await deliveriesOf(app, jobIds);
+  const claims = await app.pool.transaction((tx) =>
+    claimDeliveries(tx, pending.map((d) => ({ deliveryId: d.id, round: d.round })), 60_000, 100, 100_000));
+  t.deepEqual(claims.map((c) => c.action), ['send', 'send', 'defer'], 'two sends of ~41 KB fit in 100,000 bytes, the third does not');
+  t.true(claims.slice(0, 2).every((c) => claimBytes(c) > 40_000 && claimBytes(c) < 45_000));
+});
+
+test('claimBytes counts what the claim counts: the payload and both sets of headers as jsonb writes them, in bytes', async (t) => {
+  const cases: Array<Record<string, string>> = [{}, { 'X-A': 'b' }, { 'X-A': 'b', 'X-Long': 'v'.repeat(4096) }, fullHeaders(20, 4096)];
+  for (const headers of cases) {
+    const inDatabase = await app.pool.oneFirst(sql.type(z.object({ bytes: z.number() }))`
+      select octet_length(${JSON.stringify(headers)}::jsonb::text) as bytes`);
+    t.is(claimBytes({ payload: '', endpoint_headers: headers, job_headers: {} }), inDatabase + 2, JSON.stringify(Object.keys(headers)));
+  }
+  t.is(claimBytes({ payload: '{"a":"中"}', endpoint_headers: {}, job_headers: {} }), 8 + 3 + 2 + 2, 'the payload in UTF-8 bytes, and two empty sets of headers');
+});
+
 test.serial('the first send is made whatever its size: a claim never stalls on one large payload', async (t) => {
   const { jobIds } = await tenantJobs(t, app, 2, 200_000);
   const pending = await deliveriesOf(app, jobIds);
@@ -79,7 +108,7 @@ test.serial('the first send is made whatever its size: a claim never stalls on o
   t.true((claims[0]?.payload.length ?? 0) > 200_000);
 });
 
-const holdsItsBudget = test.macro(async (t, filler: string, count: number) => {
+const holdsItsBudget = test.macro(async (t, filler: string, count: number, headers?: Record<string, string>) => {
   // Each answer takes 400 ms, so the attempts the worker holds at once are the requests open at
   // once. Three receivers, so three origins: the worker keeps at most 64 connections per origin.
   let open = 0;
@@ -92,13 +121,15 @@ const holdsItsBudget = test.macro(async (t, filler: string, count: number) => {
       resolve({ status: 200 });
     }, 400));
   };
-  const receivers = await Promise.all([1, 2, 3].map(() => startReceiver(slow)));
+  const receivers = await Promise.all([1, 2, 3].map(() => startReceiver(slow, { maxHeaderSize: 256 * 1024 })));
   t.teardown(() => Promise.all(receivers.map((r) => r.close())));
   // 3 × count deliveries of ~240 KB (270: about 65 MB, four times IN_FLIGHT_BYTES, 16 MB), all
-  // due at once when their endpoints are un-paused. WORKER_CONCURRENCY (800) and 64 connections
+  // due at once when their endpoints are un-paused; or of ~1 KB with headers of ~165 KB. WORKER_CONCURRENCY (800) and 64 connections
   // to each of three origins alone would start 192 at once.
-  const bytes = 240_000;
-  const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, { urls: receivers.map((r) => r.at('/hooks')), paused: true, filler });
+  const bytes = headers ? 1000 : 240_000;
+  const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, {
+    urls: receivers.map((r) => r.at('/hooks')), paused: true, filler, ...(headers ? { headers } : {}),
+  });
   for (const id of endpointIds) t.is((await workerApp.request('PATCH', `/v1/endpoints/${id}`, { key, body: { status: 'active' } })).status, 200);
   await until('every delivery made', async () => {
     const rows = await deliveriesOf(workerApp, jobIds);
@@ -108,7 +139,8 @@ const holdsItsBudget = test.macro(async (t, filler: string, count: number) => {
     t.deepEqual(receiver.arrivals.map((a) => a.headers['webhook-id']).sort(), [...jobIds].sort(), 'each job arrived once at each receiver');
     t.true(receiver.arrivals.every((a) => Buffer.byteLength(a.body) > bytes), 'with its whole payload');
   }
-  const budget = Math.floor(IN_FLIGHT_BYTES / bytes) + 1;
+  const perSend = bytes + (headers ? 2 * claimBytes({ payload: '', endpoint_headers: headers, job_headers: {} }) : 0);
+  const budget = Math.floor(IN_FLIGHT_BYTES / perSend) + 1;
   t.log(`${mostOpen} attempts held at once, budget ${budget}`);
   t.true(mostOpen <= budget, `at most ${budget} attempts held at once: ${mostOpen}`);
   t.true(mostOpen >= budget / 2, `the budget, not something else, bounded them: ${mostOpen} at once`);
@@ -119,3 +151,6 @@ test.serial('a worker holds at most its in-flight budget of payloads, and delive
 // three-byte characters counted a third of their size, and the worker held almost three times
 // the budget of them (a probe of a running service).
 test.serial('the budget counts bytes: payloads of three-byte characters are held to it too', holdsItsBudget, '中', 60);
+// And headers: 20 of 4 KB on the endpoint and on each job are about 165 KB a send, held past the
+// budget while only payloads counted (a probe of a running service).
+test.serial('the budget counts headers: small payloads with the most headers are held to it too', holdsItsBudget, 'x', 90, fullHeaders(20, 4096));

@@ -42,8 +42,8 @@ export async function claimDeliveries(
   /** The latest a start may follow its rate-limit slot (worker/pacing.ts): the slots' spacing counts it in. */
   lateMs: number,
   /**
-   * Payload bytes the sends may add up to (the first send is made whatever its size); the rest are
-   * deferred to now. No budget unless given: the worker passes what is left of its IN_FLIGHT_BYTES.
+   * Bytes the sends may add up to, payloads and headers (claimBytes, worker/delivery-loop.ts;
+   * the first send is made whatever its size); the rest are deferred to now. No budget unless given: the worker passes what is left of its IN_FLIGHT_BYTES.
    */
   maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<readonly Claim[]> {

@@ -24,9 +24,9 @@ import { signatureHeader } from './signing.ts';
 
 const FETCH_BATCH = 400;
 /**
- * The payload bytes this process holds for claimed attempts at most (plus one payload: a claim
- * always sends its first). WORKER_CONCURRENCY payloads of up to 256 KB would not fit in the
- * heap; 1 KB payloads never reach it. A claim waits until at least a quarter is free, for
+ * The bytes this process holds for claimed attempts at most, payloads and custom headers
+ * (claimBytes; plus one send's: a claim always sends its first). WORKER_CONCURRENCY payloads of
+ * up to 256 KB would not fit in the heap; 1 KB payloads never reach it. A claim waits until at least a quarter is free, for
  * REFILL_WAIT_MS at most while some is.
  */
 export const IN_FLIGHT_BYTES = 16 * 1024 * 1024;
@@ -46,6 +46,29 @@ const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The text of a set of custom headers as jsonb writes it (`{"a": "b", "c": "d"}`), in bytes, escapes aside. */
+function headersBytes(headers: Readonly<Record<string, string>>): number {
+  let bytes = 2;
+  let entries = 0;
+  for (const name in headers) {
+    bytes += Buffer.byteLength(name) + Buffer.byteLength(headers[name] as string) + 6; // "name": "value"
+    entries += 1;
+  }
+  return entries > 1 ? bytes + 2 * (entries - 1) : bytes; // ", " between entries
+}
+
+/**
+ * What a send holds in this process, in bytes, as the claim counts them against its budget
+ * (claim_deliveries, sql/006-claim.sql: octet_length of the payload and of both sets of headers'
+ * text): counted in UTF-16 units, a payload of three-byte characters took a third of its size,
+ * and the worker held almost three times the budget of such payloads; headers uncounted, a
+ * tenant's small payloads with 20 headers of 4 KB on the endpoint and on each job held up to
+ * 160 KB each past the budget (probes of a running service).
+ */
+export function claimBytes(claim: Pick<Claim, 'payload' | 'endpoint_headers' | 'job_headers'>): number {
+  return Buffer.byteLength(claim.payload) + headersBytes(claim.endpoint_headers) + headersBytes(claim.job_headers);
+}
 
 /**
  * Standard Webhooks headers and the job's event type name, then the endpoint's custom headers,
@@ -316,10 +339,7 @@ export function startDeliveryLoop(deps: {
   }
 
   function start(send: Send): void {
-    // Bytes, as the claim counts them (octet_length): counted in UTF-16 units, a payload of
-    // three-byte characters took a third of its size, and the worker held almost three times
-    // the budget of such payloads (a probe of a running service).
-    const bytes = Buffer.byteLength(send.claim.payload);
+    const bytes = claimBytes(send.claim);
     inFlight += 1;
     inFlightBytes += bytes;
     const held = share.claimed(send.claim.org_id, bytes); // counted by the next claim already

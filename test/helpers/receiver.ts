@@ -62,9 +62,12 @@ test.after.always(async () => {
   await Promise.all([...open].map((r) => r.close()));
 });
 
-/** Starts a receiver; it closes when the test file ends, or earlier through `close()`. */
-export async function startReceiver(reply: Reply = ok): Promise<Receiver> {
-  const server = http.createServer((req, res) => {
+/**
+ * Starts a receiver; it closes when the test file ends, or earlier through `close()`.
+ * `maxHeaderSize`: Node's limit on a request's headers (16 KB by default; past it, a 431).
+ */
+export async function startReceiver(reply: Reply = ok, options: { maxHeaderSize?: number } = {}): Promise<Receiver> {
+  const server = http.createServer({ ...(options.maxHeaderSize ? { maxHeaderSize: options.maxHeaderSize } : {}) }, (req, res) => {
     const at = Date.now();
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
