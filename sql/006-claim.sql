@@ -297,10 +297,11 @@ begin
     -- queue table: the fetch took 30 ms instead of 16 (test/claim-plans.test.ts;
     -- bench/statement-costs.ts).
     where j.name = p_queue and j.id = any(v_take)
-    returning j.id, j.retry_count, j.data
+    returning j.id, j.retry_count, j.data, j.priority
   )
   select coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'retry_count', f.retry_count,
-                                               'delivery_id', (f.data->>'deliveryId')::bigint, 'round', (f.data->>'round')::integer)), '[]')
+                                               'delivery_id', (f.data->>'deliveryId')::bigint, 'round', (f.data->>'round')::integer,
+                                               'priority', f.priority)), '[]')
     into v_messages
     from fetched f;
   return v_messages;
@@ -346,19 +347,23 @@ comment on function fetch_due_messages(text, integer, text[]) is
 -- messages of queue p_queue taken as pg-boss's fetch takes them (its fetchNextJob for a queue of
 -- policy standard, as ours is: no singletons, groups or priority bounds), then claimed
 -- (claim_deliveries), in one transaction. One row per fetched message: its id and retry_count
--- (the attempt pg-boss's completion fences on), its delivery and round, and the claim's columns,
--- null when the claim skipped it (another round, or no longer pending). As separate calls, the
+-- (the attempt pg-boss's completion fences on), its delivery, round and priority (a deferral is
+-- queued again at its message's priority, unparked: src/worker/delivery-loop.ts), and the
+-- claim's columns, null when the claim skipped it (another round, or no longer pending). As separate calls, the
 -- fetch was one more round trip before every first attempt, planned anew each time (pg-boss sends
 -- it unnamed: about 0.5 ms, more than the fetch itself at low rates); here its plan is kept, and a
 -- claim that fails leaves the messages as they were instead of leased to nobody.
 -- test/claim-next.test.ts holds the fetch to what pg-boss's own writes. plpgsql: sql/ is applied
 -- before pg-boss creates its schema. The fetch is fetch_due_messages(), for its own plan settings.
-create or replace function claim_next_deliveries(
+-- Its rows gained message_priority: a new return type is a new function, dropped and made
+-- again in the one transaction sql/ is applied in.
+drop function if exists claim_next_deliveries(text, integer, integer, integer, bigint, integer, jsonb);
+create function claim_next_deliveries(
   p_queue text, p_limit integer, p_horizon_ms integer, p_late_ms integer, p_max_bytes bigint,
   p_org_share integer default null, p_org_holding jsonb default '{}'
 )
 returns table (
-  message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer,
+  message_id uuid, retry_count integer, message_delivery_id bigint, message_round integer, message_priority integer,
   delivery_id bigint, round integer, action text, start_at timestamptz, start_in_ms integer, attempt integer,
   job_id text, endpoint_id text, url text, timeout_ms integer, payload text,
   endpoint_headers jsonb, job_headers jsonb, secrets text[], expires_at timestamptz, rate_limit_rps integer, event_type text,
@@ -387,7 +392,8 @@ begin
   perform set_config('synchronous_commit', 'off', true);
 
   return query
-    select (m->>'id')::uuid, (m->>'retry_count')::integer, (m->>'delivery_id')::bigint, (m->>'round')::integer, c.*
+    select (m->>'id')::uuid, (m->>'retry_count')::integer, (m->>'delivery_id')::bigint, (m->>'round')::integer,
+           (m->>'priority')::integer, c.*
     from jsonb_array_elements(v_messages) m
     left join claim_deliveries(v_messages, p_horizon_ms, p_late_ms, p_max_bytes, p_org_share, p_org_holding) c
       on c.delivery_id = (m->>'delivery_id')::bigint and c.round = (m->>'round')::integer;

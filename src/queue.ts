@@ -35,9 +35,9 @@ export type QueueItem = z.infer<typeof queueItem>;
  * new deliveries queued behind the whole of it (a million: minutes). A backlog is late already;
  * fresh work stays on time. Its batches keep their order (within one, the messages share a
  * created_on); it runs at full speed while nothing else is due. Parked, such a message goes to
- * -3 and comes back to -2 (sql/006-claim.sql). A retry, or a deferral by the endpoint's rate
- * limit, is queued at 0 as any other. Fresh deliveries past their organization's share of the
- * second go here too (FreshShare).
+ * -3 and comes back to -2 (sql/006-claim.sql). A retry is queued at 0 as any other; a claim's
+ * deferral (rate limit, byte budget) keeps its message's priority (deferredPriority). Fresh
+ * deliveries past their organization's share of the second go here too (FreshShare).
  */
 export const BACKLOG_PRIORITY = -2;
 
@@ -145,7 +145,19 @@ export class FreshShare {
 }
 
 export type MessageData = { deliveryId: number; round: number };
-export type Message = { id: string; retryCount: number; data: MessageData };
+/** A fetched message; `priority` as it was fetched (absent: pg-boss's own fetch). */
+export type Message = { id: string; retryCount: number; priority?: number; data: MessageData };
+
+/**
+ * The priority at which a message fetched at `priority` is queued again when its claim defers
+ * it (rate limit, byte budget, its organization's share of the worker): its own, so that a
+ * backlog's deferral stays behind fresh work and a probe's ahead of it, unparked (a parked
+ * message, -1 or -3, goes back to 0 or -2, as unpark_messages() puts it). Before, every deferral
+ * went to 0: a claim of 400 backlog messages whose payloads filled the byte budget after a few
+ * dozen put the rest ahead of every tenant's fresh deliveries.
+ */
+export const deferredPriority = (priority: number | undefined): number =>
+  priority === undefined || priority === -1 ? 0 : priority === -3 ? BACKLOG_PRIORITY : priority;
 
 /** The one conversion from a delivery row to a queue message. */
 export function toMessage(item: QueueItem): { data: MessageData; startAfter?: string } {
@@ -159,9 +171,10 @@ export type Queue = {
   /**
    * Enqueues `items` in `db`'s transaction. `priority` (0 by default) orders due messages for the
    * fetch before their age: the upkeep's recovery probes go ahead of a backlog (PROBE_PRIORITY),
-   * a backlog (recovered or released deliveries) behind every fresh one (BACKLOG_PRIORITY).
+   * a backlog (recovered or released deliveries) behind every fresh one (BACKLOG_PRIORITY); an
+   * array gives each item its own (a claim's deferrals keep their messages').
    */
-  enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number }): Promise<void>;
+  enqueue(db: CommonQueryMethods, items: readonly QueueItem[], options?: { priority?: number | readonly number[] }): Promise<void>;
   /**
    * Enqueues fresh deliveries a tenant asked for (a test event, a job's retry, job creations taken
    * step by step) in `db`'s transaction, `orgIds[i]` the organization of `items[i]` and

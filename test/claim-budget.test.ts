@@ -8,6 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { claimDeliveries } from '../src/db/deliveries.ts';
+import { BACKLOG_PRIORITY, deferredPriority } from '../src/queue.ts';
 import { claimBytes, IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
@@ -130,11 +131,24 @@ const holdsItsBudget = test.macro(async (t, filler: string, count: number, heade
   const { key, endpointIds, jobIds } = await tenantJobs(t, workerApp, count, bytes, {
     urls: receivers.map((r) => r.at('/hooks')), paused: true, filler, ...(headers ? { headers } : {}),
   });
+  await until('every delivery held by its paused endpoint', async () => {
+    const rows = await deliveriesOf(workerApp, jobIds);
+    return rows.length === 3 * count && rows.every((d) => d.status === 'held') ? true : undefined;
+  }, 60_000);
+  // Un-paused, their held deliveries are a backlog (BACKLOG_PRIORITY): the sends a claim defers
+  // past the budget stay one, never ahead of other tenants' fresh deliveries.
   for (const id of endpointIds) t.is((await workerApp.request('PATCH', `/v1/endpoints/${id}`, { key, body: { status: 'active' } })).status, 200);
+  const priorities = new Set<number>();
   await until('every delivery made', async () => {
+    for (const priority of await workerApp.pool.anyFirst(sql.type(z.object({ priority: z.number() }))`
+      select distinct q.priority from pgboss.job q join deliveries d on d.id = (q.data->>'deliveryId')::bigint
+      where q.name = 'deliveries' and q.state = 'created' and d.job_id = any(${sql.array(jobIds, 'text')})`)) {
+      priorities.add(priority);
+    }
     const rows = await deliveriesOf(workerApp, jobIds);
     return rows.length === 3 * count && rows.every((d) => d.status === 'succeeded') ? true : undefined;
   }, 60_000);
+  t.deepEqual([...priorities], [BACKLOG_PRIORITY], 'deferred past the budget, a backlog stays behind fresh work');
   for (const receiver of receivers) {
     t.deepEqual(receiver.arrivals.map((a) => a.headers['webhook-id']).sort(), [...jobIds].sort(), 'each job arrived once at each receiver');
     t.true(receiver.arrivals.every((a) => Buffer.byteLength(a.body) > bytes), 'with its whole payload');
@@ -154,3 +168,8 @@ test.serial('the budget counts bytes: payloads of three-byte characters are held
 // And headers: 20 of 4 KB on the endpoint and on each job are about 165 KB a send, held past the
 // budget while only payloads counted (a probe of a running service).
 test.serial('the budget counts headers: small payloads with the most headers are held to it too', holdsItsBudget, 'x', 90, fullHeaders(20, 4096));
+
+test('a deferral keeps its message\'s priority, unparked', (t) => {
+  t.deepEqual([1, 0, -1, -2, -3, undefined].map(deferredPriority), [1, 0, 0, -2, -2, 0],
+    'a probe stays ahead, a backlog behind; parked messages come back to their own band; pg-boss\'s own fetch names none');
+});

@@ -52,7 +52,9 @@ export async function claimDeliveries(
     select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
 }
 
-const messageColumns = { message_id: z.string(), retry_count: z.number(), message_delivery_id: z.number(), message_round: z.number() };
+const messageColumns = {
+  message_id: z.string(), retry_count: z.number(), message_delivery_id: z.number(), message_round: z.number(), message_priority: z.number(),
+};
 // The claim's columns, null on the row of a message the claim skipped.
 const nextRow = z.object({
   ...messageColumns,
@@ -82,8 +84,8 @@ export async function claimNextDeliveries(
   const rows = await db.any(sql.type(nextRow)`
     select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes},
                                         ${organizations?.share ?? null}, ${sql.jsonb(organizations?.holding ?? {})})`);
-  return rows.map(({ message_id, retry_count, message_delivery_id, message_round, ...claim }) => ({
-    message: { id: message_id, retryCount: retry_count, data: { deliveryId: message_delivery_id, round: message_round } },
+  return rows.map(({ message_id, retry_count, message_delivery_id, message_round, message_priority, ...claim }) => ({
+    message: { id: message_id, retryCount: retry_count, priority: message_priority, data: { deliveryId: message_delivery_id, round: message_round } },
     claim: claim.action === null ? null : claim as Claim,
   }));
 }

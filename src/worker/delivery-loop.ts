@@ -13,7 +13,7 @@ import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } f
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Message, Queue, QueueItem } from '../queue.ts';
+import { deferredPriority, type Message, type Queue, type QueueItem } from '../queue.ts';
 import { CONNECTIONS_PER_ORIGIN, type Attempter } from './attempt.ts';
 import { HELD_AFTER_MS, makeOrganizationShare, type HeldSlot } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
@@ -250,6 +250,7 @@ export function startDeliveryLoop(deps: {
     const sends: Send[] = [];
     const settled: Message[] = [];
     const deferred: QueueItem[] = [];
+    const deferredPriorities: number[] = [];
     let drained = fetched.length < limit;
     for (const { message, claim: claimed } of fetched) {
       if (claimed?.action === 'send') {
@@ -259,6 +260,7 @@ export function startDeliveryLoop(deps: {
       settled.push(message); // skip, hold, drop, expire, cancel: this message is done
       if (claimed?.action === 'defer') {
         deferred.push({ delivery_id: claimed.delivery_id, round: claimed.round, start_after: claimed.start_at });
+        deferredPriorities.push(deferredPriority(message.priority));
         // Deferred within the slot horizon: past the byte budget, due again as soon as there is room.
         if ((claimed.start_in_ms ?? 0) <= SLOT_HORIZON_MS) drained = false;
       }
@@ -267,7 +269,7 @@ export function startDeliveryLoop(deps: {
       // A failure here loses nothing (above), and must not keep the claimed sends from starting.
       await pool.transaction(async (tx) => {
         await queue.settle(tx, settled);
-        await queue.enqueue(tx, deferred);
+        await queue.enqueue(tx, deferred, { priority: deferredPriorities });
       }).catch((error: unknown) => {
         if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'settling claimed messages failed: they come back when their lease ends');
       });
