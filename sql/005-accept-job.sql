@@ -367,7 +367,7 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- queue's front and the rest behind every organization's fresh work (p_fresh_share units a
 -- second; p_fresh_before, the calling web process's count of each organization's units in this
 -- second so far: Queue.fresh, src/queue.ts; p_fresh_weights[i], the units each delivery of job i
--- weighs, by its payload's length: freshWeight, 1 when absent; a delivery that starts within the
+-- weighs, by its payload's bytes: freshWeight, 1 when absent; a delivery that starts within the
 -- share is at the front; p_fresh_share null: all at 0). A key
 -- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the
 -- call as a whole: nothing of it stays, and the caller takes the group step by step. Otherwise the rows of accept_webhook_jobs, in its order, the

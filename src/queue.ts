@@ -45,9 +45,11 @@ export const BACKLOG_PRIORITY = -2;
  * A fresh delivery's weight in its organization's share of the queue's front (FreshShare): 1, and
  * 1 more for every FRESH_SHARE_UNIT_BYTES bytes of its job's payload (UTF-8, as the worker's
  * payload budget counts them: IN_FLIGHT_BYTES in src/worker/delivery-loop.ts). What a delivery costs
- * a worker grows with its payload (a 256 KB payload fanned out to 100 endpoints: about 180
+ * a worker grows with its payload (a 256 KB payload fanned out to 100 endpoints: about 170
  * deliveries a second, against thousands of small ones), so a share counted in deliveries alone
- * let one tenant's large payloads, within its share, hold the queue's front for tens of seconds.
+ * let one tenant's large payloads, within its share, hold the queue's front for tens of seconds
+ * (docs/performance.md, 2026-11-29, night). Its custom headers are not weighed: the endpoint's
+ * are read only in the database's fan-out.
  */
 export const FRESH_SHARE_UNIT_BYTES = 16 * 1024;
 

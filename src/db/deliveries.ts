@@ -43,7 +43,8 @@ export async function claimDeliveries(
   lateMs: number,
   /**
    * Bytes the sends may add up to, payloads and headers (claimBytes, worker/delivery-loop.ts;
-   * the first send is made whatever its size); the rest are deferred to now. No budget unless given: the worker passes what is left of its IN_FLIGHT_BYTES.
+   * the first send is made whatever its size); the rest are deferred to now. No budget unless
+   * given: the worker passes what is left of its IN_FLIGHT_BYTES.
    */
   maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<readonly Claim[]> {
