@@ -6,6 +6,8 @@
 //   created at --flood-rate per second for --seconds (the default per-organization job limit,
 //   RATE_LIMIT_JOBS_PER_SECOND = 100, is left as it is: A is limited as a real tenant would be);
 //   every job becomes --fanout deliveries, far more than a worker sends, so a backlog builds up.
+//   Its payloads are the bench's usual ones (about 500 bytes), or about --flood-payload-bytes
+//   each (256 KB at 10 jobs/s to 100 endpoints: a worker sends a few hundred of those a second).
 // - B, "light": one application with one endpoint, jobs at --light-rate per second from
 //   --light-delay seconds after A's start until A stops (so A's backlog already exists).
 // Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its
@@ -53,6 +55,8 @@ const { values: flags } = parseArgs({
     'light-delay': { type: 'string', default: '5' },
     'drain-timeout': { type: 'string', default: '120' },
     'endpoint-rps': { type: 'string', default: '10000' },
+    /** A's payloads: about this many bytes each (absent: the bench's usual payload, about 500 bytes). */
+    'flood-payload-bytes': { type: 'string' },
     out: { type: 'string' },
     /** A setting for both roles, KEY=VALUE (repeatable): e.g. QUEUE_SHARE_PER_ORGANIZATION=200. */
     env: { type: 'string', multiple: true, default: [] },
@@ -68,11 +72,13 @@ const LIGHT_DELAY = Number(flags['light-delay']);
 const DRAIN_TIMEOUT = Number(flags['drain-timeout']);
 /** Every endpoint's own rate limit (the API's default is 100/s): high, so that only the queue decides who waits. */
 const ENDPOINT_RPS = Number(flags['endpoint-rps']);
+const FLOOD_PAYLOAD_BYTES = flags['flood-payload-bytes'] === undefined ? null : Number(flags['flood-payload-bytes']);
 const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
-if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS].every((n) => n > 0) || !(WORKERS >= 1)
+if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS, FLOOD_PAYLOAD_BYTES ?? 1].every((n) => n > 0) || !(WORKERS >= 1)
   || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS)) {
   process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
-    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--out DIR] [--env KEY=VALUE]...\n');
+    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--flood-payload-bytes N] '
+    + '[--out DIR] [--env KEY=VALUE]...\n');
   process.exit(2);
 }
 /** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged, and each --env. Every other setting keeps its default. */
@@ -175,9 +181,11 @@ try {
         application_id: app.id, url: `http://127.0.0.1:${receiverPort}/${name}/${i}`, event_types: [EVENT_TYPE], rate_limit_rps: ENDPOINT_RPS,
       })).id);
     }
-    return { sender: { key: org.key, applicationId: app.id } satisfies Sender, endpointIds };
+    const sender: Sender = { key: org.key, applicationId: app.id };
+    return { sender, endpointIds };
   }
   const flood = await tenant(floodOrg, 'flood', FANOUT, floodReceiver.port);
+  if (FLOOD_PAYLOAD_BYTES !== null) flood.sender = { ...flood.sender, payload: { type: 'invoice.paid', filler: 'x'.repeat(FLOOD_PAYLOAD_BYTES) } };
   const light = await tenant(lightOrg, 'light', 1, lightReceiver.port);
 
   // ---- Backlog sampler: the delivery queue's due messages, every second ------------------------
@@ -314,7 +322,7 @@ try {
 
   const settings = {
     tree: TREE, commit, seconds: SECONDS, workers: WORKERS, fanout: FANOUT, flood_rate: FLOOD_RATE, light_rate: LIGHT_RATE,
-    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, role_settings: ROLE_ENV,
+    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, role_settings: ROLE_ENV,
   };
   const { first_arrival_by_second: _f, ...floodShort } = floodFigures;
   const { first_arrival_by_second: _l, ...lightShort } = lightFigures;

@@ -86,14 +86,14 @@ export async function insertStatsHistory(db: pg.Client): Promise<void> {
   await db.query('select refresh_success_rates(array(select id from endpoints))');
 }
 
-/** Who creates jobs: a tenant's API key and its application. */
-export type Sender = { key: string; applicationId: string };
+/** Who creates jobs: a tenant's API key and its application; `payload`, its jobs' payload (PAYLOAD when absent). */
+export type Sender = { key: string; applicationId: string; payload?: unknown };
 
 /** The headers and body of one job creation for `org`: every bench that creates jobs sends this. */
 export function jobPost(org: Sender) {
   return {
     headers: { 'content-type': 'application/json', authorization: `Bearer ${org.key}` },
-    body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: PAYLOAD }),
+    body: JSON.stringify({ application_id: org.applicationId, event_type: 'invoice.paid', payload: org.payload ?? PAYLOAD }),
   };
 }
 
