@@ -104,23 +104,23 @@ test.serial('accept_job_group queues a group\'s deliveries past what its organiz
       },
     };
   };
-  const items = [await job(a), await job(b)];
-  const result = await acceptJobGroup(app.pool, items, {
-    keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: 3 }, weights: [1, 1] },
-  });
-  if (result === 'refused') throw new Error('refused');
-  t.deepEqual(await priorities([items[0]!.job.id]), [-2, -2, -2, -2, -2, -2, 0, 0], 'a: 3 already, so 2 more at the front');
-  t.deepEqual(await priorities([items[1]!.job.id]), [0], 'b: none yet');
-
+  /** One job of a and one of b in one group, a having used `counted` units of its share; the priorities of each job's deliveries. */
+  const group = async (counted: number, weights: [number, number]) => {
+    const items = [await job(a), await job(b)];
+    const result = await acceptJobGroup(app.pool, items, {
+      keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: counted }, weights },
+    });
+    if (result === 'refused') throw new Error('refused');
+    return Promise.all(items.map((item) => priorities([item.job.id])));
+  };
+  const [ofA, ofB] = await group(3, [1, 1]);
+  t.deepEqual(ofA, [-2, -2, -2, -2, -2, -2, 0, 0], 'a: 3 already, so 2 more at the front');
+  t.deepEqual(ofB, [0], 'b: none yet');
   // Weighed: a's deliveries of 2 units each start at 1, 3, 5, ... of its share of 5; b's one
   // delivery of 9 units starts at 0, within its share.
-  const weighed = [await job(a), await job(b)];
-  const again = await acceptJobGroup(app.pool, weighed, {
-    keyIds: [], granting: [], limits: null, fresh: { perSecond: SHARE, counted: { [a.orgId]: 1 }, weights: [2, 9] },
-  });
-  if (again === 'refused') throw new Error('refused');
-  t.deepEqual(await priorities([weighed[0]!.job.id]), [-2, -2, -2, -2, -2, -2, 0, 0], 'a: two start within the share');
-  t.deepEqual(await priorities([weighed[1]!.job.id]), [0], 'b: a heavy delivery that starts within the share is at the front');
+  const [weighedA, weighedB] = await group(1, [2, 9]);
+  t.deepEqual(weighedA, [-2, -2, -2, -2, -2, -2, 0, 0], 'a: two start within the share');
+  t.deepEqual(weighedB, [0], 'b: a heavy delivery that starts within the share is at the front');
 });
 
 /** hookline_queue_share_excess_total on the app's /metrics. */
