@@ -178,7 +178,7 @@ export function startDeliveryLoop(deps: {
   // had taken every slot. The fetch passes over the slow ones meanwhile, so only the others
   // borrow; the loan ends as their sends end.
   let lent = 0;
-  /** The payload bytes lent the same way: what slow organizations hold past their share of IN_FLIGHT_BYTES. */
+  /** The bytes (claimBytes) lent the same way: what slow organizations hold past their share of IN_FLIGHT_BYTES. */
   let lentBytes = 0;
   let lastUnpark = Number.NEGATIVE_INFINITY;
   /** When the loop last warned that it passes over each organization. */

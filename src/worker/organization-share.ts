@@ -25,7 +25,7 @@
 // worker claims for them as if those sends held no slot (delivery-loop.ts), so a first wave of
 // hanging attempts delays the other tenants by about a second, not by its timeout.
 //
-// The payload bytes a worker holds for its sends (IN_FLIGHT_BYTES, delivery-loop.ts) are shared
+// The bytes a worker holds for its sends, payloads and headers (IN_FLIGHT_BYTES, claimBytes in delivery-loop.ts), are shared
 // the same way: a slow organization may hold that budget divided as the slots are, and one that
 // holds more is passed over as one at its share of slots, what it holds past it lent to the
 // others. Slots alone let 65 hanging attempts of 256 KB payloads (16 MB, well under a share of
@@ -63,7 +63,7 @@ export type OrganizationShare = {
    * (`holding`, 0 for one slow only from memory), those with no room left (`busy`, sorted), and
    * the slots slow organizations hold past their share (`excess`: claimed before they were
    * found slow), which the worker lends to the others until those sends end. An organization
-   * holding its share of the payload bytes (`byteBudget` divided as the slots) is busy too, and
+   * holding its share of the bytes (`byteBudget` divided as the slots) is busy too, and
    * `excessBytes` the bytes slow organizations hold past that share, lent the same way.
    */
   limits(now: number): { share: number; holding: Record<string, number>; busy: string[]; excess: number; excessBytes: number };
