@@ -7,7 +7,7 @@
 //   RATE_LIMIT_JOBS_PER_SECOND = 100, is left as it is: A is limited as a real tenant would be);
 //   every job becomes --fanout deliveries, far more than a worker sends, so a backlog builds up.
 //   Its payloads are the bench's usual ones (about 500 bytes), or about --flood-payload-bytes
-//   each (256 KB at 10 jobs/s to 100 endpoints: a worker sends a few hundred of those a second).
+//   each (256 KB at 10 jobs/s to 100 endpoints: a worker sends about 200 of those a second).
 // - B, "light": one application with one endpoint, jobs at --light-rate per second from
 //   --light-delay seconds after A's start until A stops (so A's backlog already exists).
 // Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its

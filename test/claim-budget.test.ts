@@ -9,6 +9,9 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { claimDeliveries } from '../src/db/deliveries.ts';
 import { BACKLOG_PRIORITY, deferredPriority } from '../src/queue.ts';
+
+/** A backlog's message parked by a fetch that passed its busy organization over (sql/006-claim.sql). */
+const PARKED_BACKLOG_PRIORITY = -3;
 import { claimBytes, IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
@@ -148,7 +151,11 @@ const holdsItsBudget = test.macro(async (t, filler: string, count: number, heade
     const rows = await deliveriesOf(workerApp, jobIds);
     return rows.length === 3 * count && rows.every((d) => d.status === 'succeeded') ? true : undefined;
   }, 60_000);
-  t.deepEqual([...priorities], [BACKLOG_PRIORITY], 'deferred past the budget, a backlog stays behind fresh work');
+  // Behind fresh work: at -2, or parked at -3 when an exchange took over a second and made the
+  // organization slow (a busy machine: the fetch then passes its messages over); never at 0 or -1.
+  t.true(priorities.has(BACKLOG_PRIORITY), [...priorities].join(','));
+  t.true([...priorities].every((p) => p === BACKLOG_PRIORITY || p === PARKED_BACKLOG_PRIORITY),
+    `deferred past the budget, a backlog stays behind fresh work: ${[...priorities].join(',')}`);
   for (const receiver of receivers) {
     t.deepEqual(receiver.arrivals.map((a) => a.headers['webhook-id']).sort(), [...jobIds].sort(), 'each job arrived once at each receiver');
     t.true(receiver.arrivals.every((a) => Buffer.byteLength(a.body) > bytes), 'with its whole payload');
