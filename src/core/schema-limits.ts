@@ -27,7 +27,7 @@ export const CHEAP = { expanded: 1_000, chars: 4_096, patternInstructions: 2_000
  * when every $ref is followed (a pattern reached through three $refs counts three times);
  * `formatReach`: how many places it can meet a `format` whose check may take more than linear
  * time in the string's length (not in LINEAR_FORMATS). What one inline validation may cost
- * grows with each times the payload's length (json-schema.ts, `affordable`).
+ * grows with each times the payload's length (json-schema.ts, `runsInline`).
  */
 export type SchemaShape = { expanded: number; recursive: boolean; patternInstructions: number; patternReach: number; formatReach: number };
 

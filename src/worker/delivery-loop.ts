@@ -180,6 +180,11 @@ export function startDeliveryLoop(deps: {
   let lent = 0;
   /** The bytes (claimBytes) lent the same way: what slow organizations hold past their share of IN_FLIGHT_BYTES. */
   let lentBytes = 0;
+  /** The loan as of these limits (share.limits): slots and bytes together. */
+  const lend = (limits: { excess: number; excessBytes: number }) => {
+    lent = limits.excess;
+    lentBytes = limits.excessBytes;
+  };
   let lastUnpark = Number.NEGATIVE_INFINITY;
   /** When the loop last warned that it passes over each organization. */
   const warnedAt = new Map<string, number>();
@@ -237,8 +242,7 @@ export function startDeliveryLoop(deps: {
     const crowding = (orgId: string) => !slowOrgs.has(orgId) && (limits.holding[orgId] ?? 0) >= CONNECTIONS_PER_ORIGIN;
     if ([...slowNow].some(crowding)) attempter.renewSharedPools();
     slowOrgs = slowNow;
-    lent = limits.excess;
-    lentBytes = limits.excessBytes;
+    lend(limits);
     metrics.observeShare(slowOrgs.size, limits.busy.length);
     // The fetch passes over an organization whose holding reaches the share: one busy for its
     // bytes is given as holding its share of slots.
@@ -394,7 +398,7 @@ export function startDeliveryLoop(deps: {
   const loop = (async () => {
     while (running) {
       try {
-        if (lent > 0 || lentBytes > 0) ({ excess: lent, excessBytes: lentBytes } = share.limits(Date.now())); // the loan ends as those sends end
+        if (lent > 0 || lentBytes > 0) lend(share.limits(Date.now())); // the loan ends as those sends end
         const room = config.workerConcurrency + lent - inFlight;
         const bytesRoom = IN_FLIGHT_BYTES + lentBytes - inFlightBytes;
         if (room < refill() || bytesRoom < IN_FLIGHT_BYTES / 4) {
@@ -409,7 +413,7 @@ export function startDeliveryLoop(deps: {
           if (!some || now - shortSince < REFILL_WAIT_MS) {
             // Checked again at least every HELD_AFTER_MS: an exchange may have made its
             // organization slow meanwhile, and what it holds past its share is then lent.
-            if (!(await capacity(some ? REFILL_WAIT_MS - (now - shortSince) : HELD_AFTER_MS))) ({ excess: lent, excessBytes: lentBytes } = share.limits(Date.now()));
+            if (!(await capacity(some ? REFILL_WAIT_MS - (now - shortSince) : HELD_AFTER_MS))) lend(share.limits(Date.now()));
             continue;
           }
         }
