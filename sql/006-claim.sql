@@ -30,8 +30,9 @@ comment on function send_slot_spacing(integer, integer) is
 
 -- p_max_bytes bounds the bytes a claim hands out, payloads and custom headers (the worker's
 -- memory for the attempts it holds: WORKER_CONCURRENCY payloads of up to 256 KB would not fit
--- in its heap, nor as many sends with up to 160 KB of headers each; uncounted, such headers let a
--- worker hold 154 small-payload sends at once against a budget of 102): sends past
+-- in its heap, nor as many sends with up to 160 KB of headers each, which rows made before the
+-- API's cap of 6 KB a set can still hold; uncounted, such headers let a worker hold 154
+-- small-payload sends at once against a budget of 102): sends past
 -- it, in delivery order, are deferred to now, and the first send is always made, so a claim
 -- never stalls on one large payload. Payloads are returned for sends only. Generic plans, as
 -- for accept_job_group (sql/005-accept-job.sql): a claim of one delivery made its statement look
@@ -119,8 +120,9 @@ begin
       join applications a on a.id = j.application_id
   ), shared as (
     -- The n-th send of an organization held to a share, past its room in the worker: 'share'.
-    -- And what a send holds in the worker: its payload and both sets of custom headers (up to
-    -- 20 of 4 KB each), as their text is kept (claimBytes in src/worker/delivery-loop.ts).
+    -- And what a send holds in the worker: its payload and both sets of custom headers (6 KB
+    -- each through the API, up to 80 KB each in rows made before that cap), as their text is
+    -- kept (claimBytes in src/worker/delivery-loop.ts).
     select d.id, d.round, d.job_id, d.endpoint_id, d.attempt_count, d.is_probe, d.org_id, d.expires_at, d.payload,
            d.job_headers, d.event_type, d.url, d.timeout_ms, d.endpoint_headers, d.rate_limit_rps, d.secrets,
            octet_length(d.payload) + octet_length(d.job_headers::text) + octet_length(d.endpoint_headers::text) as size,

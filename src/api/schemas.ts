@@ -53,6 +53,15 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 const HEADER_VALUE = /^[\t\x20-\x7e]{0,4096}$/;
 const RESERVED_HEADERS = new Set(['host', 'content-type', 'content-length', 'connection', 'transfer-encoding', 'user-agent']);
 export const MAX_CUSTOM_HEADERS = 20;
+/**
+ * The bytes of one set's names and values together (ASCII: a byte a character). At 6 KB an
+ * endpoint's set and a job's, both at their most, with the longest URL and event type name and
+ * a rotation's two signatures, make a request head of about 15 KB: inside the 16 KB that Node
+ * and many other servers take by default, so no delivery is refused for its headers alone
+ * (test/custom-header-limits.test.ts sends one). It also bounds what a send's headers cost the
+ * worker (its memory, and the queue share, which weighs a delivery by its payload).
+ */
+export const MAX_CUSTOM_HEADER_BYTES = 6 * 1024;
 
 /** Custom headers of endpoints and jobs (decisions section 6). */
 export const customHeaders = z.record(z.string(), z.string({ message: 'header values must be strings' }))
@@ -60,6 +69,10 @@ export const customHeaders = z.record(z.string(), z.string({ message: 'header va
     const names = Object.keys(headers);
     if (names.length > MAX_CUSTOM_HEADERS) {
       ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADERS} headers` });
+    }
+    const bytes = names.reduce((sum, name) => sum + name.length + (headers[name]?.length ?? 0), 0);
+    if (bytes > MAX_CUSTOM_HEADER_BYTES) {
+      ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADER_BYTES} bytes of names and values together (${bytes} given)` });
     }
     const seen = new Set<string>();
     for (const name of names) {
