@@ -8,6 +8,9 @@
 //   every job becomes --fanout deliveries, far more than a worker sends, so a backlog builds up.
 //   Its payloads are the bench's usual ones (about 500 bytes), or about --flood-payload-bytes
 //   each (256 KB at 10 jobs/s to 100 endpoints: a worker sends about 200 of those a second).
+//   With --flood-receiver KIND, A's endpoints answer as bench/receiver.ts's /b/KIND paths do:
+//   `every-5` fails four attempts in five without ever opening a circuit, so most of A's traffic
+//   becomes retries.
 // - B, "light": one application with one endpoint, jobs at --light-rate per second from
 //   --light-delay seconds after A's start until A stops (so A's backlog already exists).
 // Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its
@@ -57,6 +60,8 @@ const { values: flags } = parseArgs({
     'endpoint-rps': { type: 'string', default: '10000' },
     /** A's payloads: about this many bytes each (absent: the bench's usual payload, about 500 bytes). */
     'flood-payload-bytes': { type: 'string' },
+    /** How A's receiver answers: a kind of bench/receiver.ts's /b/<kind> paths (absent: 200 at once). */
+    'flood-receiver': { type: 'string' },
     out: { type: 'string' },
     /** A setting for both roles, KEY=VALUE (repeatable): e.g. QUEUE_SHARE_PER_ORGANIZATION=200. */
     env: { type: 'string', multiple: true, default: [] },
@@ -73,11 +78,12 @@ const DRAIN_TIMEOUT = Number(flags['drain-timeout']);
 /** Every endpoint's own rate limit (the API's default is 100/s): high, so that only the queue decides who waits. */
 const ENDPOINT_RPS = Number(flags['endpoint-rps']);
 const FLOOD_PAYLOAD_BYTES = flags['flood-payload-bytes'] === undefined ? null : Number(flags['flood-payload-bytes']);
+const FLOOD_RECEIVER = flags['flood-receiver'] ?? null;
 const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
 if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS, FLOOD_PAYLOAD_BYTES ?? 1].every((n) => n > 0) || !(WORKERS >= 1)
   || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS)) {
   process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
-    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--flood-payload-bytes N] '
+    + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--flood-payload-bytes N] [--flood-receiver KIND] '
     + '[--out DIR] [--env KEY=VALUE]...\n');
   process.exit(2);
 }
@@ -171,20 +177,24 @@ try {
     if (!res.ok || !answer) throw new Error(`POST ${route}: ${res.status} ${JSON.stringify(answer)}`);
     return answer;
   }
-  /** A tenant's event type, application and `endpoints` endpoints at its receiver (paths /<name>/<n>): who sends its jobs. */
-  async function tenant(org: { key: string }, name: string, endpoints: number, receiverPort: number) {
+  /**
+   * A tenant's event type, application and `endpoints` endpoints at its receiver (paths
+   * /<name>/<n>, or /b/<kind>/<name>-<n> answered as bench/receiver.ts says): who sends its jobs.
+   */
+  async function tenant(org: { key: string }, name: string, endpoints: number, receiverPort: number, kind: string | null = null) {
     await setup(org.key, '/v1/event-types', { name: EVENT_TYPE });
     const app = await setup(org.key, '/v1/applications', { name });
     const endpointIds: string[] = [];
     for (let i = 0; i < endpoints; i += 1) {
       endpointIds.push((await setup(org.key, '/v1/endpoints', {
-        application_id: app.id, url: `http://127.0.0.1:${receiverPort}/${name}/${i}`, event_types: [EVENT_TYPE], rate_limit_rps: ENDPOINT_RPS,
+        application_id: app.id, url: `http://127.0.0.1:${receiverPort}/${kind === null ? `${name}/${i}` : `b/${kind}/${name}-${i}`}`,
+        event_types: [EVENT_TYPE], rate_limit_rps: ENDPOINT_RPS,
       })).id);
     }
     const sender: Sender = { key: org.key, applicationId: app.id };
     return { sender, endpointIds };
   }
-  const flood = await tenant(floodOrg, 'flood', FANOUT, floodReceiver.port);
+  const flood = await tenant(floodOrg, 'flood', FANOUT, floodReceiver.port, FLOOD_RECEIVER);
   if (FLOOD_PAYLOAD_BYTES !== null) flood.sender = { ...flood.sender, payload: { type: 'invoice.paid', filler: 'x'.repeat(FLOOD_PAYLOAD_BYTES) } };
   const light = await tenant(lightOrg, 'light', 1, lightReceiver.port);
 
@@ -322,7 +332,7 @@ try {
 
   const settings = {
     tree: TREE, commit, seconds: SECONDS, workers: WORKERS, fanout: FANOUT, flood_rate: FLOOD_RATE, light_rate: LIGHT_RATE,
-    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, role_settings: ROLE_ENV,
+    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, flood_receiver: FLOOD_RECEIVER, role_settings: ROLE_ENV,
   };
   const { first_arrival_by_second: _f, ...floodShort } = floodFigures;
   const { first_arrival_by_second: _l, ...lightShort } = lightFigures;
@@ -344,7 +354,7 @@ try {
     `# Fairness, ${summary.started_at}`,
     '',
     `Tree ${TREE}${commit ? ` (${commit})` : ''}; 1 web and ${WORKERS} worker process(es); ${SECONDS} s of load. `
-      + `A: ${FANOUT} endpoints, ${FLOOD_RATE} jobs/s; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at.`,
+      + `A: ${FANOUT} endpoints${FLOOD_RECEIVER === null ? '' : ` answering as /b/${FLOOD_RECEIVER}`}, ${FLOOD_RATE} jobs/s; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at.`,
     '',
     '| tenant | jobs created | deliveries attempted / expected | first arrival p50 / p90 / p99 / max | every delivery p50 / p90 / p99 / max |',
     '| --- | ---: | ---: | ---: | ---: |',

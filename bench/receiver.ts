@@ -4,7 +4,10 @@
 // Paths /b/<kind>/... misbehave as the lock probe's endpoints do (bench/lock-probe.ts): `fail`
 // answers 500, `slow` 200 after 1.5 s (past the probe's 1 s endpoint timeout), `429` with
 // Retry-After: 1, `410` Gone, and `flip-<s>` 200 and 500 by turns of <s> seconds, so that
-// circuits open and close all through a run. Any other path answers 200 at once.
+// circuits open and close all through a run; `every-<n>` 200 to every n-th request of its path
+// and 500 to the others, so that most attempts fail and, with n at most the circuit breaker's
+// threshold, its endpoint is never disabled (a tenant whose retries are most of its traffic).
+// Any other path answers 200 at once.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -13,6 +16,8 @@ let first = 0;
 let last = 0;
 let tracking = false;
 let arrivals = new Map<string, number>();
+/** Requests seen per path, for `every-<n>`. */
+const seen = new Map<string, number>();
 const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
   req.resume();
   req.on('end', () => {
@@ -22,12 +27,12 @@ const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     last = now;
     const id = req.headers['webhook-id'];
     if (tracking && typeof id === 'string' && !arrivals.has(id)) arrivals.set(id, now);
-    if (req.url?.startsWith('/b/')) return misbehave(req.url.split('/')[2] ?? '', res, now);
+    if (req.url?.startsWith('/b/')) return misbehave(req.url.split('/')[2] ?? '', req.url, res, now);
     res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
   });
 });
 
-function misbehave(kind: string, res: http.ServerResponse, now: number): void {
+function misbehave(kind: string, url: string, res: http.ServerResponse, now: number): void {
   const answer = (code: number, headers: Record<string, string> = {}) => {
     res.writeHead(code, { 'content-type': 'text/plain', ...headers }).end(String(code));
   };
@@ -35,6 +40,12 @@ function misbehave(kind: string, res: http.ServerResponse, now: number): void {
   if (kind === '429') return answer(429, { 'retry-after': '1' });
   if (kind === '410') return answer(410);
   if (kind === 'slow') return void setTimeout(() => { if (!res.destroyed) answer(200); }, 1500);
+  const every = /^every-(\d+)$/.exec(kind)?.[1];
+  if (every) {
+    const n = (seen.get(url) ?? 0) + 1;
+    seen.set(url, n);
+    return answer(n % Number(every) === 0 ? 200 : 500);
+  }
   const period = /^flip-(\d+)$/.exec(kind)?.[1];
   answer(period && Math.floor(now / 1000 / Number(period)) % 2 === 1 ? 500 : 200);
 }
