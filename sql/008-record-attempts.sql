@@ -259,8 +259,9 @@ comment on function record_attempts(jsonb, integer, integer) is
 -- batch's queue messages settled as pg-boss's fenced deleteJob settles them (deleted if still
 -- the attempt fetched: active, same retry count; an older attempt's message, handed out again
 -- after its lease ended, is left alone), then what record_attempts returned to enqueue put on
--- the queue (enqueue_delivery_messages: the batch's retries at priority 0, a recovered endpoint's
--- released backlog behind fresh work, at -2). The worker's transaction for this was five round trips
+-- the queue (enqueue_delivery_messages: the batch's retries at priority 0, or at -2 behind fresh
+-- work when the worker marked them `retry_behind` (their organization past its share of the
+-- queue's front: FreshShare in src/queue.ts), a recovered endpoint's released backlog at -2). The worker's transaction for this was five round trips
 -- (begin, record, settle, enqueue, commit), seen as `idle in transaction` between them at 300
 -- jobs/s; as one statement it is one, and atomic all the same. test/record-outcomes.test.ts
 -- holds the settle to pg-boss's own. Returns the circuits that changed, as record_attempts does.
@@ -299,11 +300,13 @@ begin
       and (j.id::text || ':' || j.retry_count::text) = any(
         array(select m.id::text || ':' || m.retry_count::text from unnest(p_message_ids, p_message_retry_counts) m(id, retry_count)));
 
-  -- The batch's own deliveries come back as retries: fresh work, at 0. Any other is the held
-  -- backlog of an endpoint that recovered (its probe's success), queued behind fresh work as
-  -- every release is (BACKLOG_PRIORITY, src/queue.ts).
+  -- The batch's own deliveries come back as retries: fresh work, at 0, unless the worker found
+  -- their organization past its share (`retry_behind`). Any other is the held backlog of an
+  -- endpoint that recovered (its probe's success), queued behind fresh work as every release
+  -- is (BACKLOG_PRIORITY, src/queue.ts).
   if v_ids is not null then
-    v_batch := array(select (x->>'delivery_id')::bigint from jsonb_array_elements(p_results) x);
+    v_batch := array(select (x->>'delivery_id')::bigint from jsonb_array_elements(p_results) x
+                     where not coalesce((x->>'retry_behind')::boolean, false));
     perform enqueue_delivery_messages(p_queue, v_ids, v_rounds, v_starts, array(
       select case when u.id = any(v_batch) then 0 else -2 end from unnest(v_ids) with ordinality u(id, ord) order by u.ord));
   end if;

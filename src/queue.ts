@@ -35,9 +35,9 @@ export type QueueItem = z.infer<typeof queueItem>;
  * new deliveries queued behind the whole of it (a million: minutes). A backlog is late already;
  * fresh work stays on time. Its batches keep their order (within one, the messages share a
  * created_on); it runs at full speed while nothing else is due. Parked, such a message goes to
- * -3 and comes back to -2 (sql/006-claim.sql). A retry is queued at 0 as any other; a claim's
- * deferral (rate limit, byte budget) keeps its message's priority (deferredPriority). Fresh
- * deliveries past their organization's share of the second go here too (FreshShare).
+ * -3 and comes back to -2 (sql/006-claim.sql). A claim's deferral (rate limit, byte budget)
+ * keeps its message's priority (deferredPriority). Fresh deliveries and retries past their
+ * organization's share of the second go here too (FreshShare).
  */
 export const BACKLOG_PRIORITY = -2;
 
@@ -60,7 +60,8 @@ export const freshWeight = (payloadBytes: number): number => 1 + Math.floor(payl
  * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): the fresh
  * deliveries (new jobs, test events, a job's retry) it starts within its first `perSecond` units
  * in each second of the clock go on the queue at priority 0, the rest behind every
- * organization's fresh work, at BACKLOG_PRIORITY. A delivery weighs freshWeight() units: 1 for a
+ * organization's fresh work, at BACKLOG_PRIORITY. A worker counts its failed attempts' retries
+ * the same way, in the second each attempt failed (retry_behind: src/worker/delivery-loop.ts). A delivery weighs freshWeight() units: 1 for a
  * payload under 16 KB, 17 for one of 256 KB, so a share is `perSecond` small
  * deliveries or about 1/17 as many of the largest; a delivery starting within the share is at
  * the front whatever its weight. The queue is first in, first out within a priority, and one
@@ -70,7 +71,8 @@ export const freshWeight = (payloadBytes: number): number => 1 + Math.floor(payl
  * speed whenever nothing fresh is due. Counted by each web process for itself, in memory
  * (counted in the database, it cost the accept 18-29 µs of database time per job, about a
  * tenth: bench/accept-ab.ts), so with several web processes an organization's share is up to
- * that many times `perSecond`: fairness needs no exact count. Forgets every count when the
+ * that many times `perSecond` (and as many more for retries as there are worker processes):
+ * fairness needs no exact count. Forgets every count when the
  * second changes, so it holds only the organizations of the current second. `onPast` hears of
  * each organization whose delivery first goes behind in a second.
  */

@@ -112,6 +112,8 @@ export type AttemptResult = {
   success: boolean;
   error: string | null;
   retry_at: string | null;
+  /** The retry goes behind every organization's fresh work (its organization passed its share of the queue's front). */
+  retry_behind?: true;
 };
 
 /** An endpoint whose circuit a recording opened (disabled; gone: by a 410) or closed (enabled, by a probe). */
