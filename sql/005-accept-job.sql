@@ -364,9 +364,9 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- (confirm_api_keys), its requests counted against their rate limits (count_rate_limits; none
 -- when p_limit_keys is empty), its jobs accepted (accept_webhook_jobs) and their deliveries
 -- enqueued (enqueue_delivery_messages), each organization's first within its share of the
--- queue's front and the rest behind every organization's fresh work (p_fresh_share units a
--- second; p_fresh_before, the calling web process's count of each organization's units in this
--- second so far: Queue.fresh, src/queue.ts; p_fresh_weights[i], the units each delivery of job i
+-- queue's front and the rest behind every organization's fresh work (p_fresh_share units, the
+-- bucket's size; p_fresh_before, the units each organization has in use in the calling web
+-- process's bucket: Queue.fresh, src/queue.ts; p_fresh_weights[i], the units each delivery of job i
 -- weighs, by its payload's bytes: freshWeight, 1 when absent; a delivery that starts within the
 -- share is at the front; p_fresh_share null: all at 0). A key
 -- refused, a count past p_limit or a 'stale' answer calls refuse_job_group(), which fails the

@@ -91,7 +91,7 @@ export type Config = Readonly<{
   /** For migrations (session advisory lock): a URL that bypasses a transaction-mode pooler. Defaults to databaseUrl. */
   databaseDirectUrl: string | undefined;
   databasePoolSize: number;
-  /** Fresh deliveries an organization queues ahead of other organizations' excess each second (QUEUE_SHARE_PER_ORGANIZATION). */
+  /** Fresh deliveries an organization queues ahead of other organizations' excess a second, up to as many at once (QUEUE_SHARE_PER_ORGANIZATION). */
   queueSharePerOrganization: number;
   /** The longest a request (or the worker) waits for a database connection before a 503. */
   databaseAcquireTimeoutMs: number;

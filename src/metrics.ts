@@ -135,7 +135,7 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
     'Database calls of this process that waited for a connection because their organization\'s requests held its share of the pool (all but a fifth of DATABASE_POOL_SIZE).',
     () => poolShareWaits(deps.pool));
   totalCounter(registry, `${PREFIX}queue_share_excess_total`,
-    'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the second (QUEUE_SHARE_PER_ORGANIZATION).',
+    'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the queue\'s front (QUEUE_SHARE_PER_ORGANIZATION).',
     () => deps.queue?.fresh?.behind ?? 0);
 
   const slowOrganizations = new Gauge({

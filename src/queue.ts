@@ -37,7 +37,7 @@ export type QueueItem = z.infer<typeof queueItem>;
  * created_on); it runs at full speed while nothing else is due. Parked, such a message goes to
  * -3 and comes back to -2 (sql/006-claim.sql). A claim's deferral (rate limit, byte budget)
  * keeps its message's priority (deferredPriority). Fresh deliveries and retries past their
- * organization's share of the second go here too (FreshShare).
+ * organization's share go here too (FreshShare).
  */
 export const BACKLOG_PRIORITY = -2;
 
@@ -58,28 +58,38 @@ export const freshWeight = (payloadBytes: number): number => 1 + Math.floor(payl
 
 /**
  * Each organization's share of the queue's front (QUEUE_SHARE_PER_ORGANIZATION): the fresh
- * deliveries (new jobs, test events, a job's retry) it starts within its first `perSecond` units
- * in each second of the clock go on the queue at priority 0, the rest behind every
- * organization's fresh work, at BACKLOG_PRIORITY. A worker counts its failed attempts' retries
- * the same way, in the second each attempt failed (retry_behind: src/worker/delivery-loop.ts). A delivery weighs freshWeight() units: 1 for a
- * payload under 16 KB, 17 for one of 256 KB, so a share is `perSecond` small
- * deliveries or about 1/17 as many of the largest; a delivery starting within the share is at
- * the front whatever its weight. The queue is first in, first out within a priority, and one
- * organization can enqueue far more than the workers deliver (its job rate limit times its
- * endpoints): without this, every other tenant's new deliveries waited behind its whole backlog;
- * now a tenant within its share goes ahead of another's excess, and the excess runs at full
- * speed whenever nothing fresh is due. Counted by each web process for itself, in memory
- * (counted in the database, it cost the accept 18-29 µs of database time per job, about a
- * tenth: bench/accept-ab.ts), so with several web processes an organization's share is up to
- * that many times `perSecond` (and as many more for retries as there are worker processes):
- * fairness needs no exact count. Forgets every count when the
- * second changes, so it holds only the organizations of the current second. `onPast` hears of
- * each organization whose delivery first goes behind in a second.
+ * deliveries (new jobs, test events, a job's retry) it starts within its share go on the queue at
+ * priority 0, the rest behind every organization's fresh work, at BACKLOG_PRIORITY. A worker
+ * counts its failed attempts' retries the same way, when each attempt fails (retry_behind:
+ * src/worker/delivery-loop.ts). The share is a bucket of `perSecond` units that refills at
+ * `perSecond` units a second: an organization that has queued nothing lately may put `perSecond`
+ * units at the front at once (a job's fan-out), and one that keeps queueing gets `perSecond` a
+ * second, spread as it comes. Counted in windows of the clock's seconds, as it was, a flooding
+ * tenant put its whole share at the front at the start of each second, ahead of what other
+ * tenants queued in the rest of that second: another tenant's first attempts waited 0.30-0.35 s
+ * at the 90th percentile behind a flood, against 0.19-0.20 s with the bucket in 3 runs of 4
+ * (npm run bench:fairness, docs/performance.md). A delivery weighs freshWeight() units: 1 for a
+ * payload under 16 KB, 17 for one of 256 KB, so a share is `perSecond` small deliveries or about
+ * 1/17 as many of the largest; a delivery starting within the share (less than `perSecond` units
+ * in use) is at the front whatever its weight, and its weight drains from the bucket as any
+ * other's. Deliveries queued behind take nothing from it. The queue is first in, first out
+ * within a priority, and one organization can enqueue far more than the workers deliver (its job
+ * rate limit times its endpoints): without a share, every other tenant's new deliveries waited
+ * behind its whole backlog; now a tenant within its share goes ahead of another's excess, and the
+ * excess runs at full speed whenever nothing fresh is due. Counted by each web process for
+ * itself, in memory (counted in the database, it cost the accept 18-29 µs of database time per
+ * job, about a tenth: bench/accept-ab.ts), so with several web processes an organization's share
+ * is up to that many times `perSecond` (and as many more for retries as there are worker
+ * processes): fairness needs no exact count. Drained buckets are dropped once a second, so it
+ * holds about the organizations of the last second. `onPast` hears of each organization whose
+ * delivery first goes behind in a second of the clock.
  */
 export class FreshShare {
+  /** The units in use of each organization whose bucket has not drained, as of `at` (ms). */
+  readonly #used = new Map<string, { units: number; at: number }>();
+  /** The second of the clock whose organizations `#past` holds. */
   #second = Number.NaN;
-  readonly #counts = new Map<string, number>();
-  /** The organizations that had a delivery go behind in this second. */
+  /** The organizations that had a delivery go behind in this second of the clock. */
   readonly #past = new Set<string>();
   #behind = 0;
   readonly perSecond: number;
@@ -92,14 +102,35 @@ export class FreshShare {
     this.#onPast = options.onPast ?? (() => {});
   }
 
+  /** The units `orgId` has in use at `now`: what it took, less `perSecond` a second since. */
+  #inUse(orgId: string, now: number): number {
+    const used = this.#used.get(orgId);
+    if (!used) return 0;
+    const units = used.units - (Math.max(0, now - used.at) * this.perSecond) / 1000;
+    if (units <= 0) {
+      this.#used.delete(orgId);
+      return 0;
+    }
+    return units;
+  }
+
   /**
    * Counts `n` deliveries of `weight` units each of `orgId` and answers how many of them went
    * behind: those starting at or past the share (as accept_job_group decides in the database).
    */
-  #count(counts: Map<string, number>, orgId: string, n: number, weight: number): number {
-    const before = counts.get(orgId) ?? 0;
-    counts.set(orgId, before + n * weight);
+  #count(orgId: string, n: number, weight: number): number {
+    const now = this.#now();
+    const second = Math.floor(now / 1000);
+    if (second !== this.#second) {
+      // Once a second: the warnings start anew, and the buckets that have drained are dropped
+      // (an organization that never queues again would otherwise stay for the process's life).
+      this.#second = second;
+      this.#past.clear();
+      for (const id of this.#used.keys()) this.#inUse(id, now);
+    }
+    const before = this.#inUse(orgId, now);
     const within = before >= this.perSecond ? 0 : Math.min(n, Math.ceil((this.perSecond - before) / weight));
+    if (within > 0) this.#used.set(orgId, { units: before + within * weight, at: now });
     if (within < n) {
       this.#behind += n - within;
       if (!this.#past.has(orgId)) {
@@ -115,36 +146,30 @@ export class FreshShare {
     return this.#behind;
   }
 
-  #current(): Map<string, number> {
-    const second = Math.floor(this.#now() / 1000);
-    if (second !== this.#second) {
-      this.#second = second;
-      this.#counts.clear();
-      this.#past.clear();
-    }
-    return this.#counts;
+  /** Organizations whose bucket holds units: those that queued within the last second or so (drained ones are dropped once a second). */
+  get held(): number {
+    return this.#used.size;
   }
 
-  /** The units each of these organizations' fresh deliveries used this second so far (those with any). */
+  /** The units each of these organizations has in use now, rounded up (those with any). */
   counted(orgIds: Iterable<string>): Record<string, number> {
-    const counts = this.#current();
+    const now = this.#now();
     const counted: Record<string, number> = {};
     for (const orgId of orgIds) {
-      const n = counts.get(orgId);
-      if (n !== undefined) counted[orgId] = n;
+      const units = this.#inUse(orgId, now);
+      if (units > 0) counted[orgId] = Math.ceil(units);
     }
     return counted;
   }
 
-  /** Counts `n` more fresh deliveries of `weight` units each of `orgId` this second (queued with priorities decided elsewhere). */
+  /** Counts `n` more fresh deliveries of `weight` units each of `orgId` (queued with priorities decided elsewhere). */
   add(orgId: string, n: number, weight = 1): void {
-    this.#count(this.#current(), orgId, n, weight);
+    this.#count(orgId, n, weight);
   }
 
   /** Counts one fresh delivery of each `orgIds[i]` (of `weights[i]` units; 1 when absent), in order, and answers each one's priority. */
   take(orgIds: readonly string[], weights?: readonly number[]): number[] {
-    const counts = this.#current();
-    return orgIds.map((orgId, i) => (this.#count(counts, orgId, 1, weights?.[i] ?? 1) === 0 ? 0 : BACKLOG_PRIORITY));
+    return orgIds.map((orgId, i) => (this.#count(orgId, 1, weights?.[i] ?? 1) === 0 ? 0 : BACKLOG_PRIORITY));
   }
 }
 
@@ -241,7 +266,7 @@ export type QueueOptions = {
    */
   retentionHours: number;
   poolSize?: number;
-  /** Fresh deliveries an organization queues at the front each second, per process (QUEUE_SHARE_PER_ORGANIZATION); absent: no share. */
+  /** Fresh deliveries an organization queues at the front a second, per process (QUEUE_SHARE_PER_ORGANIZATION; FreshShare); absent: no share. */
   freshShare?: number;
   /**
    * Run pg-boss's SQL here instead of its own connections: given for a multi-host DATABASE_URL
@@ -270,7 +295,7 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
       if (performance.now() - pastLoggedAt < 60_000) return;
       pastLoggedAt = performance.now();
       options.logger.warn({ org_id: orgId, share: options.freshShare },
-        'organization passed its share of the queue\'s front this second: the rest go behind other tenants\' fresh deliveries');
+        'organization passed its share of the queue\'s front: the rest go behind other tenants\' fresh deliveries until it refills');
     },
   });
   const heartbeatSeconds = options.heartbeatSeconds ?? null;

@@ -137,9 +137,9 @@ export type GroupChecks = {
   /** Requests counted against rate limits: `counts[i]` against `keys[i]`; every count must stay within `limit`. */
   limits: { keys: readonly string[]; counts: readonly number[]; limit: number; periodSeconds: number; at: Date | undefined } | null;
   /**
-   * Each organization's share of the queue's front (FreshShare, src/queue.ts): fresh deliveries a
-   * second, the group's organizations' counts in this second so far, and each item's delivery
-   * weight (freshWeight); null: no share.
+   * Each organization's share of the queue's front (FreshShare, src/queue.ts): its size in units
+   * (refilled at as many a second), the units the group's organizations have in use, and each
+   * item's delivery weight (freshWeight); null: no share.
    */
   fresh: { perSecond: number; counted: Record<string, number>; weights: readonly number[] } | null;
 };
