@@ -261,9 +261,10 @@ comment on function record_attempts(jsonb, integer, integer) is
 -- after its lease ended, is left alone), then what record_attempts returned to enqueue put on
 -- the queue (enqueue_delivery_messages: the batch's retries at priority 0, or at -2 behind fresh
 -- work when the worker marked them `retry_behind` (their organization past its share of the
--- queue's front: FreshShare in src/queue.ts), a recovered endpoint's released backlog at -2). The worker's transaction for this was five round trips
--- (begin, record, settle, enqueue, commit), seen as `idle in transaction` between them at 300
--- jobs/s; as one statement it is one, and atomic all the same. test/record-outcomes.test.ts
+-- queue's front: FreshShare in src/queue.ts), a recovered endpoint's released backlog at -2).
+-- The worker's transaction for this was five round trips (begin, record, settle, enqueue,
+-- commit), seen as `idle in transaction` between them at 300 jobs/s; as one statement it is
+-- one, and atomic all the same. test/record-outcomes.test.ts
 -- holds the settle to pg-boss's own. Returns the circuits that changed, as record_attempts does.
 create or replace function record_outcomes(
   p_results jsonb, p_threshold integer, p_cooldown integer,
