@@ -121,8 +121,8 @@ $$;
 
 comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes the jobs of deliveries whose attempt count or kind of status (open, given up, done) changed.';
 
--- No trigger on insert: deliveries are inserted only with their job, pending at attempt 0,
--- which is the job's status from its own insert ('created'); a job with no targets is
+-- No trigger on insert: deliveries are inserted only with their job, pending or held at attempt
+-- 0 (both open), which is the job's status from its own insert ('created'); a job with no targets is
 -- completed by accept_webhook_job itself. Refreshing there cost more than the rest of accepting a job.
 create or replace trigger deliveries_refresh_jobs_on_update
   after update on deliveries referencing old table as before new table as changed

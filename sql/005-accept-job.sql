@@ -70,6 +70,7 @@ declare
   v_version bigint;
   v_delivery_ids bigint[];
   v_rounds integer[];
+  v_targets integer;
 begin
   -- The application row stays locked to the end: a concurrent soft delete waits for this job.
   perform 1 from applications a
@@ -143,21 +144,29 @@ begin
             now() + interval '48 hours');
 
   -- One delivery per target: every live endpoint of the application subscribed to the event
-  -- type, or the one endpoint of a test job.
+  -- type, or the one endpoint of a test job. A paused or disabled endpoint's is held from the
+  -- start, as claim_deliveries would hold it (an accept makes no probes): it takes no queue
+  -- message, fetch or claim only to be held, nor a place in its organization's share of the
+  -- queue's front, and is released as any held delivery is (un-pause, reset-circuit, a probe's
+  -- success; run_delivery_upkeep for an endpoint made active while this ran). Only the pending
+  -- ones are queued. The same case in accept_webhook_jobs; written out, not a function: called
+  -- there, a SQL function cost the grouped accept about a tenth of its rate (bench/accept-ab.ts).
   with inserted as (
-    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at)
-    select p_job_id, e.id, e.org_id, p_application_id, now()
+    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at, status)
+    select p_job_id, e.id, e.org_id, p_application_id, now(),
+           case when e.status in ('paused', 'disabled') then 'held' else 'pending' end
     from endpoints e
     where e.application_id = p_application_id and e.deleted_at is null
       and case when p_endpoint_id is not null then e.id = p_endpoint_id
                else exists (select 1 from endpoint_event_types s where s.endpoint_id = e.id and s.event_type_id = v_event_type_id) end
     order by e.id
-    returning deliveries.id, deliveries.round
+    returning deliveries.id, deliveries.round, deliveries.status
   )
-  select coalesce(array_agg(i.id order by i.id), '{}'), coalesce(array_agg(i.round order by i.id), '{}')
-    into v_delivery_ids, v_rounds from inserted i;
+  select coalesce(array_agg(i.id order by i.id) filter (where i.status = 'pending'), '{}'),
+         coalesce(array_agg(i.round order by i.id) filter (where i.status = 'pending'), '{}'), count(*)
+    into v_delivery_ids, v_rounds, v_targets from inserted i;
 
-  if cardinality(v_delivery_ids) = 0 then
+  if v_targets = 0 then
     perform refresh_webhook_jobs(array[p_job_id]); -- nothing to send: succeeded at once
   end if;
 
@@ -228,7 +237,9 @@ begin
       where i.event_id is null and i.endpoint_id is null and i.payload_valid
         and t.id = i.event_type_id and event_type_version(t.updated_at) = i.event_type_version
     ), targets as (
-      select c.item, c.job_id, c.org_id, c.application_id, e.id as endpoint_id
+      -- Held from the start for a paused or disabled endpoint, as in accept_webhook_job.
+      select c.item, c.job_id, c.org_id, c.application_id, e.id as endpoint_id,
+             case when e.status in ('paused', 'disabled') then 'held' else 'pending' end as status
       from common c
       join endpoints e on e.application_id = c.application_id and e.deleted_at is null
       join endpoint_event_types s on s.endpoint_id = e.id and s.event_type_id = c.event_type_id
@@ -244,17 +255,19 @@ begin
       order by c.item
       returning j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at, j.attempt_count, j.max_retries
     ), inserted as (
-      insert into deliveries as d (job_id, endpoint_id, org_id, application_id, next_attempt_at)
-      select t.job_id, t.endpoint_id, t.org_id, t.application_id, now()
+      insert into deliveries as d (job_id, endpoint_id, org_id, application_id, next_attempt_at, status)
+      select t.job_id, t.endpoint_id, t.org_id, t.application_id, now(), t.status
       from targets t
       order by t.job_id, t.endpoint_id
-      returning d.id, d.job_id, d.round
+      returning d.id, d.job_id, d.round, d.status
     )
+    -- A row per delivery to queue (the pending ones), or one with none for a job whose every
+    -- target is held (or that has none).
     select c.item, j.id, j.application_id, j.event_type, j.status, j.created_at, j.expires_at, j.attempt_count,
            j.max_retries, d.id as delivery_id, d.round
     from common c
     join jobs j on j.id = c.job_id
-    left join inserted d on d.job_id = c.job_id
+    left join inserted d on d.job_id = c.job_id and d.status = 'pending'
     order by c.item, d.id
   loop
     if not r.item = any(v_done) then

@@ -27,9 +27,11 @@ async function setup(t: ExecutionContext) {
     urls: ['https://one.example.com/hook', 'https://two.example.com/hook'], endpoint: { rate_limit_rps: 1 },
   });
   const [sending, pausing] = first.endpointIds as [string, string];
+  const second = await createJob(by, { application_id: first.appId, event_type: first.eventType, payload: { n: 2 } });
+  // Paused once both jobs are queued: the claim holds their deliveries (created while it is
+  // paused, the accept would hold them, and no claim would see them).
   const paused = await app.request('PATCH', `/v1/endpoints/${pausing}`, { key: org.key, body: { status: 'paused' } });
   t.is(paused.status, 200, JSON.stringify(paused.body));
-  const second = await createJob(by, { application_id: first.appId, event_type: first.eventType, payload: { n: 2 } });
   const [holder, watcher] = await twoSessions(t, app.databaseUrl);
   const jobs = [first.job.id as string, second.id as string].sort();
   return { key: org.key, sending, pausing, jobs, holder, watcher };

@@ -52,10 +52,13 @@ const queued = (jobIds: readonly string[]) => app.pool.any(sql.type(z.object({ s
 // A batch's messages share one created_on, so a fetch takes them in no particular order among themselves.
 const sorted = (ids: readonly number[]) => [...ids].sort((x, y) => x - y);
 
-/** Jobs of a paused endpoint, claimed: their deliveries are held, with no message. */
+/**
+ * Jobs of an endpoint paused once they were queued, claimed: the claim holds their deliveries,
+ * with no message. (Created while it is paused, they would be held by the accept.)
+ */
 async function heldJobs(t: ExecutionContext, ctx: Ctx, endpointId: string, n: number): Promise<string[]> {
-  await setStatus(t, ctx, endpointId, 'paused');
   const jobs = await createJobs(t, ctx, n);
+  await setStatus(t, ctx, endpointId, 'paused');
   const claimed = await claimNextDeliveries(app.pool, 1000, 1000, 100);
   t.true(claimed.length >= n);
   t.deepEqual((await queued(jobs)).map((d) => d.status), jobs.map(() => 'held'));
