@@ -10,12 +10,10 @@
 // machine's to decide: each test holds its tenant's retries to the most the bucket lets through
 // over the time its failures can have been counted in (from the receiver's first arrival to 2 s
 // after its last), a bound the retries at 0 before this change passed. Each tenant's endpoints
-// are paused when its job is created and resumed once the units its accept took have drained
-// (the accept counts the job's deliveries, all queued, the claim holding those of paused
-// endpoints), so that its first attempts are a released backlog, which the share does not
-// count, and only the retries count in it.
+// are paused when its job is created, so that the accept holds its deliveries (queued, they
+// would count in the share) and un-pausing releases them as a backlog, which the share does not
+// count either: only the retries count in it.
 import test, { type ExecutionContext } from 'ava';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { BACKLOG_PRIORITY, freshWeight } from '../src/queue.ts';
@@ -52,8 +50,6 @@ async function failedJob(t: ExecutionContext, endpoints: number, payload: Record
     endpointIds.push(endpoint.id);
   }
   const job = await fixtures.createJob(by, { application_id: appId, event_type: 'order.created', payload });
-  // The accept's units (at most the share, 5) drain in a second.
-  await sleep(1100);
   for (const id of endpointIds) t.is((await app.request('PATCH', `/v1/endpoints/${id}`, { key, body: { status: 'active' } })).status, 200);
   const priorities = await until(`the ${endpoints} retries of ${job.id}`, async () => {
     const queued = await app.pool.anyFirst(sql.type(priority)`
