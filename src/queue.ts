@@ -49,7 +49,8 @@ export const BACKLOG_PRIORITY = -2;
  * deliveries a second, against thousands of small ones), so a share counted in deliveries alone
  * let one tenant's large payloads, within its share, hold the queue's front for tens of seconds
  * (docs/performance.md, 2026-11-29, night). Its custom headers are not weighed: the endpoint's
- * are read only in the database's fan-out.
+ * are read only in the database's fan-out, and the API holds a set to 6 KB
+ * (MAX_CUSTOM_HEADER_BYTES, src/api/schemas.ts), so both together weigh less than a unit.
  */
 export const FRESH_SHARE_UNIT_BYTES = 16 * 1024;
 

@@ -117,7 +117,7 @@ test('FreshShare: a delivery weighs 1 and 1 more for every 16 KB of its payload;
   t.deepEqual(fresh.take(['y']), [0]);
 });
 
-test.serial('accept_job_group queues a group\'s deliveries past what its organization already queued this second behind', async (t) => {
+test.serial('accept_job_group queues a group\'s deliveries past the units its organization already has in use behind', async (t) => {
   const a = await tenant(t, 8);
   const b = await tenant(t, 1);
   const eventType = async (orgId: string) => app.pool.one(sql.type(z.object({ id: z.string(), version: z.number() }))`
@@ -175,7 +175,7 @@ test.serial('a job\'s large payload weighs its deliveries: fewer of them fit in 
   t.is(freshWeight(JSON.stringify(heavy).length), 3);
   const a = await tenant(t, 8);
   const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
-  // Its first delivery of the second starts at 0, its second at 3: both within 5; the rest behind.
+  // A new organization's bucket is empty: its first delivery starts at 0, its second at 3, both within 5; the rest behind.
   t.deepEqual(await priorities([job]), [-2, -2, -2, -2, -2, -2, 0, 0]);
   // Bytes, not characters: about 11 K three-byte characters weigh 3 too.
   const euros = { blob: '€'.repeat(Math.ceil((2 * FRESH_SHARE_UNIT_BYTES + 100) / 3)) };
