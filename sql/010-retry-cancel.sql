@@ -7,12 +7,13 @@
 --             retried / cancelled
 
 -- A new round for these deliveries, the one reset behind both a job's retry and an endpoint's
--- recover (sql/017-recover.sql): each starts again from attempt 0 (pending, now), and its job
--- gets a new 48 h window and is no longer finished; the job's other finished targets count
--- from attempt 0 too (their earlier attempts stay in delivery_attempts), targets still under
--- way keep theirs. The jobs' statuses then follow from their deliveries. Queue messages of
--- earlier rounds are skipped by their round. Returns the deliveries to enqueue. Callers lock
--- the jobs first (retry locks its job; a recovery batch its jobs, then its deliveries).
+-- recover (sql/017-recover.sql): each starts again from attempt 0 (pending, now; held when its
+-- live endpoint is paused or disabled), and its job gets a new 48 h window and is no longer
+-- finished; the job's other finished targets count from attempt 0 too (their earlier attempts
+-- stay in delivery_attempts), targets still under way keep theirs. The jobs' statuses then
+-- follow from their deliveries. Queue messages of earlier rounds are skipped by their round.
+-- Returns the pending deliveries, to enqueue. Callers lock the jobs first (retry locks its job;
+-- a recovery batch its jobs, then its deliveries).
 create or replace function start_delivery_round(p_delivery_ids bigint[])
 returns table (delivery_id bigint, round integer, start_after timestamptz)
 language plpgsql as $$
@@ -46,19 +47,26 @@ begin
       expires_at = now() + interval '48 hours', completed_at = null, discarded_at = null, discard_reason = null
     where j.id = any(v_jobs);
 
+  -- A live endpoint that is paused or disabled gets its deliveries held, as an accept writes them
+  -- and as claim_deliveries would hold them (a new round is never a probe): no queue message, fetch
+  -- or claim only to be held. They are released as any held delivery is (run_delivery_upkeep for
+  -- an endpoint made active while this ran). A deleted endpoint's stay pending: the claim drops them.
   return query
     with restarted as (
-      update deliveries d set round = d.round + 1, status = 'pending', attempt_count = 0, is_probe = false,
+      update deliveries d set round = d.round + 1, attempt_count = 0, is_probe = false,
+                              status = case when exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is null
+                                                                                    and e.status in ('paused', 'disabled'))
+                                            then 'held' else 'pending' end,
                               next_attempt_at = now(), updated_at = now()
       where d.id = any(p_delivery_ids)
-      returning d.id, d.round, d.next_attempt_at
+      returning d.id, d.round, d.next_attempt_at, d.status
     )
-    select r.id, r.round, r.next_attempt_at from restarted r order by r.id;
+    select r.id, r.round, r.next_attempt_at from restarted r where r.status = 'pending' order by r.id;
 end;
 $$;
 
 comment on function start_delivery_round(bigint[]) is
-  'A new round (attempt 0, pending now) for these deliveries and a new 48 h window for their jobs; returns the deliveries to enqueue. Shared by retry_webhook_job and run_endpoint_recoveries.';
+  'A new round (attempt 0, pending now; held for a paused or disabled endpoint) for these deliveries and a new 48 h window for their jobs; returns the pending ones, to enqueue. Shared by retry_webhook_job and run_endpoint_recoveries.';
 
 -- The job a retry or cancel acts on, locked: its status as the API shows it (current_status:
 -- executing while an attempt is in flight), or null when the caller may not see it (another

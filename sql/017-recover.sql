@@ -59,7 +59,7 @@ comment on function recover_endpoint(text, timestamptz, timestamptz) is
 -- complete when a batch comes back short. A delivery another recovery (or a retry) already
 -- restarted is no longer failed and is skipped, so overlapping recoveries deliver the union,
 -- each delivery once. Recoveries of a deleted endpoint complete at once. Deliveries of a paused
--- or disabled endpoint are then held by the claim like any other.
+-- or disabled endpoint restart held (start_delivery_round) and are not returned.
 create or replace function run_endpoint_recoveries(p_limit integer)
 returns table (delivery_id bigint, round integer, start_after timestamptz)
 language plpgsql as $$
@@ -111,7 +111,7 @@ begin
         order by d.id
         for update);
       return query select * from start_delivery_round(v_ids);
-      get diagnostics v_rows = row_count;
+      v_rows := cardinality(v_ids); -- every one restarted, the held ones (not returned) too
       v_left := v_left - v_scanned_count;
     else
       v_rows := 0;

@@ -55,7 +55,7 @@ test('create fans out to every live subscribed endpoint of the application, what
   const rows = await deliveriesOf(job.id);
   t.deepEqual(rows.map((r) => r.endpoint_id).sort(), [active, paused, disabled].sort());
   for (const row of rows) {
-    // Held from the accept, as a claim would hold them: no queue message (test/held-at-accept.test.ts).
+    // Held from the accept, as a claim would hold them: no queue message (test/held-unqueued.test.ts).
     const held = row.endpoint_id !== active;
     t.is(row.status, held ? 'held' : 'pending');
     t.is(row.round, 1);
