@@ -11,6 +11,13 @@
 //   With --flood-receiver KIND, A's endpoints answer as bench/receiver.ts's /b/KIND paths do:
 //   `every-5` fails four attempts in five without ever opening a circuit, so most of A's traffic
 //   becomes retries.
+//   With --flood-reads N, A creates no jobs: it reads. Its application holds --flood-jobs
+//   succeeded jobs, written by SQL to its first endpoint, and N clients each list its jobs
+//   filtered by its second endpoint, one request after another for --seconds (GET
+//   /v1/webhook-jobs?application_id=…&endpoint_id=…: none match, so every request reads every job
+//   of the application, for the page and for the total). What a tenant's heavy reads take from
+//   the others: the web's connections (an organization holds at most its share of them) and the
+//   database's cores. `--flood-reads 0` writes the same jobs and reads nothing, for comparison.
 // - B, "light": one application with one endpoint, jobs at --light-rate per second from
 //   --light-delay seconds after A's start until A stops (so A's backlog already exists).
 // Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its
@@ -21,7 +28,7 @@
 // come from this repository. Organizations and keys are made by the tree's own admin CLI
 // (create-org); event types, applications and endpoints through the tree's HTTP API.
 //
-// Measured per tenant: jobs created, deliveries attempted, and two latencies from the job's
+// Measured per tenant: jobs created, the POSTs' answer times, deliveries attempted, and two latencies from the job's
 // created_at (webhook_jobs.created_at, the value the API answers as created_at):
 // - first arrival: until the job's first request reaches the tenant's receiver (its clock; the
 //   receiver keeps the first arrival of each webhook-id, which is the job id). For B (one
@@ -42,7 +49,7 @@ import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { createDatabase, freePort, healthy, serverLogger, sleep, startLoggedRole, stop, type ReceiverStats } from './ab.ts';
-import { percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
+import { insertJobs, percentile, startReceiver, steadyLoad, type Sender } from './workload.ts';
 
 // ---- Settings --------------------------------------------------------------------------------
 
@@ -62,6 +69,10 @@ const { values: flags } = parseArgs({
     'flood-payload-bytes': { type: 'string' },
     /** How A's receiver answers: a kind of bench/receiver.ts's /b/<kind> paths (absent: 200 at once). */
     'flood-receiver': { type: 'string' },
+    /** A reads instead of creating jobs: this many clients list its jobs, one request after another (absent: A creates jobs). */
+    'flood-reads': { type: 'string' },
+    /** With --flood-reads: the succeeded jobs A's application holds. */
+    'flood-jobs': { type: 'string', default: '1000000' },
     out: { type: 'string' },
     /** A setting for both roles, KEY=VALUE (repeatable): e.g. QUEUE_SHARE_PER_ORGANIZATION=200. */
     env: { type: 'string', multiple: true, default: [] },
@@ -79,12 +90,15 @@ const DRAIN_TIMEOUT = Number(flags['drain-timeout']);
 const ENDPOINT_RPS = Number(flags['endpoint-rps']);
 const FLOOD_PAYLOAD_BYTES = flags['flood-payload-bytes'] === undefined ? null : Number(flags['flood-payload-bytes']);
 const FLOOD_RECEIVER = flags['flood-receiver'] ?? null;
+const FLOOD_READS = flags['flood-reads'] === undefined ? null : Number(flags['flood-reads']);
+const FLOOD_JOBS = Number(flags['flood-jobs']);
 const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
 if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS, FLOOD_PAYLOAD_BYTES ?? 1].every((n) => n > 0) || !(WORKERS >= 1)
-  || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS)) {
+  || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS) || !(FLOOD_READS === null || (Number.isInteger(FLOOD_READS) && FLOOD_READS >= 0))
+  || !(Number.isInteger(FLOOD_JOBS) && FLOOD_JOBS > 0)) {
   process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
     + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--flood-payload-bytes N] [--flood-receiver KIND] '
-    + '[--out DIR] [--env KEY=VALUE]...\n');
+    + '[--flood-reads N [--flood-jobs N]] [--out DIR] [--env KEY=VALUE]...\n');
   process.exit(2);
 }
 /** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged, and each --env. Every other setting keeps its default. */
@@ -194,7 +208,14 @@ try {
     const sender: Sender = { key: org.key, applicationId: app.id };
     return { sender, endpointIds };
   }
-  const flood = await tenant(floodOrg, 'flood', FANOUT, floodReceiver.port, FLOOD_RECEIVER);
+  const flood = await tenant(floodOrg, 'flood', FLOOD_READS === null ? FANOUT : 2, floodReceiver.port, FLOOD_RECEIVER);
+  if (FLOOD_READS !== null) {
+    const to = { orgId: floodOrg.orgId, applicationId: flood.sender.applicationId, endpointId: flood.endpointIds[0] as string };
+    for (let from = 1; from <= FLOOD_JOBS; from += 100_000) {
+      await insertJobs(db, to, { prefix: 'r', from, count: Math.min(100_000, FLOOD_JOBS - from + 1), status: 'succeeded' });
+    }
+    await db.query('vacuum analyze webhook_jobs, deliveries'); // as a table long in use: its pages all-visible
+  }
   if (FLOOD_PAYLOAD_BYTES !== null) flood.sender = { ...flood.sender, payload: { type: 'invoice.paid', filler: 'x'.repeat(FLOOD_PAYLOAD_BYTES) } };
   const light = await tenant(lightOrg, 'light', 1, lightReceiver.port);
 
@@ -240,11 +261,33 @@ try {
 
   floodReceiver.child.send('track');
   lightReceiver.child.send('track');
-  const [floodLoad, lightLoad] = await Promise.all([
-    steadyLoad(webPort, [flood.sender], FLOOD_RATE, SECONDS),
+  const [floodLoad, lightLoad, floodReads] = await Promise.all([
+    FLOOD_READS === null ? steadyLoad(webPort, [flood.sender], FLOOD_RATE, SECONDS) : steadyLoad(webPort, [flood.sender], 1, 0),
     sleep(LIGHT_DELAY * 1000).then(() => steadyLoad(webPort, [light.sender], LIGHT_RATE, SECONDS - LIGHT_DELAY)),
+    readLoad(FLOOD_READS ?? 0),
   ]);
   const loadEnded = Date.now();
+
+  /**
+   * A's reads: `clients` loops, each listing A's jobs filtered by its second endpoint (none
+   * match) until --seconds have passed; each answer's status and time.
+   */
+  async function readLoad(clients: number) {
+    const end = Date.now() + SECONDS * 1000;
+    const query = `/v1/webhook-jobs?application_id=${flood.sender.applicationId}&endpoint_id=${flood.endpointIds[1] ?? ''}&per_page=100`;
+    const codes: number[] = [];
+    const answerMs: number[] = [];
+    await Promise.all(Array.from({ length: clients }, async () => {
+      while (Date.now() < end) {
+        const sent = performance.now();
+        const code = await fetch(`http://127.0.0.1:${webPort}${query}`, { headers: { authorization: `Bearer ${floodOrg.key}` } })
+          .then(async (res) => { await res.arrayBuffer(); return res.status; }, () => 0);
+        answerMs.push(performance.now() - sent);
+        codes.push(code);
+      }
+    }));
+    return { clients, codes, answerMs };
+  }
 
   // ---- Drain: until A's backlog is gone, or --drain-timeout -------------------------------------
 
@@ -310,7 +353,7 @@ try {
     const codes: Record<number, number> = {};
     for (const code of load.codes) codes[code] = (codes[code] ?? 0) + 1;
     return {
-      jobs_asked: load.codes.length, jobs_created: load.ids.length, answers: codes,
+      jobs_asked: load.codes.length, jobs_created: load.ids.length, answers: codes, answer_ms: figures(load.answerMs),
       deliveries: deliveries.length, deliveries_expected: load.ids.length * endpoints, deliveries_attempted: attempted.length,
       requests_received: stats.count, jobs_never_arrived: load.ids.length - firsts.length,
       first_arrival_ms: figures(firsts),
@@ -318,7 +361,11 @@ try {
       first_arrival_by_second: [...bySecond.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => ({ second, ...figures(xs) })),
     };
   }
-  const floodFigures = await measure(floodOrg, floodLoad, floodArrivals, floodStats, FANOUT);
+  const floodFigures = await measure(floodOrg, floodLoad, floodArrivals, floodStats, FLOOD_READS === null ? FANOUT : 2);
+  const readCodes: Record<number, number> = {};
+  for (const code of floodReads.codes) readCodes[code] = (readCodes[code] ?? 0) + 1;
+  const readFigures = FLOOD_READS === null ? null
+    : { clients: FLOOD_READS, jobs: FLOOD_JOBS, requests: floodReads.codes.length, answers: readCodes, answer_ms: figures(floodReads.answerMs) };
   const lightFigures = await measure(lightOrg, lightLoad, lightArrivals, lightStats, 1);
   const loadEndSample = samples.find((s) => s.at >= loadEnded);
   const backlogFigures = {
@@ -332,38 +379,43 @@ try {
 
   const settings = {
     tree: TREE, commit, seconds: SECONDS, workers: WORKERS, fanout: FANOUT, flood_rate: FLOOD_RATE, light_rate: LIGHT_RATE,
-    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, flood_receiver: FLOOD_RECEIVER, role_settings: ROLE_ENV,
+    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, flood_receiver: FLOOD_RECEIVER, flood_reads: FLOOD_READS, role_settings: ROLE_ENV,
   };
   const { first_arrival_by_second: _f, ...floodShort } = floodFigures;
   const { first_arrival_by_second: _l, ...lightShort } = lightFigures;
-  const summary = { started_at: new Date(started).toISOString(), ...settings, flood: { ...floodShort, backlog: backlogFigures }, light: lightShort, exits };
+  const summary = { started_at: new Date(started).toISOString(), ...settings, flood: { ...floodShort, backlog: backlogFigures, reads: readFigures }, light: lightShort, exits };
   const report = {
     ...summary,
     latency_from: 'webhook_jobs.created_at (as the API answers it); first_arrival_ms: to the job\'s first request at the tenant\'s receiver; '
       + 'every_delivery_ms: to each delivery\'s first attempt start (delivery_attempts.attempted_at)',
     backlog_from: "pgboss.job, name = 'deliveries', state = 'created', start_after <= now(); due_light: those of B's pending deliveries, due_flood: the rest; "
       + 'due_behind: either tenant\'s at priority < 0; active: claimed',
-    flood: { ...floodFigures, backlog: backlogFigures, backlog_by_second: samples.map(({ at: _at, ...s }) => s) },
+    flood: { ...floodFigures, backlog: backlogFigures, reads: readFigures, backlog_by_second: samples.map(({ at: _at, ...s }) => s) },
     light: lightFigures,
   };
   await writeFile(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
-  const row = (name: string, f: typeof floodFigures) => `| ${name} | ${f.jobs_created} | ${f.deliveries_attempted} / ${f.deliveries_expected} | `
+  const row = (name: string, f: typeof floodFigures) => `| ${name} | ${f.jobs_created} | ${f.answer_ms.p50} / ${f.answer_ms.p99} / ${f.answer_ms.max} | ${f.deliveries_attempted} / ${f.deliveries_expected} | `
     + `${f.first_arrival_ms.p50} / ${f.first_arrival_ms.p90} / ${f.first_arrival_ms.p99} / ${f.first_arrival_ms.max} | `
     + `${f.every_delivery_ms.p50} / ${f.every_delivery_ms.p90} / ${f.every_delivery_ms.p99} / ${f.every_delivery_ms.max} |`;
   const md = [
     `# Fairness, ${summary.started_at}`,
     '',
     `Tree ${TREE}${commit ? ` (${commit})` : ''}; 1 web and ${WORKERS} worker process(es); ${SECONDS} s of load. `
-      + `A: ${FANOUT} endpoints${FLOOD_RECEIVER === null ? '' : ` answering as /b/${FLOOD_RECEIVER}`}, ${FLOOD_RATE} jobs/s; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at.`,
+      + (readFigures === null
+        ? `A: ${FANOUT} endpoints${FLOOD_RECEIVER === null ? '' : ` answering as /b/${FLOOD_RECEIVER}`}, ${FLOOD_RATE} jobs/s`
+        : `A: ${FLOOD_JOBS} succeeded jobs, ${FLOOD_READS} clients listing them filtered by an endpoint none has`)
+      + `; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at; POST answers from the send.`,
     '',
-    '| tenant | jobs created | deliveries attempted / expected | first arrival p50 / p90 / p99 / max | every delivery p50 / p90 / p99 / max |',
-    '| --- | ---: | ---: | ---: | ---: |',
+    '| tenant | jobs created | POST answer p50 / p99 / max | deliveries attempted / expected | first arrival p50 / p90 / p99 / max | every delivery p50 / p90 / p99 / max |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
     row('A (flood)', floodFigures),
     row('B (light)', lightFigures),
     '',
     `A's backlog (due messages): peak ${backlogFigures.peak}, ${backlogFigures.at_load_end ?? '?'} at the load's end, `
       + (backlogFigures.drain_seconds === null ? `not drained within ${DRAIN_TIMEOUT} s (${backlogFigures.left_at_timeout} left)` : `drained ${backlogFigures.drain_seconds} s after it`) + '.',
     `Job answers: A ${JSON.stringify(floodFigures.answers)}, B ${JSON.stringify(lightFigures.answers)}.${exits.length ? ` ${exits.join('; ')}.` : ''}`,
+    ...(readFigures === null ? [] : [`A's reads: ${readFigures.requests} answered ${JSON.stringify(readFigures.answers)}, `
+      + `p50 / p99 / max ${readFigures.answer_ms.p50} / ${readFigures.answer_ms.p99} / ${readFigures.answer_ms.max} ms.`]),
     '',
   ].join('\n');
   await writeFile(path.join(out, 'report.md'), md);
