@@ -44,6 +44,7 @@ const schema = z.object({
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),
   DATABASE_STATEMENT_TIMEOUT_MS: integer(1_000, 600_000).default(30_000),
+  HEAVY_READS_PER_ORGANIZATION: integer(1, 200).default(1),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
     const parts = value.split(',').map((p) => p.trim());
@@ -99,6 +100,8 @@ export type Config = Readonly<{
   databaseIdleTimeoutMs: number;
   /** PostgreSQL's statement_timeout for the process's pool: a request's statement cancelled past it answers 503. */
   databaseStatementTimeoutMs: number;
+  /** One organization's heavy reads (lists, summary, stats, recover's count) running at once in a process (src/db/heavy-reads.ts). */
+  heavyReadsPerOrganization: number;
   allowPrivateDestinations: boolean;
   retrySchedule: readonly number[];
   circuitBreakerThreshold: number;
@@ -158,6 +161,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
     databaseIdleTimeoutMs: c.DATABASE_IDLE_TIMEOUT_MS,
     databaseStatementTimeoutMs: c.DATABASE_STATEMENT_TIMEOUT_MS,
+    heavyReadsPerOrganization: c.HEAVY_READS_PER_ORGANIZATION,
     allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),
     circuitBreakerThreshold: c.CIRCUIT_BREAKER_THRESHOLD,

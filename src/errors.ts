@@ -71,6 +71,10 @@ export const serviceUnavailable = (
 export const statementCancelled = () => serviceUnavailable(
   `The database took too long to answer this request and its statement was cancelled; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
   + ' A list that reads many jobs answers faster with created_after and created_before.');
+/** A heavy read that waited out the acquire timeout behind its organization's own (src/db/heavy-reads.ts). */
+export const heavyReadsBusy = () => serviceUnavailable(
+  'This organization\'s earlier requests that read many rows (lists, the summary, stats, recover) are still running;'
+  + ` retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 /** SQLSTATEs of a transaction the database rolled back for a concurrent one: a deadlock, a serialization failure. */
 const CONFLICT_ROLLBACK_CODES = new Set(['40P01', '40001']);
 export const concurrentConflict = () => serviceUnavailable(

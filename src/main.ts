@@ -58,6 +58,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     const pool = await makePool(database.url, {
       maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs,
       idleTimeoutMs: config.databaseIdleTimeoutMs, statementTimeoutMs: config.databaseStatementTimeoutMs, logger,
+      heavyReadsPerOrganization: config.heavyReadsPerOrganization,
     });
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the

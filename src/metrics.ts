@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
+import { heavyReadWaits } from './db/heavy-reads.ts';
 import { poolAvailability, poolShareWaits } from './db/pool.ts';
 import type { Logger } from './logger.ts';
 import type { Queue } from './queue.ts';
@@ -134,6 +135,9 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
   totalCounter(registry, `${PREFIX}database_share_waits_total`,
     'Database calls of this process that waited for a connection because their organization\'s requests held its share of the pool (all but a fifth of DATABASE_POOL_SIZE).',
     () => poolShareWaits(deps.pool));
+  totalCounter(registry, `${PREFIX}heavy_read_waits_total`,
+    'Heavy reads of this process (lists, the summary, stats, the recover request\'s count) that waited because their organization already ran HEAVY_READS_PER_ORGANIZATION of them.',
+    () => heavyReadWaits(deps.pool));
   totalCounter(registry, `${PREFIX}queue_share_excess_total`,
     'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the queue\'s front (QUEUE_SHARE_PER_ORGANIZATION).',
     () => deps.queue?.fresh?.behind ?? 0);

@@ -2,6 +2,7 @@
 // `event_types` is read from the subscription rows (written by endpoint-event-types.ts).
 import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue } from 'slonik';
 import { z } from 'zod';
+import { heavyRead } from './heavy-reads.ts';
 import { limitOffset, newestFirstPage, type PageRequest } from './offset.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
 import { lockJobsOfDeliveries } from './webhook-jobs.ts';
@@ -100,13 +101,15 @@ export const RESTORE_WINDOW_DAYS = 30;
 export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string, page: PageRequest) {
   const restorable = sql.fragment`${ownedBy(tenant)} and application_id = ${applicationId}
     and deleted_at > now() - make_interval(days => ${RESTORE_WINDOW_DAYS})`;
-  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from endpoints where ${restorable}`);
-  const rows = await db.any(sql.type(deletedEndpointRow)`
-    select id, application_id, url, status, coalesce(deleted_event_types, '{}') as event_types, failure_count, created_at, deleted_at
-    from endpoints where ${restorable}
-    order by deleted_at desc, id desc ${limitOffset(page)}`);
-  return { rows, total };
+  return heavyRead(db, async () => {
+    const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+      select count(*)::int as total from endpoints where ${restorable}`);
+    const rows = await db.any(sql.type(deletedEndpointRow)`
+      select id, application_id, url, status, coalesce(deleted_event_types, '{}') as event_types, failure_count, created_at, deleted_at
+      from endpoints where ${restorable}
+      order by deleted_at desc, id desc ${limitOffset(page)}`);
+    return { rows, total };
+  });
 }
 
 const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted', 'deliveries_dropping']) });

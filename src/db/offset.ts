@@ -1,6 +1,7 @@
 // Offset pagination (decisions section 5): `page` from 1, `per_page` 1..100.
 import { sql, type CommonQueryMethods, type FragmentSqlToken, type ListSqlToken } from 'slonik';
 import { z } from 'zod';
+import { heavyRead } from './heavy-reads.ts';
 
 export type PageRequest = { page: number; perPage: number };
 
@@ -19,6 +20,7 @@ export function pagination({ page, perPage }: PageRequest, total: number) {
  * nor their per-row columns computed (an endpoint's subscriptions). `columns` name the table's
  * columns by its name (`endpoints.id`); `check` (the tenant's ownedBy) holds the page's rows
  * again where `where` found them by something else (docs/sql.md, "The lists and their indexes").
+ * The total counts every matching row: a heavy read (heavy-reads.ts).
  */
 export async function newestFirstPage<Row extends z.ZodType>(
   db: CommonQueryMethods, row: Row,
@@ -26,16 +28,18 @@ export async function newestFirstPage<Row extends z.ZodType>(
   page: PageRequest,
 ) {
   const table = sql.identifier([list.table]);
-  const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
-    select count(*)::int as total from ${table} where ${list.where}`);
-  const rows = await db.any(sql.type(row)`
-    with page as (
-      select id, created_at from ${table} where ${list.where}
-      order by created_at desc, id desc ${limitOffset(page)}
-    )
-    select ${list.columns}
-    from page join ${table} on ${table}.id = page.id
-    ${list.check ? sql.fragment`where ${list.check}` : sql.fragment``}
-    order by page.created_at desc, page.id desc`);
-  return { rows, total };
+  return heavyRead(db, async () => {
+    const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
+      select count(*)::int as total from ${table} where ${list.where}`);
+    const rows = await db.any(sql.type(row)`
+      with page as (
+        select id, created_at from ${table} where ${list.where}
+        order by created_at desc, id desc ${limitOffset(page)}
+      )
+      select ${list.columns}
+      from page join ${table} on ${table}.id = page.id
+      ${list.check ? sql.fragment`where ${list.check}` : sql.fragment``}
+      order by page.created_at desc, page.id desc`);
+    return { rows, total };
+  });
 }

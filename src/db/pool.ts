@@ -4,6 +4,7 @@
 import { createPool, SchemaValidationError, type DatabasePool, type Interceptor } from 'slonik';
 import type { Logger } from '../logger.ts';
 import { isDatabaseUnavailable, makeAvailability, type Availability } from './availability.ts';
+import { limitHeavyReads } from './heavy-reads.ts';
 import { findPrimary, isMultiHost, parseMultiHostUrl } from './multi-host.ts';
 import { guardPool, organizationShare } from './pool-guard.ts';
 import { parseTimestamptz } from './timestamps.ts';
@@ -36,6 +37,8 @@ export type PoolOptions = {
   acquireTimeoutMs?: number;
   /** How long an unused connection stays open (DATABASE_IDLE_TIMEOUT_MS). */
   idleTimeoutMs?: number;
+  /** One organization's heavy reads running at once (HEAVY_READS_PER_ORGANIZATION; heavy-reads.ts); absent: not limited. */
+  heavyReadsPerOrganization?: number;
   /** Where the availability changes are logged (once per change). */
   logger?: Logger;
   /** Called on each availability change (the metrics gauge). */
@@ -105,6 +108,20 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
   const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability, onShareWait });
   availabilities.set(guarded, availability);
   shareWaits.set(guarded, waits);
+  if (options.heavyReadsPerOrganization !== undefined) {
+    const perOrganization = options.heavyReadsPerOrganization;
+    let heavyLoggedAt = -Infinity;
+    limitHeavyReads(guarded, {
+      perOrganization, acquireTimeoutMs,
+      onWait: (organization) => {
+        const now = performance.now();
+        if (now - heavyLoggedAt < SHARE_LOG_INTERVAL_MS) return;
+        heavyLoggedAt = now;
+        options.logger?.warn({ org_id: organization, heavy_reads: perOrganization },
+          'an organization\'s heavy reads (lists, summary, stats, recover) wait for its earlier ones to end (logged at most once a minute)');
+      },
+    });
+  }
   return guarded;
 }
 

@@ -4,6 +4,7 @@
 // and jobs are never counted here (a job count per status is the `total` of a filtered job list).
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { heavyRead } from './heavy-reads.ts';
 import { ownedBy, type Tenant } from './tenant.ts';
 
 export const summaryRow = z.object({
@@ -14,8 +15,9 @@ export const summaryRow = z.object({
 });
 export type SummaryRow = z.infer<typeof summaryRow>;
 
+/** Counts of every live endpoint and open delivery of the tenant: a heavy read (heavy-reads.ts). */
 export async function readSummary(db: CommonQueryMethods, tenant: Tenant): Promise<SummaryRow> {
-  return db.one(sql.type(summaryRow)`
+  return heavyRead(db, () => db.one(sql.type(summaryRow)`
     with live as (
       select id, status, failure_count from endpoints where ${ownedBy(tenant)} and deleted_at is null
     ), open as (
@@ -35,5 +37,5 @@ export async function readSummary(db: CommonQueryMethods, tenant: Tenant): Promi
         'pending', coalesce((select n from open where status = 'pending'), 0),
         'in_flight', coalesce((select n from open where status = 'in_flight'), 0),
         'held', coalesce((select n from open where status = 'held'), 0)
-      ) as deliveries`);
+      ) as deliveries`));
 }

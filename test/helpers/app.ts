@@ -87,7 +87,10 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   });
   teardown.push(queue.stop);
   // A generous wait for a connection: the suite's bursts on a busy machine are not outages.
-  const pool = await makePool(databaseUrl, { maximumPoolSize: 10, acquireTimeoutMs: 30_000, statementTimeoutMs: config.databaseStatementTimeoutMs });
+  const pool = await makePool(databaseUrl, {
+    maximumPoolSize: 10, acquireTimeoutMs: 30_000, statementTimeoutMs: config.databaseStatementTimeoutMs,
+    heavyReadsPerOrganization: config.heavyReadsPerOrganization,
+  });
   teardown.push(() => pool.end());
   const metrics = makeMetrics({ pool, logger, queue }); // one registry per app, as per process: /metrics shows the worker's attempts too
   if (worker) {

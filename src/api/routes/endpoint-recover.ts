@@ -7,6 +7,7 @@ import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { findEndpoint } from '../../db/endpoints.ts';
+import { heavyRead } from '../../db/heavy-reads.ts';
 import { recordRecovery } from '../../db/recoveries.ts';
 import { notFound } from '../../errors.ts';
 import { isId } from '../../ids.ts';
@@ -54,10 +55,11 @@ export function makeEndpointRecoverRouter(pool: DatabasePool): Router {
     const tenant = authOf(res);
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(recoverBody, req.body);
-    const recorded = await pool.transaction(async (tx) => {
+    // Its count reads every failure of the range: a heavy read (src/db/heavy-reads.ts).
+    const recorded = await heavyRead(pool, () => pool.transaction(async (tx) => {
       const endpoint = await findEndpoint(tx, tenant, req.params.id);
       return endpoint ? recordRecovery(tx, endpoint.id, body.since, body.until ?? null) : null;
-    });
+    }));
     if (!recorded) throw notFound('Endpoint');
     res.status(202).json(toRecovering({ id: req.params.id, status: 'recovering', deliveries: recorded.deliveries }));
   });

@@ -1,0 +1,89 @@
+// Reads whose cost grows with a tenant's data: an offset list's total and page (jobs, endpoints,
+// applications, restorable endpoints), the summary's counts, the stats' sums and the recover
+// request's count. One organization's run at most `perOrganization` at a time in a process; its
+// further ones wait, in their turn, for one of its own to end (a 503 past the acquire timeout,
+// for it alone), holding no connection meanwhile. The share of the pool (pool-guard.ts) keeps
+// connections for the others but not the database's cores: with sixteen clients of one tenant
+// listing its million jobs by a filter none matched, another tenant's job creations were
+// answered in 68-111 ms at the median and 600-677 at the 99th percentile instead of 7 and 14;
+// one at a time, in 10-13 and 63-95 (bench:fairness --flood-reads, docs/operations.md). Calls
+// outside an organization's request (the worker, the upkeep) and calls through a transaction or
+// a connection (not the pool itself) are not limited.
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
+import { heavyReadsBusy } from '../errors.ts';
+import { RequestAbandonedError } from './availability.ts';
+import { currentRequestScope } from './request-scope.ts';
+
+type Waiter = { grant: () => void; fail: (error: Error) => void };
+type Limiter = {
+  perOrganization: number; acquireTimeoutMs: number;
+  /** Heavy reads running per organization (none listed: none running). */
+  running: Map<string, number>;
+  /** Each organization's waiting reads, first come first served. */
+  waiting: Map<string, Waiter[]>;
+  waits: number;
+  onWait?: (organization: string) => void;
+};
+
+const limiters = new WeakMap<object, Limiter>();
+/** Set inside a heavy read: a heavy read it makes runs at once (one turn per read, never two). */
+const inside = new AsyncLocalStorage<true>();
+
+export type HeavyReadOptions = { perOrganization: number; acquireTimeoutMs: number; onWait?: (organization: string) => void };
+
+/** Limits the heavy reads made through `pool` (the guarded pool the routes are given). */
+export function limitHeavyReads(pool: DatabasePool, options: HeavyReadOptions): void {
+  limiters.set(pool, { ...options, running: new Map(), waiting: new Map(), waits: 0 });
+}
+
+/** Heavy reads through `pool` that waited for their organization's turn. */
+export function heavyReadWaits(pool: DatabasePool): number {
+  return limiters.get(pool)?.waits ?? 0;
+}
+
+/** `read` (its database calls through `db`), in its organization's turn when `db` is a limited pool. */
+export async function heavyRead<T>(db: CommonQueryMethods, read: () => Promise<T>): Promise<T> {
+  const limiter = limiters.get(db);
+  const scope = currentRequestScope();
+  const organization = scope?.organization;
+  if (limiter === undefined || organization === undefined || inside.getStore()) return read();
+  const running = limiter.running.get(organization) ?? 0;
+  if (running < limiter.perOrganization) {
+    limiter.running.set(organization, running + 1);
+  } else {
+    if (scope?.aborted) throw new RequestAbandonedError();
+    limiter.waits += 1;
+    limiter.onWait?.(organization);
+    await new Promise<void>((resolve, reject) => {
+      const queue = limiter.waiting.get(organization) ?? [];
+      limiter.waiting.set(organization, queue);
+      const leave = () => {
+        clearTimeout(timer);
+        stopListening?.();
+        const index = queue.indexOf(waiter);
+        if (index >= 0) queue.splice(index, 1);
+        if (queue.length === 0 && limiter.waiting.get(organization) === queue) limiter.waiting.delete(organization);
+      };
+      const waiter: Waiter = {
+        grant: () => { leave(); resolve(); }, // the turn passes from the read that ended: running stays as it is
+        fail: (error) => { leave(); reject(error); },
+      };
+      const timer = setTimeout(() => waiter.fail(heavyReadsBusy()), limiter.acquireTimeoutMs);
+      const stopListening = scope?.onAbort(() => waiter.fail(new RequestAbandonedError()));
+      queue.push(waiter);
+    });
+  }
+  try {
+    return await inside.run(true, read);
+  } finally {
+    const next = limiter.waiting.get(organization)?.[0];
+    if (next) {
+      next.grant();
+    } else {
+      const count = (limiter.running.get(organization) ?? 1) - 1;
+      if (count > 0) limiter.running.set(organization, count);
+      else limiter.running.delete(organization);
+    }
+  }
+}

@@ -1,0 +1,120 @@
+// One organization's heavy reads (lists with their totals, the summary, stats, the recover
+// request's count) run at most HEAVY_READS_PER_ORGANIZATION (1) at a time in a process; the rest
+// wait, in their turn, holding no connection, while other organizations' reads and the
+// organization's own light requests go on. Before, sixteen clients of one tenant listing a million
+// jobs took eight connections' worth of the database's cores, and another tenant's job creations
+// were answered in 111 ms at the median instead of 7 (bench:fairness --flood-reads). The app's
+// part is shown with a table lock this test holds (nothing depends on timing); the limiter's
+// own rules (its deadline, an abandoned request, the order of turns, a heavy read inside
+// another) with the limiter alone.
+import test from 'ava';
+import type { DatabasePool } from 'slonik';
+import { heavyRead, heavyReadWaits, limitHeavyReads } from '../src/db/heavy-reads.ts';
+import { RequestScope, requestScope } from '../src/db/request-scope.ts';
+import { AppError } from '../src/errors.ts';
+import { startTestApp } from './helpers/app.ts';
+import { createApplication } from './helpers/fixtures.ts';
+import { scrape, valueOf } from './helpers/metrics.ts';
+import { session, waitingOn } from './helpers/sessions.ts';
+import { until } from './helpers/until.ts';
+
+const app = startTestApp();
+
+test.serial('an organization\'s second heavy read waits for its first; other organizations\' reads and its light requests do not', async (t) => {
+  const hog = await app.createOrg();
+  const other = await app.createOrg();
+  const hogApp = await createApplication({ on: app, key: hog.key });
+  await createApplication({ on: app, key: other.key }, { name: 'Other' });
+  const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
+  const before = await waits();
+
+  // The hog's job list waits on a lock this test holds: its heavy read has begun, and holds the turn.
+  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
+  await locker.query('begin');
+  await locker.query('lock table webhook_jobs in access exclusive mode');
+  const jobs = app.request('GET', `/v1/webhook-jobs?application_id=${hogApp.id}`, { key: hog.key });
+  await waitingOn(watcher, 'webhook_jobs');
+
+  // Its endpoint list (no lock stands in its way) waits for that turn.
+  let endpointsAnswered = false;
+  const endpoints = app.request('GET', `/v1/endpoints?application_id=${hogApp.id}`, { key: hog.key })
+    .finally(() => { endpointsAnswered = true; });
+  await until('the hog\'s endpoint list waiting for its turn', async () => (await waits()) === before + 1);
+
+  // Meanwhile another organization's list, and the hog's own read of one application, are answered.
+  const otherList = await app.request('GET', '/v1/applications', { key: other.key });
+  t.is(otherList.status, 200, JSON.stringify(otherList.body));
+  t.deepEqual(otherList.body.data.map((a: { name: string }) => a.name), ['Other']);
+  const one = await app.request('GET', `/v1/applications/${hogApp.id}`, { key: hog.key });
+  t.is(one.status, 200);
+  t.false(endpointsAnswered, 'the hog\'s second heavy read still waits for its first');
+
+  await locker.query('commit');
+  t.deepEqual([(await jobs).status, (await endpoints).status], [200, 200], 'both answered in their turn');
+  t.is(await waits(), before + 1);
+});
+
+/** The limiter alone on a stand-in pool: `run` calls `work` as a request of `organization` (abandoned when `scope.abort()`). */
+function limiter(perOrganization: number, acquireTimeoutMs: number) {
+  const pool = {} as DatabasePool;
+  limitHeavyReads(pool, { perOrganization, acquireTimeoutMs });
+  const run = <T>(organization: string, work: () => Promise<T>, scope = new RequestScope()) => {
+    scope.organization = organization;
+    return requestScope.run(scope, () => heavyRead(pool, work));
+  };
+  return { pool, run };
+}
+
+/** A read that ends when told. */
+function held() {
+  let end!: () => void;
+  const ended = new Promise<void>((resolve) => { end = resolve; });
+  return { end, work: () => ended };
+}
+
+test('turns pass in the order the reads came, one organization\'s never to another\'s', async (t) => {
+  const { pool, run } = limiter(1, 30_000);
+  const order: string[] = [];
+  const first = held();
+  const a1 = run('org_a', async () => { await first.work(); order.push('a1'); });
+  const a2 = run('org_a', async () => { order.push('a2'); });
+  const a3 = run('org_a', async () => { order.push('a3'); });
+  await run('org_b', async () => { order.push('b1'); });
+  t.deepEqual(order, ['b1'], 'another organization\'s read ran at once');
+  t.is(heavyReadWaits(pool), 2);
+  first.end();
+  await Promise.all([a1, a2, a3]);
+  t.deepEqual(order, ['b1', 'a1', 'a2', 'a3']);
+});
+
+test('a heavy read made inside another runs at once (one turn per read)', async (t) => {
+  const { pool, run } = limiter(1, 30_000);
+  t.is(await run('org_a', () => heavyRead(pool, async () => 'inner')), 'inner');
+  t.is(heavyReadWaits(pool), 0);
+});
+
+test('a read that waits past the acquire timeout is a 503 naming the cause; the turn is free again once the running read ends', async (t) => {
+  const { run } = limiter(1, 50);
+  const first = held();
+  const running = run('org_a', first.work);
+  const late = await t.throwsAsync(run('org_a', async () => 'never'), { instanceOf: AppError });
+  t.is(late?.status, 503);
+  t.regex(late?.message ?? '', /earlier requests that read many rows .* are still running/);
+  first.end();
+  await running;
+  t.is(await run('org_a', async () => 'next'), 'next', 'the turn is free again');
+});
+
+test('an abandoned request stops waiting and its read never runs', async (t) => {
+  const { run } = limiter(1, 30_000);
+  const first = held();
+  const running = run('org_a', first.work);
+  const scope = new RequestScope();
+  let ran = false;
+  const abandoned = run('org_a', async () => { ran = true; }, scope);
+  scope.abort();
+  await t.throwsAsync(abandoned);
+  first.end();
+  await running;
+  t.false(ran);
+});
