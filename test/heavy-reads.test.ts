@@ -13,7 +13,7 @@ import { heavyRead, heavyReadWaits, limitHeavyReads } from '../src/db/heavy-read
 import { RequestScope, requestScope } from '../src/db/request-scope.ts';
 import { AppError } from '../src/errors.ts';
 import { startTestApp } from './helpers/app.ts';
-import { createApplication } from './helpers/fixtures.ts';
+import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
 import { scrape, valueOf } from './helpers/metrics.ts';
 import { session, waitingOn } from './helpers/sessions.ts';
 import { until } from './helpers/until.ts';
@@ -52,6 +52,43 @@ test.serial('an organization\'s second heavy read waits for its first; other org
   await locker.query('commit');
   t.deepEqual([(await jobs).status, (await endpoints).status], [200, 200], 'both answered in their turn');
   t.is(await waits(), before + 1);
+});
+
+test.serial('every heavy read waits its turn: the lists, the summary, the stats, an event type search, the recover request', async (t) => {
+  const hog = await app.createOrg();
+  const hogApp = await createApplication({ on: app, key: hog.key });
+  await createEventType({ on: app, key: hog.key }, 'order.created');
+  const endpoint = await createEndpoint({ on: app, key: hog.key, t }, { application_id: hogApp.id, event_types: ['order.created'] });
+  const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
+  const before = await waits();
+  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
+  await locker.query('begin');
+  await locker.query('lock table webhook_jobs in access exclusive mode');
+  const jobs = app.request('GET', `/v1/webhook-jobs?application_id=${hogApp.id}`, { key: hog.key });
+  await waitingOn(watcher, 'webhook_jobs');
+
+  const since = new Date(Date.now() - 3600_000).toISOString();
+  const heavy: Array<[string, string, unknown?]> = [
+    ['GET', '/v1/applications'],
+    ['GET', '/v1/applications?search=none'],
+    ['GET', `/v1/endpoints?application_id=${hogApp.id}&deleted=true`],
+    ['GET', '/v1/summary'],
+    ['GET', '/v1/stats'],
+    ['GET', `/v1/endpoints/${endpoint.id}/stats`],
+    ['GET', '/v1/event-types?search=order'],
+    ['POST', `/v1/endpoints/${endpoint.id}/recover`, { since }],
+  ];
+  const answered: string[] = [];
+  const requests = heavy.map(([method, path, body]) =>
+    app.request(method, path, { key: hog.key, ...(body === undefined ? {} : { body }) }).finally(() => answered.push(path)));
+  await until('each heavy read waiting for its turn', async () => (await waits()) === before + heavy.length);
+  // A light read of the same organization (an event type list without a search) is answered meanwhile.
+  t.is((await app.request('GET', '/v1/event-types', { key: hog.key })).status, 200);
+  t.deepEqual(answered, []);
+
+  await locker.query('commit');
+  t.is((await jobs).status, 200);
+  t.deepEqual((await Promise.all(requests)).map((r) => r.status), heavy.map(([method]) => (method === 'POST' ? 202 : 200)));
 });
 
 /** The limiter alone on a stand-in pool: `run` calls `work` as a request of `organization` (abandoned when `scope.abort()`). */

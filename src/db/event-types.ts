@@ -3,6 +3,7 @@ import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue
 import { z } from 'zod';
 import { deleteSubscriptionsTo, hasSubscribers } from './endpoint-event-types.ts';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
+import { heavyRead } from './heavy-reads.ts';
 import { containing, inEnvironment, type Tenant } from './tenant.ts';
 
 export const eventTypeRow = z.object({
@@ -50,7 +51,7 @@ export async function listEventTypes(
   tenant: Tenant,
   options: { limit: number; cursor: Cursor | null; search: string | undefined },
 ) {
-  const rows = await db.any(sql.type(eventTypeRow.extend({ cursor_at: z.string() }))`
+  const read = () => db.any(sql.type(eventTypeRow.extend({ cursor_at: z.string() }))`
     select ${columns}, ${cursorAtColumn}
     from event_types
     where ${inEnvironment(tenant)}
@@ -58,6 +59,8 @@ export async function listEventTypes(
       ${afterCursor(options.cursor)}
     order by created_at desc, id desc
     limit ${options.limit + 1}`);
+  // A search that matches few reads every event type of the tenant: a heavy read (heavy-reads.ts).
+  const rows = await (options.search === undefined ? read() : heavyRead(db, read));
   return cursorPage(rows, options.limit);
 }
 
