@@ -7,7 +7,7 @@
 // part is shown with a table lock this test holds (nothing depends on timing); the limiter's
 // own rules (its deadline, an abandoned request, the order of turns, a heavy read inside
 // another) with the limiter alone.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import type { DatabasePool } from 'slonik';
 import { heavyRead, heavyReadWaits, limitHeavyReads } from '../src/db/heavy-reads.ts';
 import { RequestScope, requestScope } from '../src/db/request-scope.ts';
@@ -20,20 +20,29 @@ import { until } from './helpers/until.ts';
 
 const app = startTestApp();
 
+const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
+
+/**
+ * The organization's job list of `applicationId`, held on a lock of webhook_jobs this test takes:
+ * once it waits there, its heavy read has begun and holds the organization's turn. `release`
+ * lets it go on; `jobs` is its answer.
+ */
+async function holdTurn(t: ExecutionContext, key: string, applicationId: string) {
+  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
+  await locker.query('begin');
+  await locker.query('lock table webhook_jobs in access exclusive mode');
+  const jobs = app.request('GET', `/v1/webhook-jobs?application_id=${applicationId}`, { key });
+  await waitingOn(watcher, 'webhook_jobs');
+  return { jobs, release: () => locker.query('commit') };
+}
+
 test.serial('an organization\'s second heavy read waits for its first; other organizations\' reads and its light requests do not', async (t) => {
   const hog = await app.createOrg();
   const other = await app.createOrg();
   const hogApp = await createApplication({ on: app, key: hog.key });
   await createApplication({ on: app, key: other.key }, { name: 'Other' });
-  const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
   const before = await waits();
-
-  // The hog's job list waits on a lock this test holds: its heavy read has begun, and holds the turn.
-  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
-  await locker.query('begin');
-  await locker.query('lock table webhook_jobs in access exclusive mode');
-  const jobs = app.request('GET', `/v1/webhook-jobs?application_id=${hogApp.id}`, { key: hog.key });
-  await waitingOn(watcher, 'webhook_jobs');
+  const { jobs, release } = await holdTurn(t, hog.key, hogApp.id);
 
   // Its endpoint list (no lock stands in its way) waits for that turn.
   let endpointsAnswered = false;
@@ -49,7 +58,7 @@ test.serial('an organization\'s second heavy read waits for its first; other org
   t.is(one.status, 200);
   t.false(endpointsAnswered, 'the hog\'s second heavy read still waits for its first');
 
-  await locker.query('commit');
+  await release();
   t.deepEqual([(await jobs).status, (await endpoints).status], [200, 200], 'both answered in their turn');
   t.is(await waits(), before + 1);
 });
@@ -59,13 +68,8 @@ test.serial('every heavy read waits its turn: the lists, the summary, the stats,
   const hogApp = await createApplication({ on: app, key: hog.key });
   await createEventType({ on: app, key: hog.key }, 'order.created');
   const endpoint = await createEndpoint({ on: app, key: hog.key, t }, { application_id: hogApp.id, event_types: ['order.created'] });
-  const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
   const before = await waits();
-  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
-  await locker.query('begin');
-  await locker.query('lock table webhook_jobs in access exclusive mode');
-  const jobs = app.request('GET', `/v1/webhook-jobs?application_id=${hogApp.id}`, { key: hog.key });
-  await waitingOn(watcher, 'webhook_jobs');
+  const { jobs, release } = await holdTurn(t, hog.key, hogApp.id);
 
   const since = new Date(Date.now() - 3600_000).toISOString();
   const heavy: Array<[string, string, unknown?]> = [
@@ -86,7 +90,7 @@ test.serial('every heavy read waits its turn: the lists, the summary, the stats,
   t.is((await app.request('GET', '/v1/event-types', { key: hog.key })).status, 200);
   t.deepEqual(answered, []);
 
-  await locker.query('commit');
+  await release();
   t.is((await jobs).status, 200);
   t.deepEqual((await Promise.all(requests)).map((r) => r.status), heavy.map(([method]) => (method === 'POST' ? 202 : 200)));
 });
