@@ -18,6 +18,9 @@
 //   of the application, for the page and for the total). What a tenant's heavy reads take from
 //   the others: the web's connections (an organization holds at most its share of them) and the
 //   database's cores. `--flood-reads 0` writes the same jobs and reads nothing, for comparison.
+//   With --flood-retries N, the same jobs, and N clients retry them, each request the next job
+//   (POST /v1/webhook-jobs/{id}/retry): each retry queues the job's delivery again, to A's
+//   receiver. What retries, which no job creation limit counts, take from the others.
 // - B, "light": one application with one endpoint, jobs at --light-rate per second from
 //   --light-delay seconds after A's start until A stops (so A's backlog already exists).
 // Each tenant's endpoints point at a receiver of its own (bench/receiver.ts, in a process of its
@@ -71,7 +74,9 @@ const { values: flags } = parseArgs({
     'flood-receiver': { type: 'string' },
     /** A reads instead of creating jobs: this many clients list its jobs, one request after another (absent: A creates jobs). */
     'flood-reads': { type: 'string' },
-    /** With --flood-reads: the succeeded jobs A's application holds. */
+    /** A retries its jobs instead of creating them: this many clients, one request after another. */
+    'flood-retries': { type: 'string' },
+    /** With --flood-reads or --flood-retries: the succeeded jobs A's application holds. */
     'flood-jobs': { type: 'string', default: '1000000' },
     out: { type: 'string' },
     /** A setting for both roles, KEY=VALUE (repeatable): e.g. QUEUE_SHARE_PER_ORGANIZATION=200. */
@@ -91,14 +96,19 @@ const ENDPOINT_RPS = Number(flags['endpoint-rps']);
 const FLOOD_PAYLOAD_BYTES = flags['flood-payload-bytes'] === undefined ? null : Number(flags['flood-payload-bytes']);
 const FLOOD_RECEIVER = flags['flood-receiver'] ?? null;
 const FLOOD_READS = flags['flood-reads'] === undefined ? null : Number(flags['flood-reads']);
+const FLOOD_RETRIES = flags['flood-retries'] === undefined ? null : Number(flags['flood-retries']);
+/** What A's clients send instead of creating jobs, and how many of them (null: A creates jobs). */
+const FLOOD_REQUESTS = FLOOD_READS !== null ? { kind: 'reads' as const, clients: FLOOD_READS }
+  : FLOOD_RETRIES !== null ? { kind: 'retries' as const, clients: FLOOD_RETRIES } : null;
 const FLOOD_JOBS = Number(flags['flood-jobs']);
 const EVENT_TYPE = 'invoice.paid'; // what jobPost (bench/workload.ts) sends
 if (![SECONDS, FANOUT, FLOOD_RATE, LIGHT_RATE, DRAIN_TIMEOUT, ENDPOINT_RPS, FLOOD_PAYLOAD_BYTES ?? 1].every((n) => n > 0) || !(WORKERS >= 1)
-  || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS) || !(FLOOD_READS === null || (Number.isInteger(FLOOD_READS) && FLOOD_READS >= 0))
+  || !(LIGHT_DELAY >= 0 && LIGHT_DELAY < SECONDS) || !(FLOOD_READS === null || FLOOD_RETRIES === null)
+  || !(FLOOD_REQUESTS === null || (Number.isInteger(FLOOD_REQUESTS.clients) && FLOOD_REQUESTS.clients >= 0))
   || !(Number.isInteger(FLOOD_JOBS) && FLOOD_JOBS > 0)) {
   process.stderr.write('usage: npm run bench:fairness -- [--tree DIR] [--seconds N (> --light-delay)] [--workers N] [--fanout N] '
     + '[--flood-rate N] [--light-rate N] [--light-delay N] [--drain-timeout N] [--endpoint-rps N] [--flood-payload-bytes N] [--flood-receiver KIND] '
-    + '[--flood-reads N [--flood-jobs N]] [--out DIR] [--env KEY=VALUE]...\n');
+    + '[--flood-reads N | --flood-retries N [--flood-jobs N]] [--out DIR] [--env KEY=VALUE]...\n');
   process.exit(2);
 }
 /** What both roles run with besides their npm script's settings: local receivers allowed, warnings and worse logged, and each --env. Every other setting keeps its default. */
@@ -208,8 +218,8 @@ try {
     const sender: Sender = { key: org.key, applicationId: app.id };
     return { sender, endpointIds };
   }
-  const flood = await tenant(floodOrg, 'flood', FLOOD_READS === null ? FANOUT : 2, floodReceiver.port, FLOOD_RECEIVER);
-  if (FLOOD_READS !== null) {
+  const flood = await tenant(floodOrg, 'flood', FLOOD_REQUESTS === null ? FANOUT : 2, floodReceiver.port, FLOOD_RECEIVER);
+  if (FLOOD_REQUESTS !== null) {
     const to = { orgId: floodOrg.orgId, applicationId: flood.sender.applicationId, endpointId: flood.endpointIds[0] as string };
     for (let from = 1; from <= FLOOD_JOBS; from += 100_000) {
       await insertJobs(db, to, { prefix: 'r', from, count: Math.min(100_000, FLOOD_JOBS - from + 1), status: 'succeeded' });
@@ -261,26 +271,32 @@ try {
 
   floodReceiver.child.send('track');
   lightReceiver.child.send('track');
-  const [floodLoad, lightLoad, floodReads] = await Promise.all([
-    FLOOD_READS === null ? steadyLoad(webPort, [flood.sender], FLOOD_RATE, SECONDS) : steadyLoad(webPort, [flood.sender], 1, 0),
+  const [floodLoad, lightLoad, floodRequests] = await Promise.all([
+    FLOOD_REQUESTS === null ? steadyLoad(webPort, [flood.sender], FLOOD_RATE, SECONDS) : steadyLoad(webPort, [flood.sender], 1, 0),
     sleep(LIGHT_DELAY * 1000).then(() => steadyLoad(webPort, [light.sender], LIGHT_RATE, SECONDS - LIGHT_DELAY)),
-    readLoad(FLOOD_READS ?? 0),
+    requestLoad(FLOOD_REQUESTS?.clients ?? 0),
   ]);
   const loadEnded = Date.now();
 
   /**
-   * A's reads: `clients` loops, each listing A's jobs filtered by its second endpoint (none
-   * match) until --seconds have passed; each answer's status and time.
+   * A's requests: `clients` loops, one request after another until --seconds have passed, each
+   * listing A's jobs filtered by its second endpoint (none match), or retrying the next of A's
+   * jobs (ids job_r<n>, as insertJobs writes them); each answer's status and time.
    */
-  async function readLoad(clients: number) {
+  async function requestLoad(clients: number) {
     const end = Date.now() + SECONDS * 1000;
-    const query = `/v1/webhook-jobs?application_id=${flood.sender.applicationId}&endpoint_id=${flood.endpointIds[1] ?? ''}&per_page=100`;
+    const list = `/v1/webhook-jobs?application_id=${flood.sender.applicationId}&endpoint_id=${flood.endpointIds[1] ?? ''}&per_page=100`;
+    let job = 0;
+    const next = () => (FLOOD_REQUESTS?.kind === 'retries'
+      ? { method: 'POST', path: `/v1/webhook-jobs/job_r${String(job++ % FLOOD_JOBS + 1).padStart(26, '0')}/retry` }
+      : { method: 'GET', path: list });
     const codes: number[] = [];
     const answerMs: number[] = [];
     await Promise.all(Array.from({ length: clients }, async () => {
       while (Date.now() < end) {
+        const { method, path: route } = next();
         const sent = performance.now();
-        const code = await fetch(`http://127.0.0.1:${webPort}${query}`, { headers: { authorization: `Bearer ${floodOrg.key}` } })
+        const code = await fetch(`http://127.0.0.1:${webPort}${route}`, { method, headers: { authorization: `Bearer ${floodOrg.key}` } })
           .then(async (res) => { await res.arrayBuffer(); return res.status; }, () => 0);
         answerMs.push(performance.now() - sent);
         codes.push(code);
@@ -361,11 +377,13 @@ try {
       first_arrival_by_second: [...bySecond.entries()].sort(([a], [b]) => a - b).map(([second, xs]) => ({ second, ...figures(xs) })),
     };
   }
-  const floodFigures = await measure(floodOrg, floodLoad, floodArrivals, floodStats, FLOOD_READS === null ? FANOUT : 2);
-  const readCodes: Record<number, number> = {};
-  for (const code of floodReads.codes) readCodes[code] = (readCodes[code] ?? 0) + 1;
-  const readFigures = FLOOD_READS === null ? null
-    : { clients: FLOOD_READS, jobs: FLOOD_JOBS, requests: floodReads.codes.length, answers: readCodes, answer_ms: figures(floodReads.answerMs) };
+  const floodFigures = await measure(floodOrg, floodLoad, floodArrivals, floodStats, FLOOD_REQUESTS === null ? FANOUT : 2);
+  const requestCodes: Record<number, number> = {};
+  for (const code of floodRequests.codes) requestCodes[code] = (requestCodes[code] ?? 0) + 1;
+  const requestFigures = FLOOD_REQUESTS === null ? null : {
+    kind: FLOOD_REQUESTS.kind, clients: FLOOD_REQUESTS.clients, jobs: FLOOD_JOBS, requests: floodRequests.codes.length,
+    answers: requestCodes, answer_ms: figures(floodRequests.answerMs),
+  };
   const lightFigures = await measure(lightOrg, lightLoad, lightArrivals, lightStats, 1);
   const loadEndSample = samples.find((s) => s.at >= loadEnded);
   const backlogFigures = {
@@ -379,18 +397,18 @@ try {
 
   const settings = {
     tree: TREE, commit, seconds: SECONDS, workers: WORKERS, fanout: FANOUT, flood_rate: FLOOD_RATE, light_rate: LIGHT_RATE,
-    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, flood_receiver: FLOOD_RECEIVER, flood_reads: FLOOD_READS, role_settings: ROLE_ENV,
+    light_delay: LIGHT_DELAY, drain_timeout: DRAIN_TIMEOUT, endpoint_rps: ENDPOINT_RPS, flood_payload_bytes: FLOOD_PAYLOAD_BYTES, flood_receiver: FLOOD_RECEIVER, flood_reads: FLOOD_READS, flood_retries: FLOOD_RETRIES, role_settings: ROLE_ENV,
   };
   const { first_arrival_by_second: _f, ...floodShort } = floodFigures;
   const { first_arrival_by_second: _l, ...lightShort } = lightFigures;
-  const summary = { started_at: new Date(started).toISOString(), ...settings, flood: { ...floodShort, backlog: backlogFigures, reads: readFigures }, light: lightShort, exits };
+  const summary = { started_at: new Date(started).toISOString(), ...settings, flood: { ...floodShort, backlog: backlogFigures, requests: requestFigures }, light: lightShort, exits };
   const report = {
     ...summary,
     latency_from: 'webhook_jobs.created_at (as the API answers it); first_arrival_ms: to the job\'s first request at the tenant\'s receiver; '
       + 'every_delivery_ms: to each delivery\'s first attempt start (delivery_attempts.attempted_at)',
     backlog_from: "pgboss.job, name = 'deliveries', state = 'created', start_after <= now(); due_light: those of B's pending deliveries, due_flood: the rest; "
       + 'due_behind: either tenant\'s at priority < 0; active: claimed',
-    flood: { ...floodFigures, backlog: backlogFigures, reads: readFigures, backlog_by_second: samples.map(({ at: _at, ...s }) => s) },
+    flood: { ...floodFigures, backlog: backlogFigures, requests: requestFigures, backlog_by_second: samples.map(({ at: _at, ...s }) => s) },
     light: lightFigures,
   };
   await writeFile(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
@@ -401,9 +419,10 @@ try {
     `# Fairness, ${summary.started_at}`,
     '',
     `Tree ${TREE}${commit ? ` (${commit})` : ''}; 1 web and ${WORKERS} worker process(es); ${SECONDS} s of load. `
-      + (readFigures === null
+      + (requestFigures === null
         ? `A: ${FANOUT} endpoints${FLOOD_RECEIVER === null ? '' : ` answering as /b/${FLOOD_RECEIVER}`}, ${FLOOD_RATE} jobs/s`
-        : `A: ${FLOOD_JOBS} succeeded jobs, ${FLOOD_READS} clients listing them filtered by an endpoint none has`)
+        : `A: ${FLOOD_JOBS} succeeded jobs, ${requestFigures.clients} clients `
+          + (requestFigures.kind === 'reads' ? 'listing them filtered by an endpoint none has' : 'retrying them, one after another'))
       + `; B: 1 endpoint, ${LIGHT_RATE} jobs/s from ${LIGHT_DELAY} s. Latencies in ms from the job's created_at; POST answers from the send.`,
     '',
     '| tenant | jobs created | POST answer p50 / p99 / max | deliveries attempted / expected | first arrival p50 / p90 / p99 / max | every delivery p50 / p90 / p99 / max |',
@@ -414,8 +433,8 @@ try {
     `A's backlog (due messages): peak ${backlogFigures.peak}, ${backlogFigures.at_load_end ?? '?'} at the load's end, `
       + (backlogFigures.drain_seconds === null ? `not drained within ${DRAIN_TIMEOUT} s (${backlogFigures.left_at_timeout} left)` : `drained ${backlogFigures.drain_seconds} s after it`) + '.',
     `Job answers: A ${JSON.stringify(floodFigures.answers)}, B ${JSON.stringify(lightFigures.answers)}.${exits.length ? ` ${exits.join('; ')}.` : ''}`,
-    ...(readFigures === null ? [] : [`A's reads: ${readFigures.requests} answered ${JSON.stringify(readFigures.answers)}, `
-      + `p50 / p99 / max ${readFigures.answer_ms.p50} / ${readFigures.answer_ms.p99} / ${readFigures.answer_ms.max} ms.`]),
+    ...(requestFigures === null ? [] : [`A's ${requestFigures.kind}: ${requestFigures.requests} answered ${JSON.stringify(requestFigures.answers)}, `
+      + `p50 / p99 / max ${requestFigures.answer_ms.p50} / ${requestFigures.answer_ms.p99} / ${requestFigures.answer_ms.max} ms.`]),
     '',
   ].join('\n');
   await writeFile(path.join(out, 'report.md'), md);
