@@ -8,8 +8,10 @@
 // own rules (its deadline, an abandoned request, the order of turns, a heavy read inside
 // another) with the limiter alone.
 import test, { type ExecutionContext } from 'ava';
-import type { DatabasePool } from 'slonik';
+import { pino } from 'pino';
+import { sql, type DatabasePool } from 'slonik';
 import { heavyRead, heavyReadWaits, limitHeavyReads } from '../src/db/heavy-reads.ts';
+import { makePool } from '../src/db/pool.ts';
 import { RequestScope, requestScope } from '../src/db/request-scope.ts';
 import { AppError } from '../src/errors.ts';
 import { startTestApp } from './helpers/app.ts';
@@ -158,4 +160,25 @@ test('an abandoned request stops waiting and its read never runs', async (t) => 
   first.end();
   await running;
   t.false(ran);
+});
+
+test('a pool made with the setting logs the organization whose reads wait, at most once a minute', async (t) => {
+  const lines: Array<{ msg: string; org_id?: string; heavy_reads?: number }> = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  const pool = await makePool(app.databaseUrl, { maximumPoolSize: 2, heavyReadsPerOrganization: 1, logger });
+  t.teardown(() => pool.end());
+  const first = held();
+  const as = <T>(work: () => Promise<T>) => {
+    const scope = new RequestScope();
+    scope.organization = 'org_logged';
+    return requestScope.run(scope, () => heavyRead(pool, work));
+  };
+  const running = as(first.work);
+  const waiting = [as(async () => pool.oneFirst(sql.unsafe`select 1`)), as(async () => pool.oneFirst(sql.unsafe`select 2`))];
+  first.end();
+  t.deepEqual(await Promise.all([running, ...waiting]), [undefined, 1, 2]);
+  t.is(heavyReadWaits(pool), 2);
+  const logged = lines.filter((line) => line.msg.startsWith('an organization\'s heavy reads'));
+  t.is(logged.length, 1, 'two waits, one line');
+  t.like(logged[0], { org_id: 'org_logged', heavy_reads: 1 });
 });

@@ -1,8 +1,8 @@
 // Reads whose cost grows with a tenant's data: an offset list's total and page (jobs, endpoints,
 // applications, restorable endpoints), the summary's counts, the stats' sums, an event type
-// search and the recover request's count. One organization's run at most `perOrganization` at a time in a process; its
-// further ones wait, in their turn, for one of its own to end (a 503 past the acquire timeout,
-// for it alone), holding no connection meanwhile. The share of the pool (pool-guard.ts) keeps
+// search and the recover request's count. One organization's run at most `perOrganization` at a
+// time in a process; its further ones wait, in their turn, for one of its own to end (a 503 past
+// the acquire timeout, for it alone), holding no connection meanwhile. The share of the pool (pool-guard.ts) keeps
 // connections for the others but not the database's cores: with sixteen clients of one tenant
 // listing its million jobs by a filter none matched, another tenant's job creations were
 // answered in 68-111 ms at the median and 600-677 at the 99th percentile instead of 7 and 14;
