@@ -1,14 +1,15 @@
 // Reads whose cost grows with a tenant's data: an offset list's total and page (jobs, endpoints,
 // applications, restorable endpoints), the summary's counts, the stats' sums, an event type
-// search and the recover request's count. One organization's run at most `perOrganization` at a
+// search, the recover request's count and a retrieved job's attempt records past their first
+// 1,000 (src/api/routes/webhook-jobs.ts). One organization's run at most `perOrganization` at a
 // time in a process; its further ones wait, in their turn, for one of its own to end (a 503 past
-// the acquire timeout, for it alone), holding no connection meanwhile. The share of the pool (pool-guard.ts) keeps
-// connections for the others but not the database's cores: with sixteen clients of one tenant
-// listing its million jobs by a filter none matched, another tenant's job creations were
-// answered in 68-111 ms at the median and 600-677 at the 99th percentile instead of 7 and 14;
-// one at a time, in 10-13 and 63-95 (bench:fairness --flood-reads, docs/operations.md). Calls
-// outside an organization's request (the worker, the upkeep) and calls through a transaction or
-// a connection (not the pool itself) are not limited.
+// the acquire timeout, for it alone), holding no connection meanwhile. The share of the pool
+// (pool-guard.ts) keeps connections for the others but not the database's cores: with sixteen
+// clients of one tenant listing its million jobs by a filter none matched, another tenant's job
+// creations were answered in 68-111 ms at the median and 600-677 at the 99th percentile instead
+// of 7 and 14; one at a time, in 10-13 and 63-95 (bench:fairness --flood-reads,
+// docs/operations.md). Calls outside an organization's request (the worker, the upkeep) and
+// calls through a transaction or a connection (not the pool itself) are not limited.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { heavyReadsBusy } from '../errors.ts';

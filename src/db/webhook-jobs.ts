@@ -217,11 +217,30 @@ export async function lockJobsOfDeliveries(db: CommonQueryMethods, deliveries: F
     for no key update of j`);
 }
 
-/** The `deliveries` of a job: one record per attempt, oldest first. */
-export async function listJobAttempts(db: CommonQueryMethods, jobId: string) {
-  return db.any(sql.type(attemptRecordRow)`
-    select endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
-    from delivery_attempts where job_id = ${jobId} order by attempted_at, id`);
+/** Where a batch of a job's attempt records goes on from: the last one's attempted_at (to the microsecond) and id. */
+export type AttemptsAfter = { at: string; id: string };
+
+/**
+ * The `deliveries` of a job, one record per attempt, oldest first: up to `limit` of them after
+ * `after` (from the first when null), and where the next batch goes on from (null: none left)
+ * (index delivery_attempts_job_id_attempted_at_idx). In batches, so that a job of thousands of
+ * attempts (1,000 endpoints, 7 attempts each, 4 KB of answer each) is never held whole.
+ */
+export async function listJobAttempts(db: CommonQueryMethods, jobId: string, after: AttemptsAfter | null, limit: number) {
+  const rows = await db.any(sql.type(attemptRecordRow.extend({ cursor_at: z.string(), id: z.string() }))`
+    select id::text as id, to_char(attempted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at,
+           endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
+    from delivery_attempts
+    where job_id = ${jobId} ${after ? sql.fragment`and (attempted_at, id) > (${after.at}::timestamptz, ${after.id}::bigint)` : sql.fragment``}
+    order by attempted_at, id
+    limit ${limit + 1}`);
+  const batch = rows.slice(0, limit);
+  const last = batch[batch.length - 1];
+  return {
+    records: batch.map(({ cursor_at: _, id: __, ...record }) => record),
+    // The row past the batch only says there is a next one.
+    next: rows.length > limit && last ? { at: last.cursor_at, id: last.id } : null,
+  };
 }
 
 export type JobFilters = {

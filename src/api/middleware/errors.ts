@@ -2,6 +2,7 @@
 // unexpected errors become a bare 500 and are logged with the request id.
 import type { NextFunction, Request, Response } from 'express';
 import { StatementCancelledError, StatementTimeoutError } from 'slonik';
+import { RequestAbandonedError } from '../../db/availability.ts';
 import type { Logger } from '../../logger.ts';
 import { AppError, internalError, concurrentConflictCode, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
 
@@ -29,8 +30,17 @@ export function notFoundRoute(req: Request, _res: Response, next: NextFunction):
 }
 
 export function errorHandler(logger: Logger) {
-  return (error: unknown, req: Request, res: Response, next: NextFunction): void => {
-    if (res.headersSent) return next(error);
+  return (error: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    if (res.headersSent) {
+      // The answer had begun (a job's attempt records written as they are read): it cannot
+      // become an error answer. Its connection is closed, so the client sees it cut off.
+      if (!(error instanceof RequestAbandonedError)) {
+        logger.error({ err: error, request_id: res.locals.requestId, method: req.method, path: req.path },
+          'an error after the answer had begun: its connection is closed');
+      }
+      res.destroy();
+      return;
+    }
     let appError = error instanceof AppError ? error : null;
     // The router could not percent-decode a path segment: a malformed id (decisions section 2).
     if (error instanceof URIError) appError = notFound();
