@@ -65,7 +65,7 @@ test.serial('an organization\'s second heavy read waits for its first; other org
   t.is(await waits(), before + 1);
 });
 
-test.serial('every heavy read waits its turn: the lists, the summary, the stats, an event type search, the recover request', async (t) => {
+test.serial('every heavy read waits its turn: the lists, the summary, the stats, the searches, operational events by type, the recover request', async (t) => {
   const hog = await app.createOrg();
   const hogApp = await createApplication({ on: app, key: hog.key });
   await createEventType({ on: app, key: hog.key }, 'order.created');
@@ -82,14 +82,16 @@ test.serial('every heavy read waits its turn: the lists, the summary, the stats,
     ['GET', '/v1/stats'],
     ['GET', `/v1/endpoints/${endpoint.id}/stats`],
     ['GET', '/v1/event-types?search=order'],
+    ['GET', '/v1/operational-webhooks/events?type=delivery.exhausted'],
     ['POST', `/v1/endpoints/${endpoint.id}/recover`, { since }],
   ];
   const answered: string[] = [];
   const requests = heavy.map(([method, path, body]) =>
     app.request(method, path, { key: hog.key, ...(body === undefined ? {} : { body }) }).finally(() => answered.push(path)));
   await until('each heavy read waiting for its turn', async () => (await waits()) === before + heavy.length);
-  // A light read of the same organization (an event type list without a search) is answered meanwhile.
+  // Light reads of the same organization (the same lists without a search or a type) are answered meanwhile.
   t.is((await app.request('GET', '/v1/event-types', { key: hog.key })).status, 200);
+  t.is((await app.request('GET', '/v1/operational-webhooks/events', { key: hog.key })).status, 200);
   t.deepEqual(answered, []);
 
   await release();

@@ -4,6 +4,7 @@
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { afterCursor, cursorAtColumn, cursorPage, type Cursor } from './cursor.ts';
+import { heavyRead } from './heavy-reads.ts';
 import { inEnvironment, type Tenant } from './tenant.ts';
 
 export const OPERATIONAL_EVENT_TYPES = [
@@ -130,7 +131,7 @@ export type OperationalEventRow = z.infer<typeof operationalEventRow>;
  * of its delivery to every operational endpoint that subscribed to it when it was written.
  */
 export async function listOperationalEvents(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null; type?: OperationalEventType | undefined }) {
-  const rows = await db.any(sql.type(operationalEventRow.extend({ cursor_at: z.string() }))`
+  const read = () => db.any(sql.type(operationalEventRow.extend({ cursor_at: z.string() }))`
     select v.id, v.type, api_timestamp(v.created_at) as created_at, coalesce(v.body::jsonb -> 'data', '{}'::jsonb) as data,
            coalesce((select jsonb_agg(jsonb_build_object('endpoint_id', d.endpoint_id, 'status', d.status, 'attempt_count', d.attempt_count)
                                       order by d.id)
@@ -142,5 +143,8 @@ export async function listOperationalEvents(db: CommonQueryMethods, tenant: Tena
       ${options.cursor ? sql.fragment`and (v.created_at, v.id) < (${options.cursor.at}::timestamptz, ${options.cursor.id})` : sql.fragment``}
     order by v.created_at desc, v.id desc
     limit ${options.limit + 1}`);
+  // A type the tenant has few events of reads every event of the tenant's index (a million
+  // delivery.exhausted a day is possible): a heavy read (heavy-reads.ts).
+  const rows = await (options.type ? heavyRead(db, read) : read());
   return cursorPage(rows, options.limit);
 }
