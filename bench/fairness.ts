@@ -31,8 +31,9 @@
 // come from this repository. Organizations and keys are made by the tree's own admin CLI
 // (create-org); event types, applications and endpoints through the tree's HTTP API.
 //
-// Measured per tenant: jobs created, the POSTs' answer times, deliveries attempted, and two latencies from the job's
-// created_at (webhook_jobs.created_at, the value the API answers as created_at):
+// Measured per tenant: jobs created, the POSTs' answer times, deliveries attempted, and two
+// latencies from the job's created_at (webhook_jobs.created_at, the value the API answers as
+// created_at):
 // - first arrival: until the job's first request reaches the tenant's receiver (its clock; the
 //   receiver keeps the first arrival of each webhook-id, which is the job id). For B (one
 //   endpoint) that is every delivery; for A it is the first of the job's --fanout deliveries.
