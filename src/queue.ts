@@ -14,7 +14,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
 import type { QueueDb } from './db/multi-host.ts';
-import type { Logger } from './logger.ts';
+import { atMostEvery, type Logger } from './logger.ts';
 
 export const DELIVERY_QUEUE = 'deliveries';
 
@@ -289,15 +289,10 @@ export const QUEUE_MAINTENANCE_SECONDS = 1800;
 const ENQUEUE_CHUNK = 5000;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
-  let pastLoggedAt = -Infinity;
   const fresh = options.freshShare === undefined ? null : new FreshShare(options.freshShare, {
     // At most once a minute per process, as the worker's organization-share warning.
-    onPast: (orgId) => {
-      if (performance.now() - pastLoggedAt < 60_000) return;
-      pastLoggedAt = performance.now();
-      options.logger.warn({ org_id: orgId, share: options.freshShare },
-        'organization passed its share of the queue\'s front: the rest go behind other tenants\' fresh deliveries until it refills');
-    },
+    onPast: atMostEvery(60_000, (orgId: string) => options.logger.warn({ org_id: orgId, share: options.freshShare },
+      'organization passed its share of the queue\'s front: the rest go behind other tenants\' fresh deliveries until it refills')),
   });
   const heartbeatSeconds = options.heartbeatSeconds ?? null;
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2), heartbeatSeconds ?? 60));

@@ -2,7 +2,7 @@
 // the API edge as JSON-ready values (timestamps as ISO strings, counts as numbers). In front of
 // it a guard (pool-guard.ts) bounds the wait for a connection and tracks availability.
 import { createPool, SchemaValidationError, type DatabasePool, type Interceptor } from 'slonik';
-import type { Logger } from '../logger.ts';
+import { atMostEvery, type Logger } from '../logger.ts';
 import { isDatabaseUnavailable, makeAvailability, type Availability } from './availability.ts';
 import { limitHeavyReads } from './heavy-reads.ts';
 import { findPrimary, isMultiHost, parseMultiHostUrl } from './multi-host.ts';
@@ -96,30 +96,23 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
     : await create(databaseUrl);
   const availability = makeAvailability(options.logger, options.onAvailabilityChange);
   const waits = { count: 0 };
-  let loggedAt = -Infinity;
+  const warnShareWait = atMostEvery(SHARE_LOG_INTERVAL_MS, (organization: string) => options.logger?.warn(
+    { org_id: organization, share: organizationShare(maximumPoolSize) },
+    'an organization\'s requests wait for a database connection: they hold its share of the pool (logged at most once a minute)'));
   const onShareWait = (organization: string) => {
     waits.count += 1;
-    const now = performance.now();
-    if (now - loggedAt < SHARE_LOG_INTERVAL_MS) return;
-    loggedAt = now;
-    options.logger?.warn({ org_id: organization, share: organizationShare(maximumPoolSize) },
-      'an organization\'s requests wait for a database connection: they hold its share of the pool (logged at most once a minute)');
+    warnShareWait(organization);
   };
   const guarded = guardPool(pool, { permits: maximumPoolSize, acquireTimeoutMs, availability, onShareWait });
   availabilities.set(guarded, availability);
   shareWaits.set(guarded, waits);
   if (options.heavyReadsPerOrganization !== undefined) {
     const perOrganization = options.heavyReadsPerOrganization;
-    let heavyLoggedAt = -Infinity;
     limitHeavyReads(guarded, {
       perOrganization, acquireTimeoutMs,
-      onWait: (organization) => {
-        const now = performance.now();
-        if (now - heavyLoggedAt < SHARE_LOG_INTERVAL_MS) return;
-        heavyLoggedAt = now;
-        options.logger?.warn({ org_id: organization, heavy_reads: perOrganization },
-          'an organization\'s heavy reads (lists, summary, stats, recover) wait for its earlier ones to end (logged at most once a minute)');
-      },
+      onWait: atMostEvery(SHARE_LOG_INTERVAL_MS, (organization: string) => options.logger?.warn(
+        { org_id: organization, heavy_reads: perOrganization },
+        'an organization\'s heavy reads (lists, summary, stats, recover) wait for its earlier ones to end (logged at most once a minute)')),
     });
   }
   return guarded;
