@@ -14,7 +14,12 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { errorHandler } from '../../src/api/middleware/errors.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { scrape, valueOf } from '../helpers/metrics.ts';
+import { session, waitingOn } from '../helpers/sessions.ts';
+import { until } from '../helpers/until.ts';
 import { app } from './helpers.ts';
+
+const heavyReadWaits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
 
 /** A job of one endpoint whose delivery has `count` attempt records, written by SQL: 4 KB answers, each fourth in the millisecond of the one before. */
 async function jobWithAttempts(t: Parameters<typeof fixtures.createOrgWithApplication>[1], count: number) {
@@ -56,6 +61,36 @@ test('a job of one batch or fewer is answered whole, as before (with its Content
   t.is(res.status, 200);
   t.is(res.body.deliveries.length, 1000);
   t.not(res.headers.get('content-length'), null);
+});
+
+test.serial('a HEAD of a job past one batch sends a GET\'s headers at once: no further batch read, no heavy turn taken', async (t) => {
+  const { key, jobId } = await jobWithAttempts(t, 2345);
+  const url = `${app.baseUrl}/v1/webhook-jobs/${jobId}`;
+  const headers = { authorization: `Bearer ${key}` };
+  const get = await fetch(url, { headers });
+  await get.text();
+  // The organization's turn for heavy reads held by an event type search, on a lock of event_types this test takes.
+  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
+  await locker.query('begin');
+  await locker.query('lock table event_types in access exclusive mode');
+  t.teardown(() => locker.query('rollback').catch(() => {}));
+  const search = app.request('GET', '/v1/event-types?search=order', { key });
+  await waitingOn(watcher, 'event_types');
+  const waitsBefore = await heavyReadWaits();
+
+  // (HEAD is not an operation of the OpenAPI document, whose checks app.request makes.)
+  let head: { status: number; headers: Headers; body: string } | Error | undefined;
+  fetch(url, { method: 'HEAD', headers }).then(async (res) => ({ status: res.status, headers: res.headers, body: await res.text() }))
+    .then((res) => { head = res; }, (error: Error) => { head = error; });
+  await until('the HEAD answered, or waiting for the organization\'s turn',
+    async () => head !== undefined || (await heavyReadWaits()) > waitsBefore);
+  if (head === undefined || head instanceof Error) return t.fail(`not answered while another heavy read holds the turn: ${String(head)}`);
+  t.is(head.status, 200);
+  t.is(head.body, '');
+  for (const name of ['content-type', 'content-length', 'transfer-encoding']) t.is(head.headers.get(name), get.headers.get(name), name);
+
+  await locker.query('commit');
+  t.is((await search).status, 200);
 });
 
 test('a client that goes away in the middle of a long answer leaves the process answering others', async (t) => {

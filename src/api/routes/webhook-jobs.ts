@@ -165,6 +165,12 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
       res.json(body);
       return;
     }
+    if (req.method === 'HEAD') {
+      // The headers a GET would send (a streamed answer has no Content-Length), without reading
+      // the batches whose bytes Node would discard, nor taking the organization's heavy turn.
+      res.status(200).type('application/json').setHeader('transfer-encoding', 'chunked').end();
+      return;
+    }
     // More than a batch: the records are written as they are read, a batch at a time, in the
     // organization's turn for heavy reads (src/db/heavy-reads.ts): the web's CPU for 30,000
     // records is seconds.
