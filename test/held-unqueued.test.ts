@@ -16,6 +16,7 @@ import { runRecoveries } from '../src/worker/upkeep.ts';
 import { startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { scrape, valueOf } from './helpers/metrics.ts';
+import { ofItsRound } from './helpers/queue.ts';
 
 // A share of one: every delivery queued past the first of an organization counts as excess.
 const app = startTestApp({ QUEUE_SHARE_PER_ORGANIZATION: '1', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '1000' });
@@ -25,8 +26,7 @@ const deliveryRow = z.object({ endpoint_id: z.string(), status: z.string(), roun
 /** Each delivery of the job, by endpoint: its status, its round and how many queue messages it has of that round. */
 const deliveriesOf = async (jobId: string) => Object.fromEntries((await app.pool.any(sql.type(deliveryRow)`
   select d.endpoint_id, d.status, d.round,
-         (select count(*)::int from pgboss.job q where q.name = 'deliveries' and (q.data->>'deliveryId')::bigint = d.id
-            and (q.data->>'round')::int = d.round) as queued
+         (select count(*)::int from pgboss.job q where ${ofItsRound}) as queued
   from deliveries d where d.job_id = ${jobId}`)).map((d) => [d.endpoint_id, { status: d.status, round: d.round, queued: d.queued }]));
 
 /** A new organization's application with an active, a paused and a disabled endpoint, all subscribed to order.created. */

@@ -10,6 +10,7 @@ import { makeLogger } from '../../src/logger.ts';
 import { runRecoveries } from '../../src/worker/upkeep.ts';
 import { startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { ofItsRound } from '../helpers/queue.ts';
 
 const app = startTestApp();
 const logger = makeLogger('silent');
@@ -43,8 +44,7 @@ const deliveryRow = z.object({ job_id: z.string(), status: z.string(), round: z.
 /** Each delivery of these jobs, with its queue messages of its current round. */
 const deliveriesOf = (jobIds: readonly string[]) => app.pool.any(sql.type(deliveryRow)`
   select d.job_id, d.status, d.round, d.attempt_count,
-         (select count(*)::int from pgboss.job q where q.name = 'deliveries' and q.data->>'deliveryId' = d.id::text
-            and q.data->>'round' = d.round::text) as messages
+         (select count(*)::int from pgboss.job q where ${ofItsRound}) as messages
   from deliveries d where d.job_id = any(${sql.array(jobIds, 'text')}) order by d.job_id`);
 
 const recoveryRow = z.object({ deliveries: z.number(), recovered: z.number(), completed: z.boolean() });

@@ -12,6 +12,7 @@ import { makeLogger } from '../../src/logger.ts';
 import { runReleasesAndProbes } from '../../src/worker/upkeep.ts';
 import { startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { ofItsRound } from '../helpers/queue.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 const logger = makeLogger('silent');
@@ -45,8 +46,7 @@ const deliveryIds = async (jobIds: readonly string[]): Promise<number[]> => [...
 
 /** Each delivery of these jobs: its status and the priorities of its queue messages waiting to be fetched. */
 const queued = (jobIds: readonly string[]) => app.pool.any(sql.type(z.object({ status: z.string(), priorities: z.array(z.number()) }))`
-  select d.status, array(select q.priority from pgboss.job q where q.name = 'deliveries' and q.state = 'created'
-                          and (q.data->>'deliveryId')::bigint = d.id and (q.data->>'round')::int = d.round) as priorities
+  select d.status, array(select q.priority from pgboss.job q where ${ofItsRound} and q.state = 'created') as priorities
   from deliveries d where d.job_id = any(${sql.array(jobIds, 'text')}) order by d.id`);
 
 // A batch's messages share one created_on, so a fetch takes them in no particular order among themselves.
