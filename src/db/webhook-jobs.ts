@@ -231,8 +231,11 @@ export async function listJobAttempts(db: CommonQueryMethods, jobId: string, aft
     select id::text as id, to_char(attempted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at,
            endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
     from delivery_attempts
-    where job_id = ${jobId} ${after ? sql.fragment`and (attempted_at, id) > (${after.at}::timestamptz, ${after.id}::bigint)` : sql.fragment``}
-    order by attempted_at, id
+    where job_id = ${jobId} ${after ? sql.fragment`and (attempted_at, delivery_attempts.id) > (${after.at}::timestamptz, ${after.id}::bigint)` : sql.fragment``}
+    -- By the column, not the output's text "id" (which ORDER BY would take first): as text,
+    -- '1000' sorts before '999', and records of one millisecond came twice or not at all
+    -- around a batch's edge.
+    order by delivery_attempts.attempted_at, delivery_attempts.id
     limit ${limit + 1}`);
   const batch = rows.slice(0, limit);
   const last = batch[batch.length - 1];

@@ -55,6 +55,24 @@ test('a job of 2,345 attempt records: every one, oldest first, streamed (no Cont
   });
 });
 
+test('records of one millisecond whose ids pass from 10 to 11 digits at a batch\'s edge: each once, in id order', async (t) => {
+  const { key, appId } = await fixtures.createOrgWithApplication(app, t, ['order.created']);
+  const by = { t, on: app, key };
+  await fixtures.createEndpoint(by, { application_id: appId, event_types: ['order.created'] });
+  const job = await fixtures.createJob(by, { application_id: appId, event_type: 'order.created', payload: { n: 1 } });
+  // Ids 9,999,999,001 to 10,000,001,345: the first batch's last is 9,999,999,999 ('1…' sorts before '9…' as text).
+  await app.pool.query(sql.unsafe`
+    insert into delivery_attempts (id, delivery_id, job_id, endpoint_id, org_id, event_type, attempt, status_code, response_body,
+                                   latency_ms, attempted_at, success, error)
+    overriding system value
+    select 9999999000 + g, d.id, d.job_id, d.endpoint_id, d.org_id, 'order.created', g, 500, '', 10,
+           timestamptz '2026-11-30 00:00:00Z', false, 'http_status'
+    from deliveries d cross join generate_series(1, 2345) g where d.job_id = ${job.id}`);
+  const res = await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key });
+  t.is(res.status, 200);
+  t.deepEqual(res.body.deliveries.map((r: { attempt: number }) => r.attempt), Array.from({ length: 2345 }, (_, i) => i + 1));
+});
+
 test('a job of one batch or fewer is answered whole, as before (with its Content-Length)', async (t) => {
   const { key, jobId } = await jobWithAttempts(t, 1000);
   const res = await app.request('GET', `/v1/webhook-jobs/${jobId}`, { key });
