@@ -5,6 +5,12 @@
 // cannot store it) or an unpaired UTF-16 surrogate (a `\ud800` escape without its pair: jsonb
 // refuses it, text would keep U+FFFD in its place, and many receivers' JSON parsers fail on
 // it). Depth, U+0000 and surrogates are found by one pass over the raw bytes before parsing.
+// Two more things are refused after parsing, as the body would otherwise be stored other than
+// sent: a number beyond a double's range (`1e400` parses to Infinity, which passes a schema's
+// `minimum` and is stored and sent as null) and a key named `__proto__` (the API's validation
+// drops it, so a payload, metadata or headers lost it silently). The parsed body is walked for
+// them only when the same pass saw a number with an exponent or of more than 308 digits, a
+// `\u` escape of a character of `__proto__`, or those bytes.
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { payloadTooLarge, unsupportedMediaType, validationError } from '../../errors.ts';
 
@@ -47,15 +53,26 @@ const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
 const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
 const UNPAIRED = 'Strings in the request body must not contain an unpaired UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair).';
 
-/** Why these JSON bytes are refused before parsing, or null. Invalid JSON is left to the parser. */
-export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): string | null {
+/** What the raw pass saw that only the parsed value can tell: a number that may overflow, a `\u` escape that may spell `__proto__`. */
+export type JsonMarks = { longNumber: boolean; escape: boolean };
+
+/** The characters of `__proto__`: a `\u` escape of another (the non-ASCII text of many JSON encoders) spells no such key. */
+const PROTO_UNITS = new Set([...'_proto'].map((ch) => ch.charCodeAt(0)));
+
+/**
+ * Why these JSON bytes are refused before parsing, or null. Invalid JSON is left to the parser.
+ * `marks`, when given, is set for what the parsed value must be checked for (checkParsedJson).
+ */
+export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, marks?: JsonMarks): string | null {
   let depth = 0;
   let inString = false;
+  let digits = 0;
   for (let i = 0; i < bytes.length; i++) {
-    const c = bytes[i];
+    const c = bytes[i]!;
     if (inString) {
       if (c === BACKSLASH) {
         const unit = escapedUnit(bytes, i);
+        if (marks && PROTO_UNITS.has(unit)) marks.escape = true;
         if (unit === 0) return 'Strings in the request body must not contain the character U+0000.';
         if (isLowSurrogate(unit)) return UNPAIRED;
         if (isHighSurrogate(unit)) {
@@ -67,6 +84,12 @@ export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): strin
       } else if (c === QUOTE) {
         inString = false;
       }
+    } else if (c >= 0x30 && c <= 0x39) { // a digit
+      // More digits than a double's largest integer has may overflow (a fraction's too: a false alarm costs a walk).
+      if (++digits > 308 && marks) marks.longNumber = true;
+      continue;
+    } else if ((c === 0x65 || c === 0x45) && digits > 0) { // e E after a digit: an exponent (outside strings, the e of true and false follows a letter)
+      if (marks) marks.longNumber = true;
     } else if (c === QUOTE) {
       inString = true;
     } else if (c === 0x5b || c === 0x7b) { // [ {
@@ -74,16 +97,53 @@ export function inspectJson(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): strin
     } else if (c === 0x5d || c === 0x7d) { // ] }
       depth--;
     }
+    digits = 0;
   }
   return null;
 }
 
+const PROTO_KEY = { message: 'Keys named "__proto__" are not accepted in request bodies.', detail: 'is a key named __proto__' };
+const NOT_FINITE = {
+  message: 'Numbers in the request body must lie within a double\'s range (about ±1.8e308).', detail: 'is a number beyond a double\'s range',
+};
+
+/**
+ * Why a parsed body is refused, with where, or null: a number that parsed to ±Infinity, a key
+ * named `__proto__`. Walked without recursion; the depth was bounded before parsing.
+ */
+export function checkParsedJson(value: unknown): { message: string; detail: string; path: string } | null {
+  const stack: Array<[unknown, string]> = [[value, '']];
+  while (stack.length > 0) {
+    const [node, path] = stack.pop()!;
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node)) return { ...NOT_FINITE, path };
+    } else if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], path === '' ? String(i) : `${path}.${i}`]);
+    } else if (typeof node === 'object' && node !== null) {
+      const keys = Object.keys(node);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const key = keys[i]!;
+        const at = path === '' ? key : `${path}.${key}`;
+        if (key === '__proto__') return { ...PROTO_KEY, path: at };
+        stack.push([(node as Record<string, unknown>)[key], at]);
+      }
+    }
+  }
+  return null;
+}
+
+/** Set on a request whose body must be walked after parsing (checkParsedJson). */
+const WALK = Symbol('walk the parsed body');
+const PROTO_BYTES = Buffer.from('__proto__');
+
 const parseJson = express.json({
   limit: BODY_LIMIT_BYTES,
   type: () => true,
-  verify: (_req, _res, bytes) => {
-    const problem = inspectJson(bytes);
+  verify: (req, _res, bytes) => {
+    const marks: JsonMarks = { longNumber: false, escape: false };
+    const problem = inspectJson(bytes, MAX_JSON_DEPTH, marks);
     if (problem) throw new RejectedBody(problem);
+    if (marks.longNumber || marks.escape || bytes.indexOf(PROTO_BYTES) >= 0) (req as Request & { [WALK]?: true })[WALK] = true;
   },
 });
 
@@ -122,5 +182,10 @@ export function jsonBody(req: Request, res: Response, next: NextFunction): void 
   if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) {
     return next(payloadTooLarge(`The request body is larger than ${BODY_LIMIT_BYTES} bytes.`));
   }
-  parseJson(req, res, (error?: unknown) => next(error === undefined ? undefined : bodyError(error)));
+  parseJson(req, res, (error?: unknown) => {
+    if (error !== undefined) return next(bodyError(error));
+    const found = (req as Request & { [WALK]?: true })[WALK] ? checkParsedJson(req.body) : null;
+    if (found) return next(validationError(found.message, found.path === '' ? undefined : [{ path: found.path, message: found.detail }]));
+    next();
+  });
 }
