@@ -41,6 +41,9 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // it checks open connections every few seconds. Answering takes as long as it takes.
   const requestTimeout = deps.config.httpRequestTimeoutMs;
   const server = http.createServer({
+    // An HTTP/1.1 request without Host is refused by the app (src/api/app.ts), in the API's
+    // error shape: Node's own check answered a bare 400 before it.
+    requireHostHeader: false,
     keepAliveTimeout: 5_000,
     requestTimeout,
     headersTimeout: Math.min(requestTimeout, 60_000),

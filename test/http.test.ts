@@ -503,3 +503,19 @@ test('a request Node\'s HTTP parser rejects is answered in the API\'s error shap
   const after = await fetch(`${quickApp.baseUrl}/v1/applications`);
   t.is(after.status, 401);
 });
+
+test('an HTTP/1.1 request without a Host header is a 400 in the API\'s error shape, with a request id; HTTP/1.0 needs none', async (t) => {
+  // Node's own check answered a bare 400 (no body, no X-Request-Id) before the app saw it.
+  for (const request of ['GET /health HTTP/1.1\r\nConnection: close\r\n\r\n',
+    'POST /v1/webhook-jobs HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}']) {
+    const answer = await sendRaw(quickApp.baseUrl, request);
+    t.is(answer.status, 400, request);
+    t.deepEqual(answer.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1: it has no Host header.' } });
+    t.truthy(answer.headers['x-request-id']);
+    t.is(answer.headers.connection, 'close');
+  }
+  const old = await sendRaw(quickApp.baseUrl, 'GET /health HTTP/1.0\r\n\r\n');
+  t.is(old.status, 200);
+  const withHost = await sendRaw(quickApp.baseUrl, 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+  t.is(withHost.status, 200);
+});

@@ -7,6 +7,7 @@ import type { Family } from '../core/scopes.ts';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { validationError } from '../errors.ts';
 import { makeMetrics, sendMetrics, type Metrics } from '../metrics.ts';
 import { authenticate, authorize, makeRecentKeys } from './middleware/auth.ts';
 import { errorHandler, notFoundRoute } from './middleware/errors.ts';
@@ -52,6 +53,12 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.set('etag', false);
   app.set('query parser', parseQueryString);
   app.use(requestContext(logger, metrics));
+  // HTTP/1.1 requires a Host header (RFC 9112, section 3.2), and a server answers 400 without one.
+  app.use((req, res, next) => {
+    if (req.headers.host !== undefined || req.httpVersion !== '1.1') return next();
+    res.setHeader('Connection', 'close');
+    next(validationError('The request is not valid HTTP/1.1: it has no Host header.'));
+  });
 
   const recentKeys = makeRecentKeys(recentKeyClock);
   const authenticated = authenticate(pool, { recentKeys });
