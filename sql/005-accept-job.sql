@@ -4,9 +4,10 @@
 --
 -- The payload is validated by the caller (Ajv, in the web process) against the schema of the
 -- event type version it names (p_event_type_id, p_event_type_version from event_type_version()); this
--- function checks, under the same snapshot as the insert, that this is still the event type's
--- current version, and answers 'stale' otherwise, having written nothing the caller keeps (the
--- caller looks the event type up again and calls again inside the same transaction).
+-- function checks, holding the event type `for key share` until the fan-out, that this is still
+-- the event type's current version, and answers 'stale' otherwise, having written nothing the
+-- caller keeps (the caller looks the event type up again and calls again inside the same
+-- transaction).
 --
 -- One row per delivery to enqueue (delivery_id, round, start_after), each with the job's columns;
 -- a single row, delivery_id null, for a job without targets and for every other outcome.
@@ -14,6 +15,7 @@
 --   created             the job, with its deliveries (one per target, pending) to enqueue
 --   replayed            p_event_id was already used for this application in the last 24 h: that job
 --   no_application      no live application with this id in this organization and environment
+--   no_endpoint         a test job's endpoint is no longer live (deleted since the caller found it)
 --   unknown_event_type  no event type of this name
 --   stale               the event type is not the version the caller validated against
 --   invalid             the caller found the payload invalid, and it is not a replay
@@ -98,9 +100,27 @@ begin
   -- Every outcome but 'created' and 'replayed' is answered before anything is written, so a
   -- caller that accepts several jobs in one transaction (the web process groups concurrent
   -- requests) commits the others' work without undoing anything of this one.
-  if p_endpoint_id is null then
+  if p_endpoint_id is not null then
+    -- A test job's endpoint, read once the application is locked: an endpoint's delete locks its
+    -- application first (softDeleteEndpoint, src/db/endpoints.ts), so the endpoint stays as
+    -- found here. The route's own look came before this transaction: a delete committed in
+    -- between left a test job with no target, succeeded without a send.
+    perform 1 from endpoints e where e.id = p_endpoint_id and e.application_id = p_application_id and e.deleted_at is null;
+    if not found then
+      outcome := 'no_endpoint';
+      return next; -- the other columns stay null
+      return;
+    end if;
+  else
+    -- `for key share`: a delete of the event type (which locks it `for update` before a forced
+    -- one removes its subscriptions: src/db/event-types.ts) waits for this job, or this read
+    -- waits for the delete and then finds nothing. Read without a lock, a forced delete that
+    -- committed between this statement and the fan-out (each statement reads what committed
+    -- before it) left the job succeeded with no delivery, though its event type had subscribers
+    -- when it was accepted.
     select t.id, event_type_version(t.updated_at) into v_event_type_id, v_version
-      from event_types t where t.org_id = p_org_id and t.environment = p_environment and t.name = p_event_type;
+      from event_types t where t.org_id = p_org_id and t.environment = p_environment and t.name = p_event_type
+      for key share;
     if v_event_type_id is null then
       outcome := 'unknown_event_type';
       return next; -- the other columns stay null

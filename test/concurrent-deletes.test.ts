@@ -14,6 +14,7 @@ import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { startTestApp, type Response } from './helpers/app.ts';
 import { answeredOrCycle, twoSessions, waitingOn } from './helpers/sessions.ts';
+import { until } from './helpers/until.ts';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { translateDatabaseError } from '../src/errors.ts';
 import { makeLogger } from '../src/logger.ts';
@@ -187,6 +188,62 @@ test.serial('a forced event type delete racing an endpoint delete: no deadlock',
   t.is(b?.status, 200, JSON.stringify(b?.body));
   t.is((await app.request('GET', `/v1/event-types/${eventType.id}`, { key })).status, 404);
   t.is((await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints_count, 0);
+});
+
+/** Until `answered` or `count` statements of this database wait for a lock (the app's, racing). */
+async function answeredOrWaiting(watcher: pg.Client, answered: () => boolean, count: number) {
+  await until(`an answer, or ${count} statements waiting for a lock`, async () => answered() || (await watcher.query<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`,
+  )).rows[0]!.n >= count);
+}
+
+test.serial('an endpoint test whose endpoint is deleted after the route found it: 404 and no job (it was a 202 and a job succeeded unsent)', async (t) => {
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
+  await createEventType(by, 'order.created');
+  const endpoint = await subscriber();
+
+  // The test stops at its rate limit, after the route found the endpoint; the delete runs whole meanwhile.
+  await holder.query('begin');
+  await holder.query('lock table rate_limit_counters in exclusive mode');
+  const sent = app.request('POST', `/v1/endpoints/${endpoint.id}/test`, { key, body: {} });
+  await waitingOn(watcher, 'take_rate_limit');
+  const deleted = await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
+  t.is(deleted.status, 200, JSON.stringify(deleted.body));
+  await holder.query('rollback');
+
+  const [res] = await settle(t, watcher, [sent]);
+  t.is(res?.status, 404, JSON.stringify(res?.body));
+  t.is(res?.body.error?.message, 'Endpoint not found.');
+  const jobs = await watcher.query<{ n: number }>('select count(*)::int as n from webhook_jobs where application_id = $1', [application.id]);
+  t.is(jobs.rows[0]?.n, 0, 'no job written');
+});
+
+test.serial('a job with an event_id beside a forced delete of its event type: the delete waits for the job, which keeps its delivery (it was succeeded with none)', async (t) => {
+  const { by, key, application, subscriber, holder, watcher } = await setup(t);
+  const eventType = await createEventType(by, 'order.created');
+  await subscriber();
+
+  // The job stops at its event_id's claim, its event type read (an event_id takes it through accept_webhook_job).
+  await holder.query('begin');
+  await holder.query('lock table webhook_job_keys in exclusive mode');
+  const job = app.request('POST', '/v1/webhook-jobs', {
+    key, body: { application_id: application.id, event_type: 'order.created', payload: { n: 1 }, event_id: 'evt-race' },
+  });
+  await waitingOn(watcher, 'accept');
+  let forcedAnswered = false;
+  const forced = app.request('DELETE', `/v1/event-types/${eventType.id}?force=true`, { key }).finally(() => { forcedAnswered = true; });
+  await answeredOrWaiting(watcher, () => forcedAnswered, 2);
+  t.false(forcedAnswered, 'the forced delete waits for the job that read its event type');
+  await holder.query('rollback');
+
+  const [created, deleted] = await settle(t, watcher, [job, forced]);
+  t.is(created?.status, 201, JSON.stringify(created?.body));
+  t.is(deleted?.status, 200, JSON.stringify(deleted?.body));
+  const stored = await watcher.query<{ status: string; deliveries: number }>(`
+    select j.status, (select count(*)::int from deliveries d where d.job_id = j.id) as deliveries from webhook_jobs j where j.id = $1`,
+  [created?.body.id]);
+  t.deepEqual(stored.rows[0], { status: 'created', deliveries: 1 }, 'accepted before the delete: its subscriber\'s delivery');
+  t.is((await app.request('GET', `/v1/event-types/${eventType.id}`, { key })).status, 404);
 });
 
 test.serial('two restores in one application: both answer 200, no deadlock', async (t) => {

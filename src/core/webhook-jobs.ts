@@ -114,6 +114,8 @@ function answerOf(a: Acceptance, rows: readonly AcceptedRow[]): Accepted | 'stal
   switch (row.outcome) {
     case 'no_application':
       throw notFound('Application');
+    case 'no_endpoint': // a test job's endpoint, deleted since the route found it
+      throw notFound('Endpoint');
     case 'replayed':
       return { job: createdJob(row), replayed: true };
     case 'unknown_event_type':

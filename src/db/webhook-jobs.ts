@@ -43,7 +43,7 @@ function statusFilter(shown: z.infer<typeof status>) {
 }
 
 const acceptedRow = z.object({
-  outcome: z.enum(['created', 'replayed', 'no_application', 'unknown_event_type', 'stale', 'invalid']),
+  outcome: z.enum(['created', 'replayed', 'no_application', 'no_endpoint', 'unknown_event_type', 'stale', 'invalid']),
   id: z.string().nullable(),
   application_id: z.string().nullable(),
   event_type: z.string().nullable(),
