@@ -2,6 +2,7 @@
 // that runs before them.
 import { z } from 'zod';
 import { payloadTooLarge } from '../errors.ts';
+import { reservedHeaderProblem } from '../core/custom-headers.ts';
 
 export const environment = z.enum(['live', 'test']);
 
@@ -51,7 +52,6 @@ export const offsetQuery = {
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 // Visible ASCII, space and tab: no CR/LF (header injection), no bytes undici would refuse.
 const HEADER_VALUE = /^[\t\x20-\x7e]{0,4096}$/;
-const RESERVED_HEADERS = new Set(['host', 'content-type', 'content-length', 'connection', 'transfer-encoding', 'user-agent']);
 export const MAX_CUSTOM_HEADERS = 20;
 /**
  * The bytes of one set's names and values together (ASCII: a byte a character). At 6 KB an
@@ -77,10 +77,11 @@ export const customHeaders = z.record(z.string(), z.string({ message: 'header va
     const seen = new Set<string>();
     for (const name of names) {
       const lower = name.toLowerCase();
+      const reserved = reservedHeaderProblem(name);
       if (!HEADER_NAME.test(name)) {
         ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid HTTP header name' });
-      } else if (RESERVED_HEADERS.has(lower) || lower.startsWith('webhook-')) {
-        ctx.addIssue({ code: 'custom', path: [name], message: 'is reserved: the service sets this header itself' });
+      } else if (reserved !== null) {
+        ctx.addIssue({ code: 'custom', path: [name], message: reserved });
       } else if (seen.has(lower)) {
         ctx.addIssue({ code: 'custom', path: [name], message: 'repeats a header name (names are case-insensitive)' });
       }

@@ -7,6 +7,7 @@
 // instead of piling up finished outcomes that a crash would redo.
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
+import { reservedHeaderProblem } from '../core/custom-headers.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { concurrentConflictCode } from '../errors.ts';
 import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
@@ -73,12 +74,12 @@ export function claimBytes(claim: Pick<Claim, 'payload' | 'endpoint_headers' | '
 
 /**
  * Standard Webhooks headers and the job's event type name, then the endpoint's custom headers,
- * then the job's (which win).
+ * then the job's (which win). A custom name refused since its set was stored is left out.
  */
 export function deliveryHeaders(claim: Claim, timestamp: number): Record<string, string> {
   const custom = new Map<string, [string, string]>();
   for (const [name, value] of [...Object.entries(claim.endpoint_headers), ...Object.entries(claim.job_headers)]) {
-    custom.set(name.toLowerCase(), [name, value]);
+    if (reservedHeaderProblem(name) === null) custom.set(name.toLowerCase(), [name, value]);
   }
   return {
     'content-type': 'application/json',
