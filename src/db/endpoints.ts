@@ -4,6 +4,7 @@ import { sql, type CommonQueryMethods, type DatabasePool, type SerializableValue
 import { z } from 'zod';
 import { heavyRead } from './heavy-reads.ts';
 import { limitOffset, newestFirstPage, type PageRequest } from './offset.ts';
+import { inOneSnapshot } from './one-snapshot.ts';
 import { ofApplication, ownedBy, type Tenant } from './tenant.ts';
 import { lockJobsOfDeliveries } from './webhook-jobs.ts';
 
@@ -101,7 +102,7 @@ export const RESTORE_WINDOW_DAYS = 30;
 export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string, page: PageRequest) {
   const restorable = sql.fragment`${ownedBy(tenant)} and application_id = ${applicationId}
     and deleted_at > now() - make_interval(days => ${RESTORE_WINDOW_DAYS})`;
-  return heavyRead(db, async () => {
+  return heavyRead(db, () => inOneSnapshot(db, async (db) => {
     const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
       select count(*)::int as total from endpoints where ${restorable}`);
     const rows = await db.any(sql.type(deletedEndpointRow)`
@@ -109,7 +110,7 @@ export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenan
       from endpoints where ${restorable}
       order by deleted_at desc, id desc ${limitOffset(page)}`);
     return { rows, total };
-  });
+  }));
 }
 
 const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted', 'deliveries_dropping']) });

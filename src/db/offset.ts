@@ -2,6 +2,7 @@
 import { sql, type CommonQueryMethods, type FragmentSqlToken, type ListSqlToken } from 'slonik';
 import { z } from 'zod';
 import { heavyRead } from './heavy-reads.ts';
+import { inOneSnapshot } from './one-snapshot.ts';
 
 export type PageRequest = { page: number; perPage: number };
 
@@ -20,7 +21,7 @@ export function pagination({ page, perPage }: PageRequest, total: number) {
  * nor their per-row columns computed (an endpoint's subscriptions). `columns` name the table's
  * columns by its name (`endpoints.id`); `check` (the tenant's ownedBy) holds the page's rows
  * again where `where` found them by something else (docs/sql.md, "The lists and their indexes").
- * The total counts every matching row: a heavy read (heavy-reads.ts).
+ * The total counts every matching row: a heavy read (heavy-reads.ts), in the page's snapshot.
  */
 export async function newestFirstPage<Row extends z.ZodType>(
   db: CommonQueryMethods, row: Row,
@@ -28,7 +29,7 @@ export async function newestFirstPage<Row extends z.ZodType>(
   page: PageRequest,
 ) {
   const table = sql.identifier([list.table]);
-  return heavyRead(db, async () => {
+  return heavyRead(db, () => inOneSnapshot(db, async (db) => {
     const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
       select count(*)::int as total from ${table} where ${list.where}`);
     const rows = await db.any(sql.type(row)`
@@ -41,5 +42,5 @@ export async function newestFirstPage<Row extends z.ZodType>(
       ${list.check ? sql.fragment`where ${list.check}` : sql.fragment``}
       order by page.created_at desc, page.id desc`);
     return { rows, total };
-  });
+  }));
 }

@@ -2,7 +2,7 @@
 // patch (metadata replaced whole, uid may be cleared), delete (soft; endpoints follow), and
 // its portal links: create one (an application-scoped token in a URL) or revoke them all.
 import { Router } from 'express';
-import type { DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
 import { createPortalLink } from '../../core/portal-tokens.ts';
@@ -12,6 +12,7 @@ import {
 } from '../../db/applications.ts';
 import { listApplicationEndpoints } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
+import { inOneSnapshot } from '../../db/one-snapshot.ts';
 import { revokePortalTokens } from '../../db/portal-tokens.ts';
 import type { Tenant } from '../../db/tenant.ts';
 import { isId, newId } from '../../ids.ts';
@@ -57,11 +58,14 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
   const router = Router();
   const { portalLinkCreation } = rateLimitRules(config);
 
-  /** The retrieve response: the application and its live endpoints. */
-  async function detail(tenant: Tenant, app: ApplicationRow | null) {
-    if (!app) throw notFound('Application');
-    const endpoints = await listApplicationEndpoints(pool, tenant, app.id);
-    return toDetail({ ...app, endpoints: endpoints.map(toEndpoint) });
+  /** The retrieve response: the application `find` reads and its live endpoints, from one snapshot (its endpoints_count agrees with them). */
+  async function detail(tenant: Tenant, find: (db: CommonQueryMethods) => Promise<ApplicationRow | null>) {
+    const found = await inOneSnapshot(pool, async (db) => {
+      const app = await find(db);
+      return app && { app, endpoints: await listApplicationEndpoints(db, tenant, app.id) };
+    });
+    if (!found) throw notFound('Application');
+    return toDetail({ ...found.app, endpoints: found.endpoints.map(toEndpoint) });
   }
 
   router.post('/', async (req, res) => {
@@ -79,14 +83,14 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
 
   router.get('/by-uid/:uid', async (req, res) => {
     const tenant = authOf(res);
-    const app = uid.safeParse(req.params.uid).success ? await findApplicationByUid(pool, tenant, req.params.uid) : null;
-    res.json(await detail(tenant, app));
+    if (!uid.safeParse(req.params.uid).success) throw notFound('Application');
+    res.json(await detail(tenant, (db) => findApplicationByUid(db, tenant, req.params.uid)));
   });
 
   router.get('/:id', async (req, res) => {
     const tenant = authOf(res);
-    const app = isId('app', req.params.id) ? await findApplication(pool, tenant, req.params.id) : null;
-    res.json(await detail(tenant, app));
+    if (!isId('app', req.params.id)) throw notFound('Application');
+    res.json(await detail(tenant, (db) => findApplication(db, tenant, req.params.id)));
   });
 
   router.patch('/:id', async (req, res) => {
