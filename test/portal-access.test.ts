@@ -130,6 +130,7 @@ browserTest(`application A's link reaches nothing of application B, from the API
     ['DELETE', `/v1/endpoints/${endpointB.id}`, undefined, 404],
     ['GET', `/v1/endpoints/${endpointB.id}/attempts`, undefined, 404],
     ['GET', `/v1/endpoints?application_id=${b}`, undefined, 404],
+    ['GET', `/v1/webhook-jobs?endpoint_id=${endpointB.id}`, undefined, 404],
     ['POST', '/v1/endpoints', { application_id: b, url: 'https://evil.example.com/' }, 404],
     ['GET', `/v1/applications/${b}`, undefined, 404],
     ['GET', `/v1/webhook-jobs/${job.id}`, undefined, 404],

@@ -50,6 +50,14 @@ export async function findEndpoint(db: CommonQueryMethods, tenant: Tenant, id: s
     select ${columns} from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null`);
 }
 
+/**
+ * Whether the tenant (a portal token: its application) has this endpoint, deleted or not: a
+ * deleted endpoint's jobs are still listed by it.
+ */
+export async function endpointOwned(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<boolean> {
+  return db.exists(sql.unsafe`select 1 from endpoints where ${ownedBy(tenant)} and id = ${id}`);
+}
+
 const stateRow = z.object({ id: z.string(), status: z.enum(['active', 'paused', 'disabled']) });
 
 /** The endpoint's status, with its row locked for the rest of the transaction. */

@@ -97,7 +97,6 @@ test('list filters by event_type and by endpoint_id (jobs with a delivery to it)
     ['event_type=d.happened', []],
     [`endpoint_id=${ep1}`, [j.j8, j.j6, j.j3, j.j1]],
     [`endpoint_id=${ep2}`, [j.j8, j.j7, j.j6, j.j5, j.j3, j.j2, j.j1]],
-    [`endpoint_id=${newId('ep')}`, []],
   ];
   for (const [query, want] of cases) {
     const res = await list(key, `application_id=${appId}&${query}`);
@@ -110,6 +109,20 @@ test('list filters by event_type and by endpoint_id (jobs with a delivery to it)
     assertError(t, res, 400, 'validation_error');
     t.deepEqual(paths(res), ['endpoint_id']);
   }
+});
+
+test('an endpoint_id filter of no endpoint of the key\'s, or of another organization\'s, is a 404 as an application_id is; a deleted one of its own still lists its jobs', async (t) => {
+  const { key, appId, ep1, j } = await listFixture(t);
+  const other = await listFixture(t);
+  for (const endpointId of [newId('ep'), other.ep1]) {
+    const res = await list(key, `endpoint_id=${endpointId}`);
+    assertError(t, res, 404, 'not_found');
+    t.is(res.body.error.message, 'Endpoint not found.');
+  }
+  t.is((await app.request('DELETE', `/v1/endpoints/${ep1}`, { key })).status, 200);
+  const res = await list(key, `application_id=${appId}&endpoint_id=${ep1}`);
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.deepEqual(ids(res), [j.j8, j.j6, j.j3, j.j1]);
 });
 
 test('list filters by created_after (inclusive) and created_before (exclusive), ISO 8601 with any offset', async (t) => {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { cancelJob, checkAlone, makeJobAcceptor, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
 import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
+import { endpointOwned } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
 import { RequestAbandonedError } from '../../db/availability.ts';
 import { heavyRead } from '../../db/heavy-reads.ts';
@@ -148,6 +149,9 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
       const app = isId('app', query.application_id) ? await findApplication(pool, tenant, query.application_id) : null;
       if (!app) throw notFound('Application');
     }
+    // Another organization's, environment's or (for a portal token) application's endpoint is a
+    // 404, as its application_id is; it was an empty list.
+    if (query.endpoint_id !== undefined && !(await endpointOwned(pool, tenant, query.endpoint_id))) throw notFound('Endpoint');
     const page = { page: query.page, perPage: query.per_page };
     const { rows, total } = await listJobs(pool, tenant, {
       applicationId: query.application_id, status: query.status, eventType: query.event_type, endpointId: query.endpoint_id,
