@@ -18,6 +18,13 @@ function takeToken(): string {
 
 const token = takeToken();
 
+// Another link opened over this one (an embedding page setting its iframe's src to a fresh link,
+// a customer pasting one): only the fragment changed, so the browser kept this page, which went
+// on showing the first link's application. The page starts again with the new one.
+window.addEventListener('hashchange', () => {
+  if (window.location.hash.length > 1) window.location.reload();
+});
+
 type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
 type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 

@@ -1,0 +1,82 @@
+// The portal with what real tenants have: long event type names (a dotted 95 characters) and
+// long URLs, at phone and desk widths, and a second link opened over the first. Found by a
+// review of the pages: the endpoints table squeezed its URL column to a few characters beside an
+// unbreakable event type name, and at 375 px the page scrolled sideways; a new link set as an
+// iframe's src (only the fragment changes) kept showing the first link's application.
+// Screenshots: test-output/portal/.
+import type { Page } from 'playwright-core';
+import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+import { axe, browserTest, magicLink, openPage, shot, skipped, startPortalApp } from './portal-links/browser.ts';
+
+const app = startPortalApp();
+
+const LONG_TYPE = 'customer.subscription.payment_method.automatic_update_after_card_expiry.completed_successfully';
+const LONG_PATH = `/${'very-long-path-segment-'.repeat(8)}?query=${'abcdefghij'.repeat(8)}`;
+
+/** How far the page reaches past the window's width (0: no sideways scroll). */
+const overflow = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+
+async function tenant(t: Parameters<typeof createApplication>[0]['t']) {
+  const receiver = await startReceiver();
+  const LONG_URL = receiver.at(LONG_PATH);
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  await createEventType(by, LONG_TYPE);
+  await createEventType(by, 'invoice.paid');
+  const acme = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  const initech = (await createApplication(by, { name: 'Initech' })).id as string;
+  const long = await createEndpoint(by, { application_id: acme, url: LONG_URL, event_types: [LONG_TYPE, 'invoice.paid'] });
+  await createEndpoint(by, { application_id: acme, url: 'https://hooks.example.com/short', event_types: ['invoice.paid'] });
+  // An attempt of the long event type, for the attempt log's rows.
+  const job = await createJob(by, { application_id: acme, event_type: LONG_TYPE, payload: { n: 1 } });
+  await until('the job delivered', async () => (await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key })).body.status === 'succeeded');
+  return { key, acme, initech, long, LONG_URL };
+}
+
+browserTest(`long names and URLs fit the page at 1440 and 375 px: the list, an endpoint, the form${skipped}`, async (t) => {
+  const { key, acme, long, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  for (const viewport of [{ width: 1440, height: 900 }, { width: 375, height: 812 }]) {
+    const { page } = await openPage(t, [new URL(link.url).host], viewport);
+    await page.goto(link.url);
+    await page.getByRole('heading', { name: 'Endpoints', exact: true }).waitFor();
+    const urlCell = page.getByRole('link', { name: LONG_URL });
+    await urlCell.waitFor();
+    await shot(page, `long-names-list-${viewport.width}`);
+    t.is(await overflow(page), 0, `the list at ${viewport.width} px scrolls sideways`);
+    if (viewport.width === 1440) {
+      const short = page.getByRole('link', { name: 'https://hooks.example.com/short' });
+      t.is((await short.boundingBox())!.height < 30, true, 'a short URL stays on one line beside the long event type');
+    }
+    await urlCell.click();
+    await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+    await page.locator('.attempts summary').first().click();
+    await page.getByText('Response body').first().waitFor();
+    await shot(page, `long-names-endpoint-${viewport.width}`);
+    t.is(await overflow(page), 0, `an endpoint at ${viewport.width} px scrolls sideways`);
+    await page.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Endpoint URL').waitFor();
+    await shot(page, `long-names-form-${viewport.width}`);
+    t.is(await overflow(page), 0, `the form at ${viewport.width} px scrolls sideways`);
+    await axe(t, page, `the form with long names at ${viewport.width} px`);
+  }
+  t.truthy(long.id);
+});
+
+browserTest(`a second link opened over the first (only the fragment changes) shows its own application${skipped}`, async (t) => {
+  const { key, acme, initech } = await tenant(t);
+  const first = await magicLink(t, app, key, acme);
+  const second = await magicLink(t, app, key, initech);
+  const { page } = await openPage(t, [new URL(first.url).host]);
+  await page.goto(first.url);
+  await page.getByText('Acme Corp').waitFor();
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor();
+  // What an embedding page does to its iframe, or a customer pasting a link into the address bar.
+  await page.evaluate((url) => { window.location.href = url; }, second.url);
+  await page.getByText('Initech').waitFor();
+  await page.getByText('No endpoints yet.').waitFor();
+  t.is(await page.getByText('Acme Corp').count(), 0, 'the first link\'s application is gone');
+  t.false(page.url().includes('#'), 'the new token is gone from the address bar too');
+});
