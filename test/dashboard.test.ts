@@ -318,3 +318,44 @@ browserTest(`a read-only key sees every action disabled with the scope it needs;
   t.deepEqual(foreign, []);
   t.deepEqual(errors, []);
 });
+
+browserTest(`long names, URLs and answers fit every list and page at 1440 and 375 px; a long answer scrolls by keyboard${skip}`, async (t) => {
+  // Found by a review of the pages: beside a 95-character event type the endpoints list's URL
+  // column was three characters wide, and at 375 px every list pushed the page sideways.
+  const longType = 'customer.subscription.payment_method.automatic_update_after_card_expiry.completed_successfully';
+  const receiver = await startReceiver(() => ({ status: 500, body: `not today: ${'x'.repeat(3000)}` }));
+  t.teardown(() => receiver.close());
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  await createEventType(by, { name: longType, description: 'A description long enough to wrap onto a second line in the list. '.repeat(2) });
+  const acme = await createApplication(by, { name: 'Acme Corp' });
+  const long = await createEndpoint(by, {
+    application_id: acme.id, url: receiver.at(`/${'very-long-path-segment-'.repeat(8)}`), event_types: [longType],
+  });
+  await createEndpoint(by, { application_id: acme.id, url: 'https://hooks.example.com/short', event_types: [longType] });
+  const job = await createJob(by, { application_id: acme.id, event_type: longType, payload: { note: 'y'.repeat(400) } });
+  await until('a failed attempt recorded', async () => (await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key: by.key })).body.attempt_count > 0);
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  const visits: Array<[string, () => Promise<unknown>]> = [
+    ['endpoints', async () => { await nav(page, 'Endpoints'); await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor(); }],
+    ['event-types', async () => { await nav(page, 'Event types'); await page.getByText(longType).first().waitFor(); }],
+    ['jobs', async () => { await nav(page, 'Jobs'); await page.getByRole('link', { name: job.id }).waitFor(); }],
+    ['job', async () => { await page.goto(`${app.baseUrl}/dashboard#/jobs/${job.id}`); await page.getByText(/not today/).first().waitFor(); }],
+    ['endpoint', async () => { await page.goto(`${app.baseUrl}/dashboard#/endpoints/${long.id}`); await page.getByText(/not today/).first().waitFor(); }],
+  ];
+  for (const width of [1440, 375]) {
+    await page.setViewportSize({ width, height: width === 1440 ? 900 : 812 });
+    for (const [name, visit] of visits) {
+      await visit();
+      await check(t, page, `long-names-${name}-${width}`);
+      t.is(await overflow(), 0, `${name} at ${width} px scrolls the page sideways`);
+      if (name === 'endpoints' && width === 1440) {
+        const short = await page.getByRole('link', { name: 'https://hooks.example.com/short' }).boundingBox();
+        t.true(short!.height < 30, 'a short URL stays on one line beside the long event type');
+      }
+    }
+  }
+});

@@ -172,7 +172,7 @@ function AttemptLog(props: { endpointId: string }) {
             <tr key={`${a.job_id}-${a.attempted_at}-${a.attempt}`}>
               <td>{formatTime(a.attempted_at)}</td><td><a href={`#/jobs/${a.job_id}`}><code>{a.job_id}</code></a></td><td>{a.event_type}</td><td>{a.attempt}</td>
               <td class={a.success ? 'ok' : 'failed'}>{a.success ? 'Succeeded' : 'Failed'}</td><td>{a.status_code ?? a.error ?? '—'}</td><td>{a.latency_ms} ms</td>
-              <td><pre class="body">{a.response_body || '(empty)'}</pre></td>
+              <td><pre class="body" tabIndex={0} aria-label="Response body">{a.response_body || '(empty)'}</pre></td>
             </tr>
           ))}</tbody>
         </table>

@@ -90,7 +90,7 @@ export function JobDetailPage(props: { id: string }) {
               <dt>Completed</dt><dd>{formatTime(j.completed_at)}</dd>
             </dl>
             <h2 class="sub">Payload</h2>
-            <pre>{JSON.stringify(j.payload, null, 2)}</pre>
+            <pre tabIndex={0} aria-label="Payload">{JSON.stringify(j.payload, null, 2)}</pre>
           </section>
           <section class="card" aria-labelledby="attempts">
             <h2 id="attempts">Attempts ({j.deliveries.length})</h2>
@@ -103,7 +103,7 @@ export function JobDetailPage(props: { id: string }) {
                     <td>{d.attempt}</td>
                     <td class={d.success ? 'ok' : 'failed'}>{d.success ? 'Succeeded' : `Failed${d.error && d.error !== 'http_status' ? ` (${d.error.replace('_', ' ')})` : ''}`}</td>
                     <td>{d.status_code ?? '—'}</td><td>{d.latency_ms} ms</td><td>{formatTime(d.attempted_at)}</td>
-                    <td><pre class="body">{d.response_body || '(empty)'}</pre></td>
+                    <td><pre class="body" tabIndex={0} aria-label="Response body">{d.response_body || '(empty)'}</pre></td>
                   </tr>
                 ))}</tbody>
               </table>
