@@ -11,7 +11,6 @@ import { MAX_CUSTOM_HEADER_BYTES, MAX_CUSTOM_HEADERS } from '../src/api/schemas.
 import { assertError, startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
-import { until } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' }, { worker: true });
 
@@ -97,10 +96,7 @@ test('the largest delivery a tenant can configure reaches a receiver on Node\'s 
   t.is((await app.request('POST', `/v1/endpoints/${endpoint.id}/rotate-secret`, { key })).status, 200);
   const job = await fixtures.createJob(by, { application_id: application.id, event_type: eventType, payload: { n: 1 }, headers: jobHeaders });
 
-  const status = await until('the job is finished', async () => {
-    const res = await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key });
-    return ['succeeded', 'awaiting_retry', 'discarded'].includes(res.body.status) ? res.body : undefined;
-  }, 30_000);
+  const status = await fixtures.finishedJob(by, job.id);
   t.is(status.status, 'succeeded', JSON.stringify(status.deliveries));
   const [arrival] = receiver.forJob(job.id);
   t.truthy(arrival);

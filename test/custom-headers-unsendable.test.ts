@@ -10,7 +10,6 @@ import { sql } from 'slonik';
 import { assertError, startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
-import { until } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' }, { worker: true });
 const UNSENDABLE = ['Keep-Alive', 'upgrade', 'EXPECT'];
@@ -51,10 +50,7 @@ test('sets stored before these names were refused are delivered without them, th
   await app.pool.query(sql.unsafe`update webhook_jobs set headers = '{"X-Job": "j", "Upgrade": "websocket"}' where id = ${job.id}`);
   t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { status: 'active' } })).status, 200);
 
-  const done = await until('the job is finished', async () => {
-    const res = await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key });
-    return ['succeeded', 'awaiting_retry', 'discarded'].includes(res.body.status) ? res.body : undefined;
-  }, 30_000);
+  const done = await fixtures.finishedJob(by, job.id);
   t.is(done.status, 'succeeded', JSON.stringify(done.deliveries));
   const [arrival] = receiver.forJob(job.id);
   t.is(arrival?.headers['x-endpoint'], 'e');

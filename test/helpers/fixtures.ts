@@ -3,6 +3,7 @@
 // `t` when given) and throws otherwise, so a test never goes on with a fixture that is not there.
 import type { ExecutionContext } from 'ava';
 import type { TestApp } from './app.ts';
+import { until } from './until.ts';
 
 /** Where and as whom: the app, an API key, and the test whose assertion counts the 201s. */
 export type By = { on: TestApp; key: string; t?: ExecutionContext | undefined };
@@ -29,6 +30,14 @@ export const createEndpoint = (by: By, body: Body) =>
 export const createJob = (by: By, body: Body) => create(by, 'a job', '/v1/webhook-jobs', body);
 
 export const createApiKey = (by: By, body: Body) => create(by, 'an API key', '/v1/api-keys', { name: 'helper', ...body });
+
+/** The job as GET shows it once its first round ends (succeeded, awaiting a retry or discarded): a worker runs. */
+export async function finishedJob(by: By, id: string): Promise<any> {
+  return until(`job ${id} finished`, async () => {
+    const res = await by.on.request('GET', `/v1/webhook-jobs/${id}`, { key: by.key });
+    return ['succeeded', 'awaiting_retry', 'discarded'].includes(res.body.status) ? res.body : undefined;
+  }, 30_000);
+}
 
 /** A new organization (live key, all scopes) with one application and these event types. */
 export async function createOrgWithApplication(

@@ -7,7 +7,7 @@ import { allPages, ApiError, makeClient, type Application, type Client, type Cre
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
-import { Busy, ErrorNotice, Notice, formatTime } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange } from '../shared/ui.tsx';
 
 /** `#<token>` as a portal link's `url` carries it; read once, then gone from the URL. */
 function takeToken(): string {
@@ -26,6 +26,9 @@ window.addEventListener('hashchange', () => {
 });
 
 type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
+
+/** How often an open page asks whether its link still works. */
+const LINK_CHECK_MS = 5_000;
 type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 
 export function App() {
@@ -51,9 +54,23 @@ export function App() {
     })().catch(setError);
   }, []);
 
+  // Whether the link still works, asked every few seconds on every view (the endpoint view also
+  // reads its endpoint that often): a revoked or expired link ends the page where the customer
+  // is, not at their next action. The client turns the API's 401 into `ended`.
+  useEffect(() => {
+    if (!session || ended) return;
+    const timer = setInterval(() => {
+      if (!document.hidden) client<Credential>('GET', '/v1/credential').catch(() => {});
+    }, LINK_CHECK_MS);
+    return () => clearInterval(timer);
+  }, [session, ended]);
+
+  const [moved, setMoved] = useState(0);
+  useFocusOnChange(moved);
+
   const application = session?.application;
   const readOnly = session?.credential.read_only ?? true;
-  const go = (next: View, message = '') => { setFlash(message); setView(next); window.scrollTo(0, 0); };
+  const go = (next: View, message = '') => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
   let body;
   if (!token) {
     body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
@@ -85,7 +102,7 @@ export function App() {
           {session?.credential.expires_at && !ended && <p class="expiry">Link valid until {formatTime(session.credential.expires_at)}</p>}
         </div>
       </header>
-      <main class="inner" id="main">
+      <main class="inner" id="main" tabIndex={-1}>
         {flash && !ended && view.kind === 'list' && <Notice kind="success">{flash}</Notice>}
         {body}
       </main>

@@ -56,7 +56,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
     <section class="card" aria-labelledby="attempts-title">
       <div class="card-head">
         <div>
-          <h3 id="attempts-title">Delivery attempts</h3>
+          <h2 id="attempts-title" class="sub">Delivery attempts</h2>
           <p class="hint">Newest first. Open an attempt to see the response your server sent.</p>
         </div>
         <div class="segmented" role="group" aria-label="Filter attempts">

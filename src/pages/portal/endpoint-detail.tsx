@@ -5,7 +5,7 @@ import { ApiError, type Application, type Client, type Deleted, type Endpoint, t
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction, useFocusOnChange } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
@@ -21,6 +21,7 @@ export function EndpointDetail(props: Props) {
   const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
   const [editing, setEditing] = useState(false);
+  useFocusOnChange(editing);
   const [message, setMessage] = useState(props.initialMessage ?? '');
   const [refresh, setRefresh] = useState(0);
   const [rate, setRate] = useState<number | null>(null);
@@ -79,7 +80,7 @@ export function EndpointDetail(props: Props) {
       <section class="card" aria-labelledby="endpoint-title">
         <div class="card-head">
           <div>
-            <h2 id="endpoint-title" class="url">{endpoint.url}</h2>
+            <h1 id="endpoint-title" class="url">{endpoint.url}</h1>
             <p class="meta"><StatusBadge status={endpoint.status} /> {rate !== null && <span>{formatRate(rate)} success (24 h)</span>}
               <span>Created {formatTime(endpoint.created_at)}</span></p>
           </div>
@@ -137,7 +138,7 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
   };
   return (
     <section class="card" aria-labelledby="secret-title">
-      <h3 id="secret-title">Signing secret</h3>
+      <h2 id="secret-title" class="sub">Signing secret</h2>
       <p class="hint">Verify the <code>webhook-signature</code> header of each delivery with this secret (Standard Webhooks). Version {endpoint.secret_version}.</p>
       {props.readOnly || !secret ? (
         <p class="muted">The secret is not shown on this read-only link.</p>
@@ -180,7 +181,7 @@ function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: 
   const sinceError = fieldError(recover.error, 'since');
   return (
     <section class="card" aria-labelledby="recover-title">
-      <h3 id="recover-title">Recover failed deliveries</h3>
+      <h2 id="recover-title" class="sub">Recover failed deliveries</h2>
       <form class="inline" onSubmit={(event) => { event.preventDefault(); void recover.run(); }}>
         <Field label="Failed since" hint="Deliveries that gave up after this time (up to 14 days ago) are sent again." error={sinceError}>
           {(id, describedBy) => <input id={id} type="datetime-local" value={since} aria-describedby={describedBy} onInput={(e) => setSince(e.currentTarget.value)} />}

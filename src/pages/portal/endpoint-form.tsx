@@ -34,7 +34,7 @@ export function EndpointForm(props: Props) {
 
   return (
     <section class="card" aria-labelledby="form-title">
-      <h2 id="form-title">{existing ? 'Edit endpoint' : 'Add an endpoint'}</h2>
+      <h1 id="form-title">{existing ? 'Edit endpoint' : 'Add an endpoint'}</h1>
       <form onSubmit={(event) => { event.preventDefault(); void save.run(); }} noValidate>
         <Field label="Endpoint URL" hint="Where we send the webhooks, for example https://example.com/webhooks." error={fieldError(save.error, 'url')}>
           {(id, describedBy) => (

@@ -35,7 +35,7 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
   const rate = totals && totals.attempts ? (100 * totals.successes) / totals.attempts : null;
   return (
     <section class="card" aria-labelledby="stats-title">
-      <h3 id="stats-title">Last 24 hours</h3>
+      <h2 id="stats-title" class="sub">Last 24 hours</h2>
       {error ? <ErrorNotice error={error} /> : !stats ? <Busy label="Loading statistics…" /> : (
         <>
           {totals!.attempts > 0 && <p class="totals">

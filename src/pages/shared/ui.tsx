@@ -2,7 +2,7 @@
 // a notice, a button that shows it is busy, dates as people read them, and the pagers of the
 // API's two kinds of list, so that no list shows its first page as if it were all.
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
 import './ui.css';
 
@@ -39,6 +39,17 @@ export function StatusBadge(props: { status: string }) {
 
 export function Busy(props: { label?: string }) {
   return <p class="loading" role="status"><span class="spinner" aria-hidden="true" />{props.label ?? 'Loading…'}</p>;
+}
+
+/**
+ * A new view of a page takes the keyboard focus on its `<main id="main" tabIndex={-1}>`, as a
+ * new page would: left where it was, focus stayed on a button that is gone, or on the body.
+ */
+export function useFocusOnChange(change: unknown): void {
+  const [first] = useState(change);
+  useEffect(() => {
+    if (change !== first) document.getElementById('main')?.focus();
+  }, [change]);
 }
 
 export function formatTime(iso: string | null | undefined): string {

@@ -1,8 +1,12 @@
-// The portal with what real tenants have: long event type names (a dotted 95 characters) and
-// long URLs, at phone and desk widths, and a second link opened over the first. Found by a
-// review of the pages: the endpoints table squeezed its URL column to a few characters beside an
-// unbreakable event type name, and at 375 px the page scrolled sideways; a new link set as an
-// iframe's src (only the fragment changes) kept showing the first link's application.
+// What a review of the portal found, each checked here as a customer meets it:
+// - long event type names (a dotted 95 characters) and long URLs, at phone and desk widths: the
+//   endpoints table squeezed its URL column to a few characters beside an unbreakable event type
+//   name, and a checkbox went onto a line of its own;
+// - a second link opened over the first (an iframe's src set to a fresh link: only the fragment
+//   changes) kept showing the first link's application;
+// - a revoked link went unnoticed on the endpoints list until the customer's next action;
+// - a new view left the keyboard focus on the page's body, and the endpoint and form views had
+//   no level-one heading.
 // Screenshots: test-output/portal/.
 import type { Page } from 'playwright-core';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
@@ -52,12 +56,17 @@ browserTest(`long names and URLs fit the page at 1440 and 375 px: the list, an e
     }
     await urlCell.click();
     await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+    t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the new view has the focus');
+    t.is(await page.getByRole('heading', { level: 1 }).count(), 1);
     await page.locator('.attempts summary').first().click();
     await page.getByText('Response body').first().waitFor();
     await shot(page, `long-names-endpoint-${viewport.width}`);
     t.is(await overflow(page), 0, `an endpoint at ${viewport.width} px scrolls sideways`);
+    await axe(t, page, `an endpoint with long names at ${viewport.width} px`);
     await page.getByRole('button', { name: 'Edit' }).click();
     await page.getByLabel('Endpoint URL').waitFor();
+    t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the form has the focus');
+    t.is(await page.getByRole('heading', { level: 1 }).textContent(), 'Edit endpoint');
     await shot(page, `long-names-form-${viewport.width}`);
     t.is(await overflow(page), 0, `the form at ${viewport.width} px scrolls sideways`);
     await axe(t, page, `the form with long names at ${viewport.width} px`);
@@ -79,4 +88,15 @@ browserTest(`a second link opened over the first (only the fragment changes) sho
   await page.getByText('No endpoints yet.').waitFor();
   t.is(await page.getByText('Acme Corp').count(), 0, 'the first link\'s application is gone');
   t.false(page.url().includes('#'), 'the new token is gone from the address bar too');
+});
+
+browserTest(`a link revoked while its endpoints list is open ends the page within seconds, without a click${skipped}`, async (t) => {
+  const { key, acme } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor();
+  t.is((await app.request('DELETE', `/v1/applications/${acme}/portal-links`, { key })).body.revoked, 1);
+  await page.getByRole('heading', { name: 'This link was revoked' }).waitFor();
+  t.is(await page.getByRole('button', { name: 'Add endpoint' }).count(), 0);
 });
