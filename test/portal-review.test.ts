@@ -100,3 +100,21 @@ browserTest(`a link revoked while its endpoints list is open ends the page withi
   await page.getByRole('heading', { name: 'This link was revoked' }).waitFor();
   t.is(await page.getByRole('button', { name: 'Add endpoint' }).count(), 0);
 });
+
+browserTest(`the form says what is wrong with a limit in words the customer can act on${skipped}`, async (t) => {
+  // It showed "Invalid input: expected number, received null" for "abc" (sent as Number('abc')),
+  // and "Too small: expected number to be >=1000" for a timeout of 50.
+  const { key, acme } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  await page.getByLabel('Endpoint URL').fill('https://hooks.example.com/new');
+  await page.getByLabel('Rate limit (requests per second)').fill('abc');
+  await page.getByLabel('Timeout (milliseconds)').fill('50');
+  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await page.getByText('must be a whole number of requests per second, 1 to 10000').waitFor();
+  await page.getByText('must be at least 1000 milliseconds').waitFor();
+  await shot(page, 'form-limit-errors');
+  await axe(t, page, 'the form with its limits refused');
+});

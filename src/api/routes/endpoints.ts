@@ -31,8 +31,14 @@ import { parseBody, parseQuery } from '../validation.ts';
 export const MAX_ENDPOINT_EVENT_TYPES = 1_000;
 const eventTypes = z.array(z.string().max(255), { message: 'must be an array of event type names' })
   .max(MAX_ENDPOINT_EVENT_TYPES, { message: `must name at most ${MAX_ENDPOINT_EVENT_TYPES} event types` });
-const rateLimitRps = z.number().int().min(1).max(10_000);
-const timeoutMs = z.number().int().min(1_000).max(120_000);
+// Messages a person can act on (the portal and the dashboard show them under the field): zod's
+// own read "Invalid input: expected number, received null" and "Too small: expected number to be >=1000".
+const wholeNumber = (from: number, to: number, unit: string) => z.number({ message: `must be a whole number of ${unit}, ${from} to ${to}` })
+  .int({ message: `must be a whole number of ${unit}, ${from} to ${to}` })
+  .min(from, { message: `must be at least ${from} ${unit}` })
+  .max(to, { message: `must be at most ${to} ${unit}` });
+const rateLimitRps = wholeNumber(1, 10_000, 'requests per second');
+const timeoutMs = wholeNumber(1_000, 120_000, 'milliseconds');
 
 /** The request schemas (also what the OpenAPI document says this resource accepts). */
 export function endpointRequests(allowPrivateDestinations: boolean) {

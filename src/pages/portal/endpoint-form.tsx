@@ -18,8 +18,11 @@ export function EndpointForm(props: Props) {
   const [timeout, setTimeoutMs] = useState(String(existing?.timeout_ms ?? ''));
   const save = useAction(async () => {
     const body: Record<string, unknown> = { url: url.trim(), event_types: types };
-    if (rateLimit.trim() !== '') body.rate_limit_rps = Number(rateLimit);
-    if (timeout.trim() !== '') body.timeout_ms = Number(timeout);
+    // What is not a number goes as typed, for the API to say so under its field (Number('abc')
+    // sent null, and the API's answer named a null the customer never typed).
+    const asNumber = (text: string) => /^\s*-?\d+(\.\d+)?\s*$/.test(text) ? Number(text) : text.trim();
+    if (rateLimit.trim() !== '') body.rate_limit_rps = asNumber(rateLimit);
+    if (timeout.trim() !== '') body.timeout_ms = asNumber(timeout);
     if (existing) {
       await props.client<Endpoint>('PATCH', `/v1/endpoints/${existing.id}`, body);
       props.onSaved(existing.id);
