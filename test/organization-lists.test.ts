@@ -79,8 +79,8 @@ test('GET /v1/webhook-jobs without application_id: every job of the organization
   // With application_id: exactly that application's jobs, as before.
   t.deepEqual(ids(await get(key, `/v1/webhook-jobs?application_id=${b}`)), [jobs[3], jobs[1]]);
   assertError(t, await get(key, `/v1/webhook-jobs?application_id=${otherApps.a}`), 404, 'not_found');
-  // A foreign endpoint filter finds nothing; a malformed one or an unknown parameter is 400.
-  t.deepEqual(ids(await get(key, `/v1/webhook-jobs?endpoint_id=${otherApps.epA}`)), []);
+  // A foreign endpoint filter is a 404, as a foreign application_id is; a malformed one or an unknown parameter is 400.
+  assertError(t, await get(key, `/v1/webhook-jobs?endpoint_id=${otherApps.epA}`), 404, 'not_found');
   assertError(t, await get(key, '/v1/webhook-jobs?endpoint_id=nope'), 400, 'validation_error');
   assertError(t, await get(key, '/v1/webhook-jobs?sort=asc'), 400, 'validation_error');
   // Reading jobs needs webhooks:read, with or without an application.
