@@ -25,10 +25,10 @@ window.addEventListener('hashchange', () => {
   if (window.location.hash.length > 1) window.location.reload();
 });
 
-type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
-
 /** How often an open page asks whether its link still works. */
 const LINK_CHECK_MS = 5_000;
+
+type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
 type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 
 export function App() {
