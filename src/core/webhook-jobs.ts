@@ -4,7 +4,7 @@ import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } 
 import { invalidState, notFound, rateLimitExceeded, serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
-import { RequestAbandonedError } from '../db/availability.ts';
+import { DatabaseUnavailableError, RequestAbandonedError } from '../db/availability.ts';
 import { currentRequestScope, requestScope, type RequestScope } from '../db/request-scope.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
@@ -203,6 +203,8 @@ type Waiting = {
   a: Acceptance; take?: LimitTake; taken?: Taken; key?: ProvisionalKey; resolve: (answer: Accepted) => void; reject: (error: unknown) => void;
   /** The request's scope (whether its client went away): checked when its group starts. */
   scope: RequestScope | undefined;
+  /** When it began to wait for a group (performance.now()). */
+  since: number;
 };
 type Settled = { answer: Accepted } | { error: unknown } | { alone: true };
 
@@ -230,10 +232,18 @@ type Settled = { answer: Accepted } | { error: unknown } | { alone: true };
  * 25 at full load, not timed). With fewer waiting (a light load) the answers come first, as the
  * others gather: starting a group of one or two at once made more, smaller statements, each with
  * its fixed cost, and the answers slower.
+ *
+ * A request waits for a group at most `waitLimitMs` (DATABASE_ACQUIRE_TIMEOUT_MS), then answers
+ * 503 with nothing written: with the database frozen (every group's statement stalled, the
+ * connections still open), requests queued behind the stalled groups waited for the whole
+ * outage and then answered 201, up to 45 s later (a probe that stopped the server with SIGSTOP).
+ * A request already in a group waits for its group: its job may commit.
  */
 export function makeJobAcceptor(
   pool: DatabasePool, queue: Queue,
-  options: { maxGroup?: number; groupsInFlight?: number; overlapAfterMs?: number; earlyStartAt?: number; rule?: LimitRule } = {},
+  options: {
+    maxGroup?: number; groupsInFlight?: number; overlapAfterMs?: number; earlyStartAt?: number; rule?: LimitRule; waitLimitMs?: number;
+  } = {},
 ) {
   const { rule } = options;
   const maxGroup = options.maxGroup ?? 100;
@@ -241,6 +251,9 @@ export function makeJobAcceptor(
   const overlapAfterMs = options.overlapAfterMs ?? OVERLAP_AFTER_MS;
   const earlyStartAt = options.earlyStartAt ?? EARLY_START_AT;
   const waiting: Waiting[] = [];
+  const waitLimitMs = options.waitLimitMs ?? 5_000;
+  /** Looks for requests waiting past waitLimitMs while any wait (sweep). */
+  let sweeper: NodeJS.Timeout | undefined;
   let inFlight = 0;
   /** When the most recent group started (performance.now()), and the timer that pumps once it is overdue. */
   let lastStart = 0;
@@ -370,6 +383,21 @@ export function makeJobAcceptor(
     }
   }
 
+  /** Answers 503 to the requests that waited for a group past waitLimitMs; stops once none waits. */
+  function sweep(): void {
+    const now = performance.now();
+    let kept = 0;
+    for (const waiter of waiting) {
+      if (now - waiter.since < waitLimitMs) waiting[kept++] = waiter;
+      else waiter.reject(new DatabaseUnavailableError(`no group of job creations could start within ${waitLimitMs} ms`));
+    }
+    waiting.length = kept;
+    if (kept === 0) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  }
+
   /** The group without its requests whose client went away while they waited (refused, as the pool refuses them). */
   function startable(group: Waiting[]): Waiting[] {
     return group.filter((waiter) => {
@@ -392,8 +420,12 @@ export function makeJobAcceptor(
       throw error;
     }
     return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, scope: currentRequestScope() });
+      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, scope: currentRequestScope(), since: performance.now() });
       pump();
+      if (waiting.length > 0 && sweeper === undefined) {
+        sweeper = setInterval(sweep, Math.min(250, waitLimitMs));
+        sweeper.unref();
+      }
     });
   };
   return Object.defineProperties(accept as typeof accept & { readonly waiting: number; readonly busy: number }, {

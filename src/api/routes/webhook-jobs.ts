@@ -89,7 +89,7 @@ function writeOrAbandon(res: Response, chunk: string): Promise<void> {
  */
 export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: Config): RequestHandler {
   const { jobCreation } = rateLimitRules(config);
-  const acceptJob = makeJobAcceptor(pool, queue, { rule: jobCreation });
+  const acceptJob = makeJobAcceptor(pool, queue, { rule: jobCreation, waitLimitMs: config.databaseAcquireTimeoutMs });
   const fullWindows = makeFullWindows();
 
   return async (req, res) => {
