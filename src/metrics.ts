@@ -155,7 +155,7 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
 
   const deliveries = new Gauge({
     name: `${PREFIX}deliveries`,
-    help: 'Open deliveries by state: pending_due (waiting for a worker), pending_scheduled (retry not yet due), in_flight, held.',
+    help: 'Open deliveries by state: pending_due (waiting for a worker), pending_scheduled (not yet due: a retry, or deferred to its endpoint\'s rate limit), in_flight, held.',
     labelNames: ['status'] as const,
     registers: [registry],
     collect: () => refresh(),
