@@ -104,6 +104,10 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
   event_types_org_id_environment_name_key: () => conflict('An event type with this name already exists.'),
 };
 
+/** A statement cancelled by statement_timeout or by pg_cancel_backend(): its transaction rolled back. */
+export const isStatementCancelled = (error: unknown): boolean =>
+  error instanceof StatementTimeoutError || error instanceof StatementCancelledError;
+
 /** An AppError for a known database error, else null (the caller reports a 500). */
 export function translateDatabaseError(error: unknown): AppError | null {
   // A lost database is the service's state, not a bug: 503, logged once per change by the pool.
@@ -111,7 +115,7 @@ export function translateDatabaseError(error: unknown): AppError | null {
   // A statement cancelled by the statement timeout (DATABASE_STATEMENT_TIMEOUT_MS: a lock held
   // long by another transaction, a list that reads too much) or by an operator's
   // pg_cancel_backend(): its transaction rolled back; the service is busy, not broken.
-  if (error instanceof StatementTimeoutError || error instanceof StatementCancelledError) return statementCancelled();
+  if (isStatementCancelled(error)) return statementCancelled();
   // What a consistent lock order leaves (slonik retries a deadlocked transaction 5 times first):
   // rolled back whole, busy rather than broken.
   if (concurrentConflictCode(error)) return concurrentConflict();

@@ -1,8 +1,9 @@
 // A worker's claim or recording that PostgreSQL rolls back for a concurrent transaction (a
-// deadlock, 40P01, or a serialization failure, 40001) heals itself: the claim is made again a
-// second later, the recording tried again. It is a warning in the worker's log, not an error
-// (three workers on one database logged three `delivery loop error: deadlock detected` at level
-// 50 in a race probe). The rollback is made here by a trigger of the test's own that raises the
+// deadlock, 40P01, or a serialization failure, 40001), or cancels (57014: statement_timeout,
+// pg_cancel_backend), heals itself: the claim is made again a second later, the recording tried
+// again. It is a warning in the worker's log, not an error (three workers on one database
+// logged three `delivery loop error: deadlock detected` at level 50 in a race probe; a database
+// frozen past the statement timeout, a `delivery loop error` at its thaw). The rollback is made here by a trigger of the test's own that raises the
 // SQLSTATE PostgreSQL's deadlock detector raises, on the real statements of the real worker.
 import test from 'ava';
 import http from 'node:http';
@@ -55,4 +56,12 @@ test.serial('a claim rolled back for a deadlock is a warning, and the next claim
 
 test.serial('a recording rolled back for a serialization failure is a warning, and the next try records it', async (t) => {
   await scenario(t, 'delivery_attempts', 'insert', '40001', 'recording attempts rolled back for a concurrent transaction');
+});
+
+test.serial('a claim cancelled (statement timeout, pg_cancel_backend) is a warning, and the next claim delivers the job', async (t) => {
+  await scenario(t, 'deliveries', 'update', '57014', 'claim cancelled');
+});
+
+test.serial('a recording cancelled is a warning, and the next try records it', async (t) => {
+  await scenario(t, 'delivery_attempts', 'insert', '57014', 'recording attempts cancelled');
 });

@@ -1,10 +1,9 @@
 // The one place that writes error bodies (decisions section 3). Nothing internal leaks:
 // unexpected errors become a bare 500 and are logged with the request id.
 import type { NextFunction, Request, Response } from 'express';
-import { StatementCancelledError, StatementTimeoutError } from 'slonik';
 import { RequestAbandonedError } from '../../db/availability.ts';
 import type { Logger } from '../../logger.ts';
-import { AppError, internalError, concurrentConflictCode, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
+import { AppError, internalError, concurrentConflictCode, isStatementCancelled, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
 
 /** body-parser reports client mistakes as errors with a `type`. */
 function fromBodyParser(error: { type?: unknown }): AppError | null {
@@ -48,7 +47,7 @@ export function errorHandler(logger: Logger) {
     appError ??= translateDatabaseError(error);
     // Answered 503, but an operator wants to know which requests run into the statement timeout,
     // and each conflict left over is a lock order (or a retry) to look at.
-    const cancelled = error instanceof StatementTimeoutError || error instanceof StatementCancelledError;
+    const cancelled = isStatementCancelled(error);
     const conflict = concurrentConflictCode(error);
     if (cancelled || conflict) {
       logger.warn({ request_id: res.locals.requestId, method: req.method, path: req.path, org_id: res.locals.auth?.orgId, ...(conflict ? { sqlstate: conflict } : {}) },
