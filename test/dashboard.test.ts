@@ -359,3 +359,26 @@ browserTest(`long names, URLs and answers fit every list and page at 1440 and 37
     }
   }
 });
+
+browserTest(`a job's page follows the job while it is on its way, without a reload${skip}`, async (t) => {
+  // After a retry the page said "Sending", Cancel disabled, until reloaded by hand (a review of the pages).
+  const receiver = await startReceiver(() => ({ status: 200, body: 'thanks' }));
+  t.teardown(() => receiver.close());
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  await createEventType(by, 'order.created');
+  const acme = await createApplication(by, { name: 'Acme Corp' });
+  const endpoint = await createEndpoint(by, { application_id: acme.id, url: receiver.at('/ok'), event_types: ['order.created'] });
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: by.key, body: { status: 'paused' } })).status, 200);
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.goto(`${app.baseUrl}/dashboard#/jobs/${job.id}`);
+  const status = page.locator('.facts .badge');
+  await status.getByText('Queued').waitFor();
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: by.key, body: { status: 'active' } })).status, 200);
+  await status.getByText('Succeeded').waitFor();
+  await page.getByText('thanks').first().waitFor();
+  t.is(receiver.forJob(job.id).length, 1);
+});

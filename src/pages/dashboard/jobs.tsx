@@ -1,7 +1,7 @@
 // Jobs: the organization's jobs with the API's filters (status, event type, application,
 // endpoint, created between), kept in the address; a job's detail with its payload and every
 // delivery attempt (status, code, latency, response body), retry and cancel.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
 import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
@@ -55,9 +55,20 @@ export function JobsPage() {
   );
 }
 
+/** How often a job on its way is read again. */
+const JOB_REFRESH_MS = 3_000;
+
 export function JobDetailPage(props: { id: string }) {
   const { client } = useSession();
   const job = useLoad(() => client<Job>('GET', `/v1/webhook-jobs/${props.id}`), [props.id]);
+  // A job on its way (created, sending, awaiting a retry) is read again every few seconds: after a
+  // retry the page said "Sending", with Cancel disabled, until reloaded by hand.
+  const moving = job.data !== undefined && ['created', 'executing', 'awaiting_retry'].includes(job.data.status);
+  useEffect(() => {
+    if (!moving) return;
+    const timer = setInterval(() => { if (!document.hidden) job.reload(); }, JOB_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [moving]);
   const [flash, setFlash] = useState('');
   const retry = useAction(async () => { await client('POST', `/v1/webhook-jobs/${props.id}/retry`); setFlash('Retry queued: every failed target is tried again.'); job.reload(); });
   const cancel = useAction(async () => {
