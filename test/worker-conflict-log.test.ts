@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startTestApp } from './helpers/app.ts';
+import { runReleasesAndProbes } from '../src/worker/upkeep.ts';
 import { createJobWithTargets } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 
@@ -64,4 +65,24 @@ test.serial('a claim cancelled (statement timeout, pg_cancel_backend) is a warni
 
 test.serial('a recording cancelled is a warning, and the next try records it', async (t) => {
   await scenario(t, 'delivery_attempts', 'insert', '57014', 'recording attempts cancelled');
+});
+
+test.serial('an upkeep step rolled back or cancelled is a warning; the next run does it again', async (t) => {
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  const own: Line[] = [];
+  const upkeepLogger = pino({ level: 'info' }, { write: (line: string) => { own.push(JSON.parse(line) as Line); } });
+  for (const sqlstate of ['57014', '40P01']) {
+    const allow = await refuse(db, 'deliveries', 'update', sqlstate);
+    try {
+      await runReleasesAndProbes({ pool: app.pool, queue: app.queue, logger: upkeepLogger });
+    } finally {
+      await allow();
+    }
+  }
+  t.deepEqual(own.map((l) => [l.level, l.msg, l.sqlstate]), [
+    [40, 'delivery upkeep rolled back or cancelled: the next run does it again', '57014'],
+    [40, 'delivery upkeep rolled back or cancelled: the next run does it again', '40P01'],
+  ]);
 });

@@ -8,6 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import { deleteJobsOfDeletedApplications } from '../db/applications.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
+import { concurrentConflictCode, isStatementCancelled } from '../errors.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
 import { dropDeliveriesOfDeletedEndpoints } from '../db/endpoints.ts';
@@ -56,13 +57,20 @@ export async function runHourlyTasks(
 
 /**
  * One step of the upkeep, its error logged (`<what> failed`; a lost database is logged once by
- * the pool) and answered with `fallback`: the next run does it again.
+ * the pool; a rollback for a concurrent transaction or a statement cancelled, by the statement
+ * timeout as when a frozen database comes back or by pg_cancel_backend(), is a warning, as the
+ * claims' and recordings' are) and answered with `fallback`: the next run does it again.
  */
 async function logged<T>(logger: Logger, what: string, run: () => Promise<T>, fallback: T): Promise<T> {
   try {
     return await run();
   } catch (error) {
-    if (!isDatabaseUnavailable(error)) logger.error({ err: error }, `${what} failed`);
+    const conflict = concurrentConflictCode(error);
+    if (conflict !== null || isStatementCancelled(error)) {
+      logger.warn({ err: error, sqlstate: conflict ?? '57014' }, `${what} rolled back or cancelled: the next run does it again`);
+    } else if (!isDatabaseUnavailable(error)) {
+      logger.error({ err: error }, `${what} failed`);
+    }
     return fallback;
   }
 }
