@@ -382,3 +382,24 @@ browserTest(`a job's page follows the job while it is on its way, without a relo
   await page.getByText('thanks').first().waitFor();
   t.is(receiver.forJob(job.id).length, 1);
 });
+
+browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) => {
+  // It kept the figures of its first load (a review found it 20 attempts behind /v1/stats).
+  const receiver = await startReceiver(() => ({ status: 200, body: 'thanks' }));
+  t.teardown(() => receiver.close());
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  await createEventType(by, 'order.created');
+  const acme = await createApplication(by, { name: 'Acme Corp' });
+  await createEndpoint(by, { application_id: acme.id, url: receiver.at('/ok'), event_types: ['order.created'] });
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const attempts = page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).locator('.tile-value');
+  await attempts.getByText('0', { exact: true }).waitFor();
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', async () => (await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key: by.key })).body.status === 'succeeded');
+  await page.getByRole('button', { name: 'Refresh' }).click();
+  await attempts.getByText('1', { exact: true }).waitFor();
+  await check(t, page, 'overview-refreshed');
+});

@@ -1,27 +1,40 @@
 // Overview: is webhook traffic flowing? Attempts per minute and success rate over 24 h
 // (GET /v1/stats), the backlog and endpoint health (GET /v1/summary), jobs that failed, and the
 // endpoints that are failing or disabled, each linked to its page.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { EndpointList, JobList, Stats, Summary } from './api.ts';
 import { AttemptsPerMinute, SuccessRate } from './charts.tsx';
 import { Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { StatusBadge } from '../shared/ui.tsx';
 
+/** How often the overview reads its figures again on its own. */
+const OVERVIEW_REFRESH_MS = 60_000;
+
 export function Overview() {
   const { client, can } = useSession();
   const readEndpoints = can('endpoints:read');
   const [hours, setHours] = useState(24);
+  // Read again by the Refresh button, and every minute while the tab is shown: it kept the
+  // figures of its first load (a review found it 20 attempts behind /v1/stats).
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => { if (!document.hidden) setRound((n) => n + 1); }, OVERVIEW_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
   const stats = useLoad(() => readEndpoints
-    ? client<Stats>('GET', `/v1/stats${hours === 24 ? '' : `?since=${new Date(Date.now() - hours * 3600_000).toISOString()}`}`) : Promise.resolve(null), [hours]);
-  const summary = useLoad(() => readEndpoints ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), []);
-  const failing = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=active&failing=true&per_page=10') : Promise.resolve(null), []);
-  const disabled = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=disabled&per_page=10') : Promise.resolve(null), []);
-  const failedJobs = useLoad(() => can('webhooks:read') ? client<JobList>('GET', '/v1/webhook-jobs?status=failed&per_page=1') : Promise.resolve(null), []);
-  const retrying = useLoad(() => can('webhooks:read') ? client<JobList>('GET', '/v1/webhook-jobs?status=awaiting_retry&per_page=1') : Promise.resolve(null), []);
+    ? client<Stats>('GET', `/v1/stats${hours === 24 ? '' : `?since=${new Date(Date.now() - hours * 3600_000).toISOString()}`}`) : Promise.resolve(null), [hours, round]);
+  const summary = useLoad(() => readEndpoints ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), [round]);
+  const failing = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=active&failing=true&per_page=10') : Promise.resolve(null), [round]);
+  const disabled = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=disabled&per_page=10') : Promise.resolve(null), [round]);
+  const failedJobs = useLoad(() => can('webhooks:read') ? client<JobList>('GET', '/v1/webhook-jobs?status=failed&per_page=1') : Promise.resolve(null), [round]);
+  const retrying = useLoad(() => can('webhooks:read') ? client<JobList>('GET', '/v1/webhook-jobs?status=awaiting_retry&per_page=1') : Promise.resolve(null), [round]);
 
   return (
     <>
-      <h1>Overview</h1>
+      <div class="page-head">
+        <h1>Overview</h1>
+        <button type="button" onClick={() => setRound((n) => n + 1)}>Refresh</button>
+      </div>
       {!readEndpoints && <NeedsScope need="endpoints:read" what="delivery statistics, the backlog or endpoint health" />}
       {readEndpoints && (
         <>
