@@ -403,3 +403,23 @@ browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) 
   await attempts.getByText('1', { exact: true }).waitFor();
   await check(t, page, 'overview-refreshed');
 });
+
+browserTest(`a recover refused for its date says why under the date${skip}`, async (t) => {
+  // It said "The request body is invalid." in a banner at the top of the page (a review of the pages).
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  await createEventType(by, 'order.created');
+  const acme = await createApplication(by, { name: 'Acme Corp' });
+  const endpoint = await createEndpoint(by, { application_id: acme.id, event_types: ['order.created'] });
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.goto(`${app.baseUrl}/dashboard#/endpoints/${endpoint.id}`);
+  const since = page.getByLabel('Gave up since');
+  await since.fill('2020-01-01T00:00');
+  await page.getByRole('button', { name: 'Recover' }).click();
+  const error = page.locator('.field-error').filter({ hasText: /14 days/ });
+  await error.waitFor();
+  t.true((await since.getAttribute('aria-describedby'))!.includes((await error.getAttribute('id'))!), 'the error describes the field');
+  await check(t, page, 'recover-refused');
+});

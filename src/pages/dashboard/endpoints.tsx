@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { query, type AttemptList, type Endpoint, type EndpointList, type Stats } from './api.ts';
 import { AttemptsPerMinute } from './charts.tsx';
 import { Action, hashParams, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, formatTime, Notice, Pager, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
 
 export function EndpointsPage() {
   const { client, can } = useSession();
@@ -69,7 +69,15 @@ export function EndpointDetailPage(props: { id: string }) {
   const stats = useLoad(() => client<Stats>('GET', `/v1/endpoints/${props.id}/stats`), [props.id]);
   const [flash, setFlash] = useState('');
   const [since, setSince] = useState(() => localInput(new Date(Date.now() - 24 * 3600_000)));
-  const act = useAction(async (what: 'pause' | 'resume' | 'reset' | 'recover' | 'delete') => {
+  // Its own action, so that the API's error lands under its field (a review found "The request
+  // body is invalid." in a banner at the top of the page, far from the date it was about).
+  const recover = useAction(async () => {
+    setFlash('');
+    const r = await client<{ deliveries: number }>('POST', `/v1/endpoints/${props.id}/recover`, { since: new Date(since).toISOString() });
+    setFlash(`Recovering ${r.deliveries} failed deliver${r.deliveries === 1 ? 'y' : 'ies'}: they are sent again.`);
+    endpoint.reload();
+  });
+  const act = useAction(async (what: 'pause' | 'resume' | 'reset' | 'delete') => {
     setFlash('');
     if (what === 'pause' || what === 'resume') {
       await client('PATCH', `/v1/endpoints/${props.id}`, { status: what === 'pause' ? 'paused' : 'active' });
@@ -77,9 +85,6 @@ export function EndpointDetailPage(props: { id: string }) {
     } else if (what === 'reset') {
       await client('POST', `/v1/endpoints/${props.id}/reset-circuit`);
       setFlash('Circuit reset: the endpoint is active again.');
-    } else if (what === 'recover') {
-      const r = await client<{ deliveries: number }>('POST', `/v1/endpoints/${props.id}/recover`, { since: new Date(since).toISOString() });
-      setFlash(`Recovering ${r.deliveries} failed deliver${r.deliveries === 1 ? 'y' : 'ies'}: they are sent again.`);
     } else {
       if (!window.confirm('Delete this endpoint? It can be restored from its application\'s page for 30 days.')) return;
       const app = endpoint.data?.application_id;
@@ -136,10 +141,13 @@ export function EndpointDetailPage(props: { id: string }) {
           <section class="card" aria-labelledby="recover">
             <h2 id="recover">Recover failed deliveries</h2>
             <p class="muted">Every delivery to this endpoint that gave up since this time (at most 14 days ago) is sent again, in a new 48-hour window.</p>
-            <form class="inline" onSubmit={(ev) => { ev.preventDefault(); void act.run('recover'); }}>
-              <Field label="Gave up since">{(id) => <input id={id} type="datetime-local" value={since} onInput={(ev) => setSince((ev.target as HTMLInputElement).value)} />}</Field>
-              <Action need="endpoints:write" type="submit" busy={act.busy}>Recover</Action>
+            <form class="inline" onSubmit={(ev) => { ev.preventDefault(); void recover.run(); }}>
+              <Field label="Gave up since" error={fieldError(recover.error, 'since')}>{(id, describedBy) => (
+                <input id={id} type="datetime-local" value={since} aria-describedby={describedBy} onInput={(ev) => setSince((ev.target as HTMLInputElement).value)} />
+              )}</Field>
+              <Action need="endpoints:write" type="submit" busy={recover.busy}>Recover</Action>
             </form>
+            {recover.error && !fieldError(recover.error, 'since') && <ErrorNotice error={recover.error} />}
           </section>
           <AttemptLog endpointId={e.id} />
         </>
