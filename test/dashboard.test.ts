@@ -360,8 +360,8 @@ browserTest(`long names, URLs and answers fit every list and page at 1440 and 37
   }
 });
 
-browserTest(`a job's page follows the job while it is on its way, without a reload${skip}`, async (t) => {
-  // After a retry the page said "Sending", Cancel disabled, until reloaded by hand (a review of the pages).
+/** A new organization with one application (Acme Corp) and one endpoint of order.created at a receiver that answers 200. */
+async function oneEndpoint(t: ExecutionContext) {
   const receiver = await startReceiver(() => ({ status: 200, body: 'thanks' }));
   t.teardown(() => receiver.close());
   const org = await app.createOrg();
@@ -369,6 +369,12 @@ browserTest(`a job's page follows the job while it is on its way, without a relo
   await createEventType(by, 'order.created');
   const acme = await createApplication(by, { name: 'Acme Corp' });
   const endpoint = await createEndpoint(by, { application_id: acme.id, url: receiver.at('/ok'), event_types: ['order.created'] });
+  return { receiver, by, acme, endpoint };
+}
+
+browserTest(`a job's page follows the job while it is on its way, without a reload${skip}`, async (t) => {
+  // After a retry the page said "Sending", Cancel disabled, until reloaded by hand (a review of the pages).
+  const { receiver, by, acme, endpoint } = await oneEndpoint(t);
   t.is((await app.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key: by.key, body: { status: 'paused' } })).status, 200);
   const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
   const { page } = await openPage(t);
@@ -385,13 +391,7 @@ browserTest(`a job's page follows the job while it is on its way, without a relo
 
 browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) => {
   // It kept the figures of its first load (a review found it 20 attempts behind /v1/stats).
-  const receiver = await startReceiver(() => ({ status: 200, body: 'thanks' }));
-  t.teardown(() => receiver.close());
-  const org = await app.createOrg();
-  const by: By = { on: app, key: org.key, t };
-  await createEventType(by, 'order.created');
-  const acme = await createApplication(by, { name: 'Acme Corp' });
-  await createEndpoint(by, { application_id: acme.id, url: receiver.at('/ok'), event_types: ['order.created'] });
+  const { by, acme } = await oneEndpoint(t);
   const { page } = await openPage(t);
   await signIn(page, by.key);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
@@ -406,11 +406,7 @@ browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) 
 
 browserTest(`a recover refused for its date says why under the date${skip}`, async (t) => {
   // It said "The request body is invalid." in a banner at the top of the page (a review of the pages).
-  const org = await app.createOrg();
-  const by: By = { on: app, key: org.key, t };
-  await createEventType(by, 'order.created');
-  const acme = await createApplication(by, { name: 'Acme Corp' });
-  const endpoint = await createEndpoint(by, { application_id: acme.id, event_types: ['order.created'] });
+  const { by, endpoint } = await oneEndpoint(t);
   const { page } = await openPage(t);
   await signIn(page, by.key);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
