@@ -419,3 +419,19 @@ browserTest(`a recover refused for its date says why under the date${skip}`, asy
   t.true((await since.getAttribute('aria-describedby'))!.includes((await error.getAttribute('id'))!), 'the error describes the field');
   await check(t, page, 'recover-refused');
 });
+
+browserTest(`a job filter the API refuses says why under the filter${skip}`, async (t) => {
+  // It said only "The query string is invalid." above the list (a review of the pages).
+  const { by } = await oneEndpoint(t);
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, 'Jobs');
+  const after = page.getByLabel('Created after');
+  await after.fill('yesterday');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  const error = page.locator('.field-error').first();
+  await error.waitFor();
+  t.true((await after.getAttribute('aria-describedby'))!.includes((await error.getAttribute('id'))!), 'the error describes the filter it is about');
+  await check(t, page, 'jobs-filter-refused');
+});

@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
 import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, formatTime, Notice, Pager, useAction } from '../shared/ui.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction } from '../shared/ui.tsx';
 
 const FILTERS = ['status', 'event_type', 'application_id', 'endpoint_id', 'created_after', 'created_before'] as const;
 
@@ -20,24 +20,26 @@ export function JobsPage() {
     ? client<JobList>('GET', `/v1/webhook-jobs${query({ ...current, page, per_page: 25 })}`) : Promise.resolve(null), [key]);
   if (!can('webhooks:read')) return <><h1>Jobs</h1><NeedsScope need="webhooks:read" what="webhook jobs" /></>;
   const set = (name: string) => (e: Event) => setForm({ ...form, [name]: (e.target as HTMLInputElement).value });
+  // The API's refusal of a filter, under that filter (it was only "The query string is invalid." above the list).
+  const wrong = (name: (typeof FILTERS)[number]) => fieldError(list.error, name);
   const apply = (e: Event) => { e.preventDefault(); setHashParams('jobs', Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v.trim()]))); };
   return (
     <>
       <h1>Jobs</h1>
       <section class="card">
         <form class="filters" onSubmit={apply} aria-label="Filter jobs">
-          <Field label="Status">{(id) => (
-            <select id={id} value={form.status} onChange={set('status')}>
+          <Field label="Status" error={wrong('status')}>{(id, describedBy) => (
+            <select id={id} value={form.status} aria-describedby={describedBy} onChange={set('status')}>
               <option value="">Any</option>
               {Object.entries(JOB_STATUS_TEXT).map(([value, text]) => <option value={value}>{text}</option>)}
               <option value="failed">Failed (gave up)</option>
             </select>
           )}</Field>
-          <Field label="Event type">{(id) => <input id={id} value={form.event_type} onInput={set('event_type')} placeholder="invoice.paid" />}</Field>
-          <Field label="Application id">{(id) => <input id={id} value={form.application_id} onInput={set('application_id')} placeholder="app_…" />}</Field>
-          <Field label="Endpoint id">{(id) => <input id={id} value={form.endpoint_id} onInput={set('endpoint_id')} placeholder="ep_…" />}</Field>
-          <Field label="Created after">{(id) => <input id={id} value={form.created_after} onInput={set('created_after')} placeholder="2026-11-22T00:00:00Z" />}</Field>
-          <Field label="Created before">{(id) => <input id={id} value={form.created_before} onInput={set('created_before')} placeholder="ISO 8601" />}</Field>
+          <Field label="Event type" error={wrong('event_type')}>{(id, describedBy) => <input id={id} value={form.event_type} aria-describedby={describedBy} onInput={set('event_type')} placeholder="invoice.paid" />}</Field>
+          <Field label="Application id" error={wrong('application_id')}>{(id, describedBy) => <input id={id} value={form.application_id} aria-describedby={describedBy} onInput={set('application_id')} placeholder="app_…" />}</Field>
+          <Field label="Endpoint id" error={wrong('endpoint_id')}>{(id, describedBy) => <input id={id} value={form.endpoint_id} aria-describedby={describedBy} onInput={set('endpoint_id')} placeholder="ep_…" />}</Field>
+          <Field label="Created after" error={wrong('created_after')}>{(id, describedBy) => <input id={id} value={form.created_after} aria-describedby={describedBy} onInput={set('created_after')} placeholder="2026-11-22T00:00:00Z" />}</Field>
+          <Field label="Created before" error={wrong('created_before')}>{(id, describedBy) => <input id={id} value={form.created_before} aria-describedby={describedBy} onInput={set('created_before')} placeholder="ISO 8601" />}</Field>
           <div class="filter-buttons">
             <button type="submit" class="primary">Filter</button>
             <button type="button" onClick={() => { setForm(Object.fromEntries(FILTERS.map((f) => [f, ''])) as typeof form); setHashParams('jobs', {}); }}>Clear</button>
