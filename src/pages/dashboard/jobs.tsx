@@ -1,11 +1,11 @@
 // Jobs: the organization's jobs with the API's filters (status, event type, application,
 // endpoint, created between), kept in the address; a job's detail with its payload and every
 // delivery attempt (status, code, latency, response body), retry and cancel.
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
 import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction } from '../shared/ui.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction, useWhileShown } from '../shared/ui.tsx';
 
 const FILTERS = ['status', 'event_type', 'application_id', 'endpoint_id', 'created_after', 'created_before'] as const;
 
@@ -66,11 +66,7 @@ export function JobDetailPage(props: { id: string }) {
   // A job on its way (created, sending, awaiting a retry) is read again every few seconds: after a
   // retry the page said "Sending", with Cancel disabled, until reloaded by hand.
   const moving = job.data !== undefined && ['created', 'executing', 'awaiting_retry'].includes(job.data.status);
-  useEffect(() => {
-    if (!moving) return;
-    const timer = setInterval(() => { if (!document.hidden) job.reload(); }, JOB_REFRESH_MS);
-    return () => clearInterval(timer);
-  }, [moving]);
+  useWhileShown(JOB_REFRESH_MS, job.reload, moving);
   const [flash, setFlash] = useState('');
   const retry = useAction(async () => { await client('POST', `/v1/webhook-jobs/${props.id}/retry`); setFlash('Retry queued: every failed target is tried again.'); job.reload(); });
   const cancel = useAction(async () => {

@@ -1,11 +1,11 @@
 // Overview: is webhook traffic flowing? Attempts per minute and success rate over 24 h
 // (GET /v1/stats), the backlog and endpoint health (GET /v1/summary), jobs that failed, and the
 // endpoints that are failing or disabled, each linked to its page.
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { EndpointList, JobList, Stats, Summary } from './api.ts';
 import { AttemptsPerMinute, SuccessRate } from './charts.tsx';
 import { Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { StatusBadge } from '../shared/ui.tsx';
+import { StatusBadge, useWhileShown } from '../shared/ui.tsx';
 
 /** How often the overview reads its figures again on its own. */
 const OVERVIEW_REFRESH_MS = 60_000;
@@ -17,10 +17,7 @@ export function Overview() {
   // Read again by the Refresh button, and every minute while the tab is shown: it kept the
   // figures of its first load (a review found it 20 attempts behind /v1/stats).
   const [round, setRound] = useState(0);
-  useEffect(() => {
-    const timer = setInterval(() => { if (!document.hidden) setRound((n) => n + 1); }, OVERVIEW_REFRESH_MS);
-    return () => clearInterval(timer);
-  }, []);
+  useWhileShown(OVERVIEW_REFRESH_MS, () => setRound((n) => n + 1));
   const stats = useLoad(() => readEndpoints
     ? client<Stats>('GET', `/v1/stats${hours === 24 ? '' : `?since=${new Date(Date.now() - hours * 3600_000).toISOString()}`}`) : Promise.resolve(null), [hours, round]);
   const summary = useLoad(() => readEndpoints ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), [round]);

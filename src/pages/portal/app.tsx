@@ -7,7 +7,7 @@ import { allPages, ApiError, makeClient, type Application, type Client, type Cre
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
-import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 /** `#<token>` as a portal link's `url` carries it; read once, then gone from the URL. */
 function takeToken(): string {
@@ -57,13 +57,7 @@ export function App() {
   // Whether the link still works, asked every few seconds on every view (the endpoint view also
   // reads its endpoint that often): a revoked or expired link ends the page where the customer
   // is, not at their next action. The client turns the API's 401 into `ended`.
-  useEffect(() => {
-    if (!session || ended) return;
-    const timer = setInterval(() => {
-      if (!document.hidden) client<Credential>('GET', '/v1/credential').catch(() => {});
-    }, LINK_CHECK_MS);
-    return () => clearInterval(timer);
-  }, [session, ended]);
+  useWhileShown(LINK_CHECK_MS, () => void client<Credential>('GET', '/v1/credential').catch(() => {}), session !== null && !ended);
 
   const [moved, setMoved] = useState(0);
   useFocusOnChange(moved);

@@ -5,7 +5,7 @@ import { ApiError, type Application, type Client, type Deleted, type Endpoint, t
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction, useFocusOnChange } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
@@ -37,10 +37,7 @@ export function EndpointDetail(props: Props) {
   // page is visible, so a test event, a resend or a recovery shows up without a reload. A failed
   // refresh keeps what is shown, unless the endpoint is gone (deleted elsewhere).
   const [tick, setTick] = useState(0);
-  useEffect(() => {
-    const timer = setInterval(() => { if (!document.hidden) setTick((n) => n + 1); }, REFRESH_MS);
-    return () => clearInterval(timer);
-  }, []);
+  useWhileShown(REFRESH_MS, () => setTick((n) => n + 1));
   useEffect(() => {
     if (tick) load().catch((caught) => { if (caught instanceof ApiError && caught.status === 404) setLoadError(caught); });
   }, [tick]);

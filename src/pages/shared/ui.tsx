@@ -2,7 +2,7 @@
 // a notice, a button that shows it is busy, dates as people read them, and the pagers of the
 // API's two kinds of list, so that no list shows its first page as if it were all.
 import type { ComponentChildren } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
 import './ui.css';
 
@@ -50,6 +50,17 @@ export function useFocusOnChange(change: unknown): void {
   useEffect(() => {
     if (change !== first) document.getElementById('main')?.focus();
   }, [change]);
+}
+
+/** `act` every `everyMs` while `active` and the tab is shown: a hidden tab asks the API nothing. */
+export function useWhileShown(everyMs: number, act: () => void, active = true): void {
+  const latest = useRef(act);
+  latest.current = act;
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => { if (!document.hidden) latest.current(); }, everyMs);
+    return () => clearInterval(timer);
+  }, [everyMs, active]);
 }
 
 export function formatTime(iso: string | null | undefined): string {
