@@ -108,6 +108,19 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
 export const isStatementCancelled = (error: unknown): boolean =>
   error instanceof StatementTimeoutError || error instanceof StatementCancelledError;
 
+/**
+ * A statement's transaction the database rolled back for a reason that passes, not a bug: a
+ * concurrent transaction (its SQLSTATE, 40P01 or 40001) or a cancellation (57014: the statement
+ * timeout, as when a frozen database comes back, or pg_cancel_backend()). The worker redoes such
+ * work and logs a warning with `reason`; null for anything else.
+ */
+export function passingRollback(error: unknown): { sqlstate: string; reason: string } | null {
+  const conflict = concurrentConflictCode(error);
+  if (conflict !== null) return { sqlstate: conflict, reason: 'rolled back for a concurrent transaction (deadlock or serialization failure)' };
+  if (isStatementCancelled(error)) return { sqlstate: '57014', reason: 'cancelled (statement timeout or pg_cancel_backend)' };
+  return null;
+}
+
 /** An AppError for a known database error, else null (the caller reports a 500). */
 export function translateDatabaseError(error: unknown): AppError | null {
   // A lost database is the service's state, not a bug: 503, logged once per change by the pool.

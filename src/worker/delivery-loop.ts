@@ -9,7 +9,7 @@ import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { reservedHeaderProblem } from '../core/custom-headers.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { concurrentConflictCode, isStatementCancelled } from '../errors.ts';
+import { passingRollback } from '../errors.ts';
 import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
@@ -439,14 +439,11 @@ export function startDeliveryLoop(deps: {
         // find nothing (at low rates, every other claim did: a call and a fetch for nothing).
         if (claimed.drained) await wakeup.wait(config.workerPollIntervalMs);
       } catch (error) {
-        const conflict = concurrentConflictCode(error);
-        // Rolled back for a concurrent transaction: nothing was claimed, and the next claim a
-        // second later takes the same messages. A lost database is logged once by the pool.
-        if (conflict !== null) logger.warn({ err: error, sqlstate: conflict }, 'claim rolled back for a concurrent transaction (deadlock or serialization failure): claiming again in a second');
-        // A claim past DATABASE_STATEMENT_TIMEOUT_MS (a database that froze and came back, locks
-        // held long) or cancelled by an operator rolled back: nothing was claimed. It was logged
-        // as an error of ours (a probe that froze the server with SIGSTOP).
-        else if (isStatementCancelled(error)) logger.warn({ err: error, sqlstate: '57014' }, 'claim cancelled (statement timeout or pg_cancel_backend): claiming again in a second');
+        // Rolled back for a concurrent transaction, or cancelled (past DATABASE_STATEMENT_TIMEOUT_MS,
+        // as when a frozen database comes back, or by an operator): nothing was claimed, and the
+        // next claim a second later takes the same messages. A lost database is logged once by the pool.
+        const passing = passingRollback(error);
+        if (passing !== null) logger.warn({ err: error, sqlstate: passing.sqlstate }, `claim ${passing.reason}: claiming again in a second`);
         else if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'delivery loop error');
         await sleep(1000);
       }

@@ -8,7 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { concurrentConflictCode, isStatementCancelled } from '../errors.ts';
+import { passingRollback } from '../errors.ts';
 import { recordOutcomes, type AttemptResult, type CircuitTransition } from '../db/deliveries.ts';
 import type { Logger } from '../logger.ts';
 import type { Message } from '../queue.ts';
@@ -62,11 +62,10 @@ export function makeRecorder(deps: { pool: DatabasePool; config: Config; logger:
         for (const transition of transitions) logTransition(transition); // committed: it happened
         return;
       } catch (error) {
-        // A lost database is logged once by the pool; a rollback for a concurrent transaction
-        // (retried here) is a warning; anything else is worth an error per try.
-        const conflict = concurrentConflictCode(error);
-        if (conflict !== null) deps.logger.warn({ err: error, sqlstate: conflict, attempts: batch.length, failures }, 'recording attempts rolled back for a concurrent transaction (deadlock or serialization failure)');
-        else if (isStatementCancelled(error)) deps.logger.warn({ err: error, sqlstate: '57014', attempts: batch.length, failures }, 'recording attempts cancelled (statement timeout or pg_cancel_backend): trying again');
+        // A lost database is logged once by the pool; a rollback for a concurrent transaction or
+        // a cancellation (retried here) is a warning; anything else is worth an error per try.
+        const passing = passingRollback(error);
+        if (passing !== null) deps.logger.warn({ err: error, sqlstate: passing.sqlstate, attempts: batch.length, failures }, `recording attempts ${passing.reason}`);
         else if (!isDatabaseUnavailable(error)) deps.logger.error({ err: error, attempts: batch.length, failures }, 'recording attempts failed');
         if (failures >= 5) return; // the leases expire and the attempts are redone
         await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** failures));

@@ -8,7 +8,7 @@
 import type { DatabasePool } from 'slonik';
 import { deleteJobsOfDeletedApplications } from '../db/applications.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
-import { concurrentConflictCode, isStatementCancelled } from '../errors.ts';
+import { passingRollback } from '../errors.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
 import { dropDeliveriesOfDeletedEndpoints } from '../db/endpoints.ts';
@@ -65,9 +65,9 @@ async function logged<T>(logger: Logger, what: string, run: () => Promise<T>, fa
   try {
     return await run();
   } catch (error) {
-    const conflict = concurrentConflictCode(error);
-    if (conflict !== null || isStatementCancelled(error)) {
-      logger.warn({ err: error, sqlstate: conflict ?? '57014' }, `${what} rolled back or cancelled: the next run does it again`);
+    const passing = passingRollback(error);
+    if (passing !== null) {
+      logger.warn({ err: error, sqlstate: passing.sqlstate }, `${what} rolled back or cancelled: the next run does it again`);
     } else if (!isDatabaseUnavailable(error)) {
       logger.error({ err: error }, `${what} failed`);
     }
