@@ -227,22 +227,22 @@ export type AttemptsAfter = { at: string; id: string };
  * attempts (1,000 endpoints, 7 attempts each, 4 KB of answer each) is never held whole.
  */
 export async function listJobAttempts(db: CommonQueryMethods, jobId: string, after: AttemptsAfter | null, limit: number) {
-  const rows = await db.any(sql.type(attemptRecordRow.extend({ cursor_at: z.string(), id: z.string() }))`
-    select id::text as id, to_char(attempted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at,
+  // The cursor's id is not output as `id`: ORDER BY takes an output column before a table's, and
+  // ordered by that text ('1000' before '999') records of one millisecond came twice or not at
+  // all around a batch's edge, while the keyset compared numbers.
+  const rows = await db.any(sql.type(attemptRecordRow.extend({ cursor_at: z.string(), cursor_id: z.string() }))`
+    select id::text as cursor_id, to_char(attempted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at,
            endpoint_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error
     from delivery_attempts
-    where job_id = ${jobId} ${after ? sql.fragment`and (attempted_at, delivery_attempts.id) > (${after.at}::timestamptz, ${after.id}::bigint)` : sql.fragment``}
-    -- By the column, not the output's text "id" (which ORDER BY would take first): as text,
-    -- '1000' sorts before '999', and records of one millisecond came twice or not at all
-    -- around a batch's edge.
-    order by delivery_attempts.attempted_at, delivery_attempts.id
+    where job_id = ${jobId} ${after ? sql.fragment`and (attempted_at, id) > (${after.at}::timestamptz, ${after.id}::bigint)` : sql.fragment``}
+    order by attempted_at, id
     limit ${limit + 1}`);
   const batch = rows.slice(0, limit);
   const last = batch[batch.length - 1];
   return {
-    records: batch.map(({ cursor_at: _, id: __, ...record }) => record),
+    records: batch.map(({ cursor_at: _, cursor_id: __, ...record }) => record),
     // The row past the batch only says there is a next one.
-    next: rows.length > limit && last ? { at: last.cursor_at, id: last.id } : null,
+    next: rows.length > limit && last ? { at: last.cursor_at, id: last.cursor_id } : null,
   };
 }
 
