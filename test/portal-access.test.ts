@@ -117,6 +117,11 @@ browserTest(`an expired link, a revoked link and a link revoked while open show 
   await page.getByText('Invalid portal token.').waitFor();
   await visit(`${app.config.publicUrl}/portal#${key}`, 'This is not a portal link');
   await visit(`${app.config.publicUrl}/portal`, 'This link is incomplete');
+  // A link copied in part: the advice for an incomplete link, not the API's "Malformed API key.".
+  await visit(open.url.slice(0, -5), 'This link is incomplete');
+  t.is(await page.getByText(/API key/).count(), 0);
+  const cut = await app.request('GET', '/v1/credential', { key: open.token.slice(0, -5) });
+  t.like(cut, { status: 401, body: { error: { code: 'unauthorized', message: 'Malformed portal token: the link may be incomplete.' } } });
   t.pass();
 });
 

@@ -128,7 +128,8 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
       authenticated(res, await authenticateToken(pool, key));
       return next();
     }
-    if (!KEY_PATTERN.test(key)) throw unauthorized('Malformed API key.');
+    // A portal link cut short (copied in part) names itself as such, not as an API key.
+    if (!KEY_PATTERN.test(key)) throw unauthorized(key.startsWith('pt_') ? 'Malformed portal token: the link may be incomplete.' : 'Malformed API key.');
     const hash = hashKey(key);
     const recentKey = hash.toString('base64');
     const recent = recentKeys && provisional ? recentKeys.get(recentKey) : undefined;

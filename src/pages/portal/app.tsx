@@ -66,7 +66,8 @@ export function App() {
   const readOnly = session?.credential.read_only ?? true;
   const go = (next: View, message = '') => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
   let body;
-  if (!token) {
+  if (!token || (ended && /malformed/i.test(ended.message))) {
+    // No token, or one the API cannot even read (a link copied in part): the same advice.
     body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
   } else if (ended) {
     body = <Message title={endedTitle(ended)}>{ended.message} Ask the service that sent you here for a new link.</Message>;
