@@ -118,3 +118,37 @@ browserTest(`the form says what is wrong with a limit in words the customer can 
   await shot(page, 'form-limit-errors');
   await axe(t, page, 'the form with its limits refused');
 });
+
+browserTest(`an endpoint never tried says so (not "100% success"); a paused one says its deliveries wait; a rotation clears "Copied"${skipped}`, async (t) => {
+  // A review found "100% success (24 h)" on an endpoint no attempt had reached (the API's rate
+  // is 100 by contract then), nothing on a paused endpoint's page once the pause's own message
+  // was gone, and "Copied to the clipboard." left under the new secret after a rotation.
+  const { key, acme, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('link', { name: LONG_URL }).click();
+  await page.getByText('100% success (24 h)').waitFor(); // one attempt, delivered
+  await page.getByRole('button', { name: '← All endpoints' }).click();
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).click();
+  await page.getByText('No attempts (24 h)').waitFor();
+  t.is(await page.getByText(/success \(24 h\)/).count(), 0, 'no success rate for an endpoint never tried');
+
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await page.getByRole('button', { name: 'Resume' }).waitFor();
+  await page.getByRole('button', { name: '← All endpoints' }).click();
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).click();
+  await page.getByText('Paused: deliveries to this endpoint wait until you resume it, each for up to 48 hours from its event.').waitFor();
+  await shot(page, 'paused-never-tried');
+  await axe(t, page, 'a paused endpoint never tried');
+
+  await page.getByRole('button', { name: 'Copy' }).click();
+  const said = page.getByText(/^(Copied to the clipboard\.|Copy failed: select the secret and copy it by hand\.)$/);
+  await said.waitFor();
+  await page.getByRole('button', { name: 'Rotate' }).click();
+  await page.getByText(/^Secret rotated\./).waitFor();
+  t.is(await said.count(), 0, 'what was said of the secret before the rotation is gone');
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await page.getByRole('button', { name: 'Pause' }).waitFor();
+  t.is(await page.getByText(/^Paused: /).count(), 0);
+});

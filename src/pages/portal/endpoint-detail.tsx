@@ -25,6 +25,9 @@ export function EndpointDetail(props: Props) {
   const [message, setMessage] = useState(props.initialMessage ?? '');
   const [refresh, setRefresh] = useState(0);
   const [rate, setRate] = useState<number | null>(null);
+  /** The attempts of the last 24 hours, from the chart's statistics: with none, the API's rate is
+   * 100 by contract, which the header would show as "100% success" for an endpoint never tried. */
+  const [attempts, setAttempts] = useState<number | null>(null);
   const load = () => Promise.all([
     client<Endpoint>('GET', `/v1/endpoints/${endpointId}`),
     client<Application>('GET', `/v1/applications/${props.applicationId}`),
@@ -78,7 +81,7 @@ export function EndpointDetail(props: Props) {
         <div class="card-head">
           <div>
             <h1 id="endpoint-title" class="url">{endpoint.url}</h1>
-            <p class="meta"><StatusBadge status={endpoint.status} /> {rate !== null && <span>{formatRate(rate)} success (24 h)</span>}
+            <p class="meta"><StatusBadge status={endpoint.status} /> {attempts === 0 ? <span>No attempts (24 h)</span> : rate !== null && attempts !== null && <span>{formatRate(rate)} success (24 h)</span>}
               <span>Created {formatTime(endpoint.created_at)}</span></p>
           </div>
           {!readOnly && (
@@ -96,6 +99,9 @@ export function EndpointDetail(props: Props) {
           <Notice kind="error">Deliveries to this endpoint are stopped after repeated failures{endpoint.disabled_at ? ` (since ${formatTime(endpoint.disabled_at)})` : ''}.
             {readOnly ? '' : ' Fix the receiver, then re-enable it.'}</Notice>
         )}
+        {endpoint.status === 'paused' && (
+          <Notice kind="info">Paused: deliveries to this endpoint wait{readOnly ? '' : ' until you resume it'}, each for up to 48 hours from its event.</Notice>
+        )}
         {message && <Notice kind="success">{message}</Notice>}
         <ErrorNotice error={act.error} />
         <dl class="facts">
@@ -106,7 +112,7 @@ export function EndpointDetail(props: Props) {
         </dl>
       </section>
       <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={load} />
-      <StatsPanel client={client} endpointId={endpointId} refresh={refresh + tick} />
+      <StatsPanel client={client} endpointId={endpointId} refresh={refresh + tick} onAttempts={setAttempts} />
       {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} />}
       <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh + tick} />
     </div>
@@ -127,6 +133,7 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
     await props.onRotated();
     setOldExpiry(rotated.old_secret_expires_at);
     setShown(true);
+    setCopied(''); // it was said of the secret before this one
   });
   const secret = (endpoint as { secret?: string }).secret;
   const copy = async () => {
