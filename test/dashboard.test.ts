@@ -213,7 +213,7 @@ browserTest(`an operator's session over every page, with real data${skip}`, asyn
   await page.getByRole('link', { name: w.receiver.at('/gone') }).click();
   await page.getByText(/answered 410 Gone/).waitFor();
   await page.getByRole('button', { name: 'Reset circuit' }).click();
-  await page.getByText(/Circuit reset/).waitFor();
+  await page.getByText('Circuit closed: the endpoint is active again.').waitFor();
   await page.goto(`${app.baseUrl}/dashboard#/endpoints/${w.flakyEp.id}`);
   await page.getByRole('button', { name: 'Failed', exact: true }).click();
   await page.getByRole('region', { name: 'Attempt log' }).getByText('boom: the receiver is down').first().waitFor();
@@ -434,4 +434,38 @@ browserTest(`a job filter the API refuses says why under the filter${skip}`, asy
   await error.waitFor();
   t.true((await after.getAttribute('aria-describedby'))!.includes((await error.getAttribute('id'))!), 'the error describes the filter it is about');
   await check(t, page, 'jobs-filter-refused');
+});
+
+browserTest(`reset circuit: off on a healthy endpoint, the API's words on a failing one; a delete is said on the application's page, once${skip}`, async (t) => {
+  // A review found "Reset circuit" offered on an active endpoint with nothing to reset, answered
+  // "Circuit reset: the endpoint is active again." whatever it did, and a delete that landed on
+  // the application's page without a word.
+  const { receiver, by, acme, endpoint } = await oneEndpoint(t);
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.goto(`${app.baseUrl}/dashboard#/endpoints/${endpoint.id}`);
+  await page.getByRole('heading', { name: endpoint.url }).waitFor();
+  t.true(await page.getByRole('button', { name: 'Reset circuit' }).isDisabled(), 'nothing to reset');
+
+  receiver.reply = () => ({ status: 500, body: 'down' });
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job given up', async () => (await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key: by.key })).body.status === 'discarded');
+  t.is((await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key: by.key })).body.failure_count, 7);
+  await page.reload();
+  await page.getByRole('button', { name: 'Reset circuit' }).click();
+  await page.getByText('The endpoint was active; its failure count is reset.').waitFor();
+  await until('the button off again', () => page.getByRole('button', { name: 'Reset circuit' }).isDisabled());
+  t.is((await app.request('GET', `/v1/endpoints/${endpoint.id}`, { key: by.key })).body.failure_count, 0);
+
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('heading', { name: 'Acme Corp' }).waitFor();
+  await page.getByText('Endpoint deleted. It can be restored below for 30 days.').waitFor();
+  await page.getByRole('button', { name: `Restore ${endpoint.url}` }).waitFor();
+  t.false(page.url().includes('deleted='), 'the address no longer says it');
+  await page.getByRole('link', { name: 'The one job of this application' }).waitFor(); // it said "All 1 jobs"
+  await check(t, page, 'endpoint-deleted');
+  await page.reload();
+  await page.getByRole('button', { name: `Restore ${endpoint.url}` }).waitFor();
+  t.is(await page.getByText(/Endpoint deleted\./).count(), 0, 'said once, not at every reload');
 });

@@ -75,7 +75,13 @@ export function ApplicationDetailPage(props: { id: string }) {
   const [deletedPage, setDeletedPage] = useState(1);
   const deleted = useLoad(() => can('endpoints:read')
     ? client<DeletedEndpointList>('GET', `/v1/endpoints?application_id=${props.id}&deleted=true&per_page=20&page=${deletedPage}`) : Promise.resolve(null), [props.id, deletedPage]);
-  const [flash, setFlash] = useState('');
+  // An endpoint deleted from its own page lands here with `?deleted=ep_…`: said once (the query
+  // is taken out of the address without a navigation, so a reload does not say it again).
+  const [flash, setFlash] = useState(() => {
+    if (!hashParams().get('deleted')) return '';
+    history.replaceState(null, '', `#/applications/${props.id}`);
+    return 'Endpoint deleted. It can be restored below for 30 days.';
+  });
   const restore = useAction(async (id: string) => {
     await client('POST', `/v1/endpoints/${id}/restore`);
     setFlash('Endpoint restored.'); app.reload(); deleted.reload();
@@ -118,7 +124,7 @@ export function ApplicationDetailPage(props: { id: string }) {
               <Loaded state={jobs}>{(j) => j && (j.data.length === 0 ? <p class="empty">No jobs yet.</p> : (
                 <>
                   <JobTable jobs={j} />
-                  <p><a href={`#/jobs?application_id=${a.id}`}>All {j.pagination.total} jobs of this application</a></p>
+                  <p><a href={`#/jobs?application_id=${a.id}`}>{j.pagination.total === 1 ? 'The one job of this application' : `All ${j.pagination.total} jobs of this application`}</a></p>
                 </>
               ))}</Loaded>
             )}

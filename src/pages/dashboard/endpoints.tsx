@@ -83,13 +83,14 @@ export function EndpointDetailPage(props: { id: string }) {
       await client('PATCH', `/v1/endpoints/${props.id}`, { status: what === 'pause' ? 'paused' : 'active' });
       setFlash(what === 'pause' ? 'Endpoint paused: deliveries are held until it is resumed.' : 'Endpoint resumed.');
     } else if (what === 'reset') {
-      await client('POST', `/v1/endpoints/${props.id}/reset-circuit`);
-      setFlash('Circuit reset: the endpoint is active again.');
+      // The API's words: a disabled endpoint is active again; an active one has its count reset.
+      setFlash((await client<{ message: string }>('POST', `/v1/endpoints/${props.id}/reset-circuit`)).message);
     } else {
       if (!window.confirm('Delete this endpoint? It can be restored from its application\'s page for 30 days.')) return;
       const app = endpoint.data?.application_id;
       await client('DELETE', `/v1/endpoints/${props.id}`);
-      window.location.hash = `#/applications/${app}`;
+      // Its application's page says so, above the list it can be restored from.
+      window.location.hash = `#/applications/${app}?deleted=${props.id}`;
       return;
     }
     endpoint.reload();
@@ -108,7 +109,7 @@ export function EndpointDetailPage(props: { id: string }) {
               {e.status === 'paused'
                 ? <Action need="endpoints:write" busy={act.busy} onClick={() => void act.run('resume')}>Resume</Action>
                 : <Action need="endpoints:write" busy={act.busy} disabled={e.status === 'disabled'} onClick={() => void act.run('pause')}>Pause</Action>}
-              <Action need="endpoints:write" busy={act.busy} disabled={e.status === 'paused'} onClick={() => void act.run('reset')}>Reset circuit</Action>
+              <Action need="endpoints:write" busy={act.busy} disabled={e.status === 'paused' || (e.status === 'active' && e.failure_count === 0)} onClick={() => void act.run('reset')}>Reset circuit</Action>
               <Action need="endpoints:write" kind="danger" busy={act.busy} onClick={() => void act.run('delete')}>Delete</Action>
             </div>
           </div>
