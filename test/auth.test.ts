@@ -360,6 +360,36 @@ test('an api-keys:read-and-endpoints:write key cannot grant endpoints:write via 
   assertError(t, await app.request('POST', '/v1/api-keys', { key: mixed.key, body: { name: 'x', scopes: ['endpoints:read'] } }), 403, 'forbidden');
 });
 
+test('a key cannot change or delete a key holding scopes it lacks (the organization\'s "*" key from api-keys:write)', async (t) => {
+  // A probe narrowed, expired and deleted the "*" keys with a key holding api-keys:write alone:
+  // only the scopes in the body were checked, not those of the key changed.
+  const { key: root } = await app.createOrg();
+  const rootId = (await app.request('GET', '/v1/credential', { key: root })).body.id as string;
+  const other = await createKey(t, root, { name: 'other root', scopes: ['*'] });
+  const wide = await createKey(t, root, { name: 'wide', scopes: ['api-keys:write', 'endpoints:write'] });
+  const writer = await createKey(t, root, { name: 'writer', scopes: ['api-keys:write'] });
+  const reader = await createKey(t, root, { name: 'reader', scopes: ['api-keys:read'] });
+  const inFuture = new Date(Date.now() + 60_000).toISOString();
+  for (const [id, holds] of [[rootId, '*'], [other.id, '*'], [wide.id, 'endpoints:write']] as const) {
+    for (const body of [{ scopes: ['api-keys:write'] }, { expires_at: inFuture }, { name: 'renamed' }]) {
+      const res = await app.request('PATCH', `/v1/api-keys/${id}`, { key: writer.key, body });
+      assertError(t, res, 403, 'forbidden');
+      t.is(res.body.error.message, `This API key cannot change a key holding scopes it does not hold itself: ${holds}.`);
+    }
+    const deleted = await app.request('DELETE', `/v1/api-keys/${id}`, { key: writer.key });
+    assertError(t, deleted, 403, 'forbidden');
+    t.is(deleted.body.error.message, `This API key cannot delete a key holding scopes it does not hold itself: ${holds}.`);
+  }
+  const rootNow = (await getKey(root, rootId)).body;
+  t.like(rootNow, { scopes: ['*'], expires_at: null });
+  t.like((await getKey(root, wide.id)).body, { name: 'wide', scopes: ['api-keys:write', 'endpoints:write'], expires_at: null });
+  // Keys within its own scopes, itself included, it still manages.
+  t.is((await app.request('PATCH', `/v1/api-keys/${reader.id}`, { key: writer.key, body: { name: 'reader 2', expires_at: inFuture } })).status, 200);
+  t.is((await app.request('DELETE', `/v1/api-keys/${reader.id}`, { key: writer.key })).status, 200);
+  t.is((await app.request('PATCH', `/v1/api-keys/${writer.id}`, { key: writer.key, body: { name: 'writer 2' } })).status, 200);
+  t.is((await app.request('DELETE', `/v1/api-keys/${other.id}`, { key: root })).status, 200, 'a "*" key deletes another');
+});
+
 test('a key cannot PATCH a key\'s scopes to something it lacks', async (t) => {
   const { key: root } = await app.createOrg();
   const writer = await createKey(t, root, { name: 'writer', scopes: ['api-keys:write'] });

@@ -53,6 +53,15 @@ function assertGrantable(auth: Auth, requested: readonly string[]): void {
 }
 
 /**
+ * A key changes or deletes only a key that holds nothing it does not hold itself: a key with
+ * api-keys:write alone could otherwise narrow, expire or delete the organization's "*" keys.
+ */
+function assertHoldsAllOf(auth: Auth, target: { scopes: readonly string[] }, doing: 'change' | 'delete'): void {
+  const excess = target.scopes.filter((scope) => !canGrant(auth.scopes, scope));
+  if (excess.length > 0) throw forbidden(`This API key cannot ${doing} a key holding scopes it does not hold itself: ${excess.join(', ')}.`);
+}
+
+/**
  * Keys of the other environment (decisions section 4, and docs/): only a live key holding `*`
  * may create, change or delete them, so a test key can never reach a live key's powers.
  */
@@ -98,6 +107,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     const target = await findApiKey(pool, auth.orgId, req.params.id);
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
+    assertHoldsAllOf(auth, target, 'change');
     const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
     });
@@ -110,6 +120,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     const target = isId('key', req.params.id) ? await findApiKey(pool, auth.orgId, req.params.id) : null;
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
+    assertHoldsAllOf(auth, target, 'delete');
     const deleted = await deleteApiKey(pool, auth.orgId, target.id);
     if (!deleted) throw notFound('API key');
     res.json(deletedView(deleted));
