@@ -187,8 +187,9 @@ comment on column portal_tokens.application_id is 'The one application the token
 comment on column portal_tokens.token_hash is 'SHA-256 of the whole token (32 bytes), unique; the token itself is shown once, in the link.';
 comment on column portal_tokens.read_only is 'True: GET only, and endpoint secrets are never sent.';
 comment on column portal_tokens.expires_at is 'After this the token is refused (401, "has expired").';
-comment on column portal_tokens.revoked_at is 'Set by DELETE /v1/applications/{id}/portal-links; the token is refused from then on. Null: not revoked.';
+comment on column portal_tokens.revoked_at is 'Set by DELETE /v1/applications/{id}/portal-links, or when the API key that made it is deleted; the token is refused from then on. Null: not revoked.';
 comment on column portal_tokens.created_at is 'When the link was made.';
+comment on column portal_tokens.api_key_id is 'The API key that made the link: the token does no more than the key''s scopes allow at each request, stops when the key expires, and is revoked when the key is deleted. Null for tokens made before keys were kept, and after the key is deleted.';
 
 comment on table rate_limit_counters is 'Fixed-window API rate-limit counters (jobs per org per second, API keys per org per hour, portal links per org per minute, endpoint tests per endpoint per minute). UNLOGGED: may reset after a crash.';
 comment on column rate_limit_counters.key is 'Limited key: <limit>:<subject>, i.e. jobs:org_…, api-keys:org_…, portal-links:org_… or endpoint-tests:ep_….';

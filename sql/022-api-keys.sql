@@ -35,3 +35,22 @@ $$;
 
 comment on function confirm_api_keys(text[]) is
   'The keys with these ids as they are now (scopes, expired), recording their use at most once a minute each.';
+
+-- A key's delete revokes the portal tokens it made (a leaked key revoked takes its links with
+-- it), before the delete, while the tokens still name the key (its foreign key then sets
+-- api_key_id to null). In SQL, so that a key deleted by hand does the same. A token never does
+-- more than its key's scopes allow at the time of each request (src/api/middleware/auth.ts).
+create or replace function api_keys_revoke_portal_tokens() returns trigger
+language plpgsql as $$
+begin
+  update portal_tokens set revoked_at = now() where api_key_id = old.id and revoked_at is null;
+  return old;
+end;
+$$;
+
+comment on function api_keys_revoke_portal_tokens() is
+  'Trigger: a deleted API key revokes the portal tokens it made.';
+
+create or replace trigger api_keys_revoke_portal_tokens
+  before delete on api_keys
+  for each row execute function api_keys_revoke_portal_tokens();

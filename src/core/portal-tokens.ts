@@ -4,7 +4,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { findApplication } from '../db/applications.ts';
 import { insertPortalToken } from '../db/portal-tokens.ts';
 import type { Tenant } from '../db/tenant.ts';
-import { notFound } from '../errors.ts';
+import { notFound, unauthorized } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { hashKey, randomBase62 } from './api-keys.ts';
 
@@ -16,14 +16,16 @@ export type PortalLink = { url: string; token: string; expires_at: string; read_
 export async function createPortalLink(
   db: CommonQueryMethods,
   tenant: Tenant,
-  input: { applicationId: string; expiresInSeconds: number; readOnly: boolean; publicUrl: string },
+  input: { applicationId: string; apiKeyId: string; expiresInSeconds: number; readOnly: boolean; publicUrl: string },
 ): Promise<PortalLink> {
   const app = isId('app', input.applicationId) ? await findApplication(db, tenant, input.applicationId) : null;
   if (!app) throw notFound('Application');
   const token = `pt_${tenant.environment}_${randomBase62(40)}`;
-  const { expires_at } = await insertPortalToken(db, tenant, {
-    applicationId: app.id, tokenHash: hashKey(token), readOnly: input.readOnly, expiresInSeconds: input.expiresInSeconds,
+  const inserted = await insertPortalToken(db, tenant, {
+    applicationId: app.id, apiKeyId: input.apiKeyId, tokenHash: hashKey(token), readOnly: input.readOnly, expiresInSeconds: input.expiresInSeconds,
   });
+  if (!inserted) throw unauthorized('Invalid API key.');
+  const { expires_at } = inserted;
   // In the fragment: browsers never send it, so it stays out of request lines, logs and Referer.
   return { url: `${input.publicUrl}/portal#${token}`, token, expires_at, read_only: input.readOnly };
 }

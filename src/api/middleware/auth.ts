@@ -24,7 +24,11 @@ export type Auth = Readonly<
     /** Taken from recentKeys without a lookup: the route must confirm the key before it answers (confirmKey). */
     provisional?: true;
   }
-  | { kind: 'portal_token'; tokenId: number; orgId: string; environment: Environment; scopes: readonly string[]; applicationId: string; readOnly: boolean }
+  | {
+    kind: 'portal_token'; tokenId: number; orgId: string; environment: Environment; scopes: readonly string[]; applicationId: string; readOnly: boolean;
+    /** The scopes of the API key that made its link, as they are now: the token does no more (null: a token older than that rule). */
+    keyScopes: readonly string[] | null;
+  }
 >;
 
 type ApiKeyAuth = Extract<Auth, { kind: 'api_key' }>;
@@ -47,7 +51,7 @@ async function authenticateToken(pool: DatabasePool, token: string): Promise<Aut
   if (row.refusal) throw unauthorized(TOKEN_REFUSALS[row.refusal]);
   return {
     kind: 'portal_token', tokenId: row.id, orgId: row.org_id, environment: row.environment, scopes: [],
-    applicationId: row.application_id, readOnly: row.read_only,
+    applicationId: row.application_id, readOnly: row.read_only, keyScopes: row.key_scopes,
   };
 }
 
@@ -185,6 +189,12 @@ export function authorize(family: Family | null) {
       const collection = req.baseUrl.split('/').pop() ?? '';
       const verdict = tokenAllows(auth.readOnly, collection, req.method, segments(req.path));
       if (!verdict.allowed) throw forbidden(verdict.reason);
+      // Nor more than the key that made its link may do now (decisions section 4: no key hands
+      // out more than it holds): a key with applications:write alone makes links, but their
+      // tokens do not reach the endpoints and jobs that key cannot.
+      if (family && auth.keyScopes && !allows(auth.keyScopes, family, access)) {
+        throw forbidden(`The API key that made this portal link lacks the ${family}:${access} scope.`);
+      }
       if (auth.readOnly) withoutSecrets(res);
     } else {
       const refusal = keyRefusal({ expired: false, scopes: auth.scopes }, family, access);

@@ -16,7 +16,7 @@ import { inOneSnapshot } from '../../db/one-snapshot.ts';
 import { revokePortalTokens } from '../../db/portal-tokens.ts';
 import type { Tenant } from '../../db/tenant.ts';
 import { isId, newId } from '../../ids.ts';
-import { notFound } from '../../errors.ts';
+import { forbidden, notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
@@ -109,10 +109,11 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
 
   router.post('/:id/portal-links', async (req, res) => {
     const tenant = authOf(res);
+    if (tenant.kind !== 'api_key') throw forbidden('A portal token cannot use this operation.');
     await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
     const body = parseBody(portalLinkBody, req.body);
     const link = await createPortalLink(pool, tenant, {
-      applicationId: req.params.id, expiresInSeconds: body.expires_in, readOnly: body.read_only, publicUrl: config.publicUrl,
+      applicationId: req.params.id, apiKeyId: tenant.keyId, expiresInSeconds: body.expires_in, readOnly: body.read_only, publicUrl: config.publicUrl,
     });
     res.status(201).json(toPortalLink(link));
   });
