@@ -115,7 +115,11 @@ export type DeliveryLoop = {
 };
 
 /** A claimed attempt and its rate-limit slot. */
-type Send = { message: Message; claim: Claim; slot: Slot };
+/** `claimedFrom`: when the claim that took it began (Date.now()), for stops notified since. */
+type Send = { message: Message; claim: Claim; slot: Slot; claimedFrom: number };
+
+/** What attempt() gives when the endpoint stopped while the send waited for its slot. */
+const HAND_BACK = Symbol('hand back');
 
 export function startDeliveryLoop(deps: {
   pool: DatabasePool; queue: Queue; config: Config; logger: Logger; attempter: Attempter; recorder: Recorder; metrics: Metrics;
@@ -260,7 +264,7 @@ export function startDeliveryLoop(deps: {
     let drained = fetched.length < limit;
     for (const { message, claim: claimed } of fetched) {
       if (claimed?.action === 'send') {
-        sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt) });
+        sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt), claimedFrom: sentAt });
         continue;
       }
       settled.push(message); // skip, hold, drop, expire, cancel: this message is done
@@ -303,9 +307,12 @@ export function startDeliveryLoop(deps: {
     }
   }
 
-  async function attempt(claimed: Claim, slot: Slot, held: HeldSlot): Promise<AttemptResult | null> {
+  async function attempt(claimed: Claim, slot: Slot, held: HeldSlot, claimedFrom: number): Promise<AttemptResult | null | typeof HAND_BACK> {
     const startAt = await startWhenAllowed(claimed, slot);
     if (startAt === null) return null;
+    // Paused, disabled or deleted since its claim began (notified: wakeup.ts): not sent. Handed
+    // back, the next claim holds or drops it (or sends it, when it was resumed meanwhile).
+    if (wakeup.stoppedSince(claimed.endpoint_id, claimedFrom)) return HAND_BACK;
     held.started(startAt);
     const started = new Date(startAt);
     // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
@@ -366,9 +373,17 @@ export function startDeliveryLoop(deps: {
     const deliveryId = send.claim.delivery_id;
     const tracked = { claimedAt: Date.now(), recording: false };
     claimedMessages.set(message, tracked);
-    attempt(send.claim, send.slot, held)
+    attempt(send.claim, send.slot, held, send.claimedFrom)
       .finally(() => held.end()) // the exchange is over, or never started
       .then((result) => {
+        if (result === HAND_BACK) {
+          logger.debug({ delivery_id: deliveryId }, 'endpoint stopped while its delivery waited for its slot: handed back');
+          // Due at once: the loop claims again now rather than at its next poll, so the delivery
+          // is held or dropped at once too (not left in_flight for a DBA to wonder about).
+          return queue.handBack([message]).then(() => wakeup.interrupt(), (error: unknown) => {
+            if (!isDatabaseUnavailable(error)) logger.warn({ err: error, delivery_id: deliveryId }, 'handing back a delivery of a stopped endpoint failed: claimed again when its lease ends');
+          });
+        }
         if (!result || abandoned) return undefined;
         tracked.recording = true;
         return recorder.add(message, result); // the slot is free once recorded

@@ -6,11 +6,18 @@
 // the loop is woken, for whatever was notified meanwhile.
 //
 // Notifications are coalesced: any number of them between two fetches wake the loop once.
+//
+// The same connection listens on hookline_endpoints_stopped (sql/021-wakeup.sql): an endpoint
+// paused, disabled or deleted. The loop asks stoppedSince() before each send it claimed ahead of
+// its rate-limit slot, and hands back those whose endpoint stopped after their claim began.
 import pg from 'pg';
 import type { Logger } from '../logger.ts';
 import { primaryUrl } from '../db/multi-host.ts';
 
 export const WAKEUP_CHANNEL = 'hookline_deliveries';
+export const STOPPED_CHANNEL = 'hookline_endpoints_stopped';
+/** How long a stop is remembered: far longer than a claimed send waits for its slot. */
+const STOPPED_KEPT_MS = 60_000;
 const RECONNECT_MS = 1000;
 /** A quiet connection is checked this often, so a half-open one (a vanished host) is replaced. */
 const HEARTBEAT_MS = 30_000;
@@ -24,6 +31,12 @@ export type Wakeup = {
   /** Ends any wait now (stopping). */
   interrupt(): void;
   readonly listening: boolean;
+  /**
+   * Whether a stop of the endpoint was notified at `since` (Date.now() ms) or later. A stop
+   * committed while the listener is lost (an outage, a failover) or never listening (a
+   * transaction pooler without DATABASE_DIRECT_URL) goes unheard: those sends go as claimed.
+   */
+  stoppedSince(endpointId: string, since: number): boolean;
   stop(): Promise<void>;
 };
 
@@ -36,6 +49,20 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
   let lostLogged = false;
   let retry: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
+  /** When each endpoint was last notified stopped (Date.now()), for STOPPED_KEPT_MS. */
+  const stoppedAt = new Map<string, number>();
+  let prunedAt = Date.now();
+  const endpointStopped = (id: string) => {
+    const now = Date.now();
+    stoppedAt.delete(id); // insertion order stays the order of the stops
+    stoppedAt.set(id, now);
+    if (now - prunedAt < STOPPED_KEPT_MS / 6) return;
+    prunedAt = now;
+    for (const [key, at] of stoppedAt) {
+      if (now - at < STOPPED_KEPT_MS) break;
+      stoppedAt.delete(key);
+    }
+  };
 
   /** Ends the current wait, if any. */
   const release = () => {
@@ -75,9 +102,12 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       client = current;
       current.on('error', (error) => lost(current!, error));
       current.on('end', () => lost(current!));
-      current.on('notification', (message) => { if (message.channel === WAKEUP_CHANNEL) wake(); });
+      current.on('notification', (message) => {
+        if (message.channel === WAKEUP_CHANNEL) wake();
+        else if (message.channel === STOPPED_CHANNEL && message.payload) endpointStopped(message.payload);
+      });
       await current.connect();
-      await current.query(`listen ${WAKEUP_CHANNEL}`);
+      await current.query(`listen ${WAKEUP_CHANNEL}; listen ${STOPPED_CHANNEL}`);
       if (stopped || client !== current) return void current.end().catch(() => {});
       listening = true;
       if (lostLogged) deps.logger.info('wakeup listener back');
@@ -110,6 +140,9 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
     },
     interrupt: release,
     get listening() { return listening; },
+    stoppedSince(endpointId, since) {
+      return (stoppedAt.get(endpointId) ?? Number.NEGATIVE_INFINITY) >= since;
+    },
     async stop() {
       stopped = true;
       clearTimeout(retry);
