@@ -1,6 +1,7 @@
 // Starts the process roles: `web` (API), `worker` (delivery), `all` (both; the default for
 // `npm start`) or `release` (migrations, then exit). SIGTERM/SIGINT/SIGHUP stop everything
-// cleanly, in order. The npm scripts `exec` node, so a signal sent to npm reaches this process.
+// cleanly, in order. The npm scripts `exec` node, and npm forwards SIGTERM and SIGINT to it (not
+// SIGHUP: sent to npm alone, it ends npm with 129 and leaves this process running).
 import { loadConfigOrExit, type Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';

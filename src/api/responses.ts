@@ -54,7 +54,7 @@ const jsonObject = (description: string, example: Record<string, unknown>) =>
 
 const endpointStatus = z.enum(['active', 'paused', 'disabled']).meta({ description: 'Delivery state; `disabled` is set by the circuit breaker.' });
 const secret = z.string().regex(/^whsec_[0-9a-f]{64}$/)
-  .meta({ description: 'Signing secret (Standard Webhooks): `whsec_` and 64 hex characters.', examples: [`whsec_${'5f'.repeat(32)}`] });
+  .meta({ description: 'Signing secret (Standard Webhooks): `whsec_` and 64 characters, all hex digits, whose base64 decoding (48 bytes, not their hex decoding) is the HMAC key.', examples: [`whsec_${'5f'.repeat(32)}`] });
 
 // ---------------------------------------------------------------- shared shapes
 
@@ -198,7 +198,7 @@ const endpointDocs = {
 
 const endpointWithSecret = documented(endpointRow, endpointDocs);
 export const endpoint = endpointWithSecret.extend({
-  secret: secret.optional().meta({ description: 'Signing secret (Standard Webhooks): `whsec_` and 64 hex characters. Absent for a read-only portal token.' }),
+  secret: secret.optional().meta({ description: 'Signing secret (Standard Webhooks): `whsec_` and 64 characters, all hex digits, whose base64 decoding (48 bytes, not their hex decoding) is the HMAC key. Absent for a read-only portal token.' }),
 }).meta({ id: 'Endpoint' });
 export const endpointCreated = endpointWithSecret.omit({ disabled_at: true, updated_at: true }).meta({ id: 'EndpointCreated' });
 export const endpointSummary = documented(endpointSummaryRow, endpointDocs).meta({ id: 'EndpointSummary' });

@@ -14,7 +14,7 @@ import { findEventTypesByName } from '../db/event-types.ts';
 import type { Tenant } from '../db/tenant.ts';
 import { isId, newId } from '../ids.ts';
 
-/** `whsec_` + 64 hex characters (32 random bytes). */
+/** `whsec_` + 64 hex characters (32 random bytes), which signing reads as base64 text: a 48-byte key (src/worker/signing.ts). */
 export function newSecret(): string {
   return `whsec_${randomBytes(32).toString('hex')}`;
 }

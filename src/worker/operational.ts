@@ -1,4 +1,4 @@
-// Delivery of operational events (decisions section 12), by the same engine as tenant
+// Delivery of operational events (decisions section 13), by the same engine as tenant
 // deliveries: the same attempter (destination checks at connect time, DNS pinning, timeouts,
 // Retry-After), the same Standard Webhooks signing (two signatures during a rotation's grace
 // period) and the same retry policy (RETRY_SCHEDULE with jitter, the 48 h window). Claims and

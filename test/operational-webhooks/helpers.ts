@@ -29,7 +29,7 @@ export function verifies(secret: string, arrival: Arrival): boolean {
   }
 }
 
-/** The events a receiver got, each checked: signed with `secret`, envelope and headers as section 12 says. */
+/** The events a receiver got, each checked: signed with `secret`, envelope and headers as section 13 says. */
 export function eventsOf(t: ExecutionContext, receiver: Receiver, secret: string): OpEvent[] {
   return receiver.arrivals.map((arrival) => {
     t.true(verifies(secret, arrival), 'standardwebhooks verifies the event with the operational endpoint secret');

@@ -1,4 +1,4 @@
-// GET /dashboard: the organization's operator console (decisions section 11), a page that calls
+// GET /dashboard: the organization's operator console (decisions section 16; docs/dashboard.md), a page that calls
 // the public /v1 API with the API key pasted into it and nothing else. No auth here: the page
 // itself is public; the key stays in the browser tab (memory and sessionStorage). No framing:
 // an operator's console is never embedded, unlike the portal.

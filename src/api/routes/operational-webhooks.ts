@@ -1,5 +1,5 @@
 // /v1/operational-webhooks/endpoints: where an organization (per environment) receives its
-// operational events (decisions section 12). Create (secret shown), cursor list, retrieve,
+// operational events (decisions section 13). Create (secret shown), cursor list, retrieve,
 // patch, delete (soft), rotate-secret; and /events, the events written (newest first). The events are written by SQL triggers beside each
 // change and delivered by the worker (src/worker/operational.ts).
 import { Router } from 'express';

@@ -1,6 +1,6 @@
 // The portal's only way out: the public /v1 API of this origin, with the credential from the
 // URL fragment as a Bearer token. Response types are the API's own (src/api/responses.ts) so a
-// renamed field breaks tsc here; the attempt and stats shapes follow decisions section 14.
+// renamed field breaks tsc here; the attempt and stats shapes follow decisions section 12.
 import type { z } from 'zod';
 import type {
   applicationDetail, attemptStats, circuitReset, credential, deleted, deletedEndpointList, deletedEndpointSummary, endpoint, endpointAttemptList,
@@ -21,10 +21,10 @@ export type TestQueued = z.output<typeof endpointTestQueued>;
 export type Deleted = z.output<typeof deleted>;
 export type Retried = z.output<typeof webhookJobRetried>;
 export type ErrorBody = z.output<typeof errorBody>;
-/** GET /v1/endpoints/{id}/attempts (§13): delivery records with their job_id and event_type. */
+/** GET /v1/endpoints/{id}/attempts (§12): delivery records with their job_id and event_type. */
 export type AttemptList = z.output<typeof endpointAttemptList>;
 export type Attempt = AttemptList['data'][number];
-/** GET /v1/endpoints/{id}/stats (§14). */
+/** GET /v1/endpoints/{id}/stats (§12). */
 export type Stats = z.output<typeof attemptStats>;
 export type DeletedEndpoint = z.output<typeof deletedEndpointSummary>;
 export type DeletedEndpointList = z.output<typeof deletedEndpointList>;
