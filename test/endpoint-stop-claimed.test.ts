@@ -12,6 +12,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { CONNECTIONS_PER_ORIGIN } from '../src/worker/attempt.ts';
 import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
@@ -79,4 +80,33 @@ test('disabled by a 410 while a claimed delivery waits for its slot: held, not s
   const { statuses, endpointId, by, expected } = await stoppedOnFirstArrival(t, 410, async () => {});
   t.deepEqual(await statuses(), expected('held', 'held'), 'the 410\'s own delivery is held too, for a reset');
   t.like((await app.request('GET', `/v1/endpoints/${endpointId}`, { key: by.key })).body, { status: 'disabled', disabled_reason: 'gone' });
+});
+
+test(`paused while deliveries wait for one of the worker's ${CONNECTIONS_PER_ORIGIN} connections to a hanging receiver: not sent once one frees`, async (t) => {
+  // The same probe saw a hanging receiver's connections go from 128 to 256 half a minute after
+  // its application's delete: requests queued in the worker's pool for a connection, sent when
+  // the hanging ones ended. They are withdrawn when they get one (before anything is sent).
+  const extra = 6;
+  const release: Array<() => void> = [];
+  const receiver = await startReceiver(() => new Promise((resolve) => release.push(() => resolve({ status: 200, body: 'late ok' }))));
+  t.teardown(() => { for (const free of release) free(); return receiver.close(); });
+  const { key } = await app.createOrg();
+  const by: By = { on: app, key, t };
+  await createEventType(by, 'order.created');
+  const application = (await createApplication(by)).id as string;
+  const endpointId = (await createEndpoint(by, { application_id: application, url: receiver.at('/hangs'), event_types: ['order.created'], rate_limit_rps: 1000 })).id as string;
+  for (let n = 0; n < CONNECTIONS_PER_ORIGIN + extra; n += 10) {
+    await Promise.all(Array.from({ length: Math.min(10, CONNECTIONS_PER_ORIGIN + extra - n) }, (_, i) => createJob(by, { application_id: application, event_type: 'order.created', payload: { n: n + i } })));
+  }
+  const inFlight = () => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and status = 'in_flight'`);
+  await until('every connection hanging and the rest claimed', async () => receiver.arrivals.length === CONNECTIONS_PER_ORIGIN && (await inFlight()) === CONNECTIONS_PER_ORIGIN + extra);
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } })).status, 200);
+  for (const free of release.splice(0)) free();
+  const statuses = () => app.pool.anyFirst(sql.type(z.object({ status: z.string() }))`
+    select status from deliveries where endpoint_id = ${endpointId}`);
+  await until('the hanging ones recorded and the others held', async () => (await statuses()).every((s) => s === 'succeeded' || s === 'held'));
+  t.is(receiver.arrivals.length, CONNECTIONS_PER_ORIGIN, 'no request sent after the pause');
+  const counts = (await statuses()).reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
+  t.deepEqual(counts, { succeeded: CONNECTIONS_PER_ORIGIN, held: extra });
 });

@@ -26,7 +26,20 @@ export type AttemptRequest = {
    * its hanging requests never hold the connections others wait for.
    */
   tenant?: string;
+  /**
+   * Asked when the request gets its connection, before anything is sent: false withdraws it (the
+   * attempt rejects with Withdrawn). A request may wait there for one of the worker's
+   * connections to the origin for as long as the receiver's other requests hang.
+   */
+  stillWanted?: () => boolean;
 };
+
+/** The attempt was withdrawn before anything was sent (AttemptRequest.stillWanted). */
+export class Withdrawn extends Error {
+  constructor() {
+    super('withdrawn before it was sent');
+  }
+}
 
 export type AttemptError = 'timeout' | 'connection_error' | 'dns_error' | 'blocked_destination' | 'tls_error' | 'http_status';
 
@@ -347,9 +360,11 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       tenantAgent.sending.set(origin, sending + 1);
       if (options.connections !== undefined && sending >= options.connections) queuedAt = performance.now();
       const onSocket = () => {
-        if (queuedAt === undefined) return;
-        queuedMs += performance.now() - queuedAt;
-        queuedAt = undefined;
+        if (queuedAt !== undefined) {
+          queuedMs += performance.now() - queuedAt;
+          queuedAt = undefined;
+        }
+        return req.stillWanted?.() ?? true;
       };
       // The status is kept once the answer starts: an answer cut off in its body records it too.
       responseBody = await post(agent, { origin: url.origin, path: `${url.pathname}${url.search}`, headers: req.headers, body: req.body }, signal, onSocket,
@@ -361,6 +376,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
       return finish(statusCode !== null && statusCode >= 200 && statusCode < 300 ? null : 'http_status');
     } catch (err) {
       // Closed while it ran (close() aborts what is still open): an end of ours, not a bug.
+      if (err instanceof Withdrawn) throw err;
       const error = closed ? 'connection_error' : classify(err, signal.aborted);
       if (error === null) throw err;
       return finish(error);
@@ -412,7 +428,7 @@ export function makeAttempter(options: AttempterOptions = {}): Attempter {
  */
 function post(
   agent: Agent, options: { origin: string; path: string; headers: Record<string, string>; body: string }, signal: AbortSignal,
-  onSocket: () => void,
+  onSocket: () => boolean,
   onStatus: (statusCode: number, retryAfter: string | undefined) => void,
   onPartial: (body: string) => void,
 ): Promise<string> {
@@ -450,8 +466,8 @@ function post(
     agent.dispatch({ ...options, method: 'POST' }, {
       onRequestStart(started) {
         controller = started;
-        onSocket();
-        if (signal.aborted) started.abort(signal.reason);
+        if (!onSocket()) started.abort(new Withdrawn());
+        else if (signal.aborted) started.abort(signal.reason);
       },
       onResponseStart(_started, code, headers) {
         if (code >= 200) onStatus(code, headerValue(headers['retry-after'])); // 1xx: the answer follows

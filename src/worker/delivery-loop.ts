@@ -15,7 +15,7 @@ import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { deferredPriority, freshWeight, type Message, type Queue, type QueueItem } from '../queue.ts';
-import { CONNECTIONS_PER_ORIGIN, type Attempter } from './attempt.ts';
+import { CONNECTIONS_PER_ORIGIN, Withdrawn, type Attempter } from './attempt.ts';
 import { HELD_AFTER_MS, makeOrganizationShare, type HeldSlot } from './organization-share.ts';
 import { graceFor, LATE_LIMIT_MS, makeSlotRetaker, slotFrom, type Slot } from './pacing.ts';
 import type { Recorder } from './recorder.ts';
@@ -312,7 +312,8 @@ export function startDeliveryLoop(deps: {
     if (startAt === null) return null;
     // Paused, disabled or deleted since its claim began (notified: wakeup.ts): not sent. Handed
     // back, the next claim holds or drops it (or sends it, when it was resumed meanwhile).
-    if (wakeup.stoppedSince(claimed.endpoint_id, claimedFrom)) return HAND_BACK;
+    const stopped = () => wakeup.stoppedSince(claimed.endpoint_id, claimedFrom);
+    if (stopped()) return HAND_BACK;
     held.started(startAt);
     const started = new Date(startAt);
     // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
@@ -329,7 +330,13 @@ export function startDeliveryLoop(deps: {
       // others share one: a pool per tenant cost about 11% of the deliveries per second when 50
       // tenants deliver to one origin (more connections open at once; bench/delivery-ab.ts).
       ...(slowOrgs.has(claimed.org_id) ? { tenant: claimed.org_id } : {}),
+      // And again once it has a connection: it may have waited for one behind hanging requests.
+      stillWanted: () => !stopped(),
+    }).catch((error: unknown): typeof HAND_BACK => {
+      if (error instanceof Withdrawn) return HAND_BACK;
+      throw error;
     });
+    if (outcome === HAND_BACK) return HAND_BACK;
     metrics.observeAttempt(outcome);
     const retryAt = outcome.success ? null : nextAttemptAt({
       attempt: claimed.attempt,
