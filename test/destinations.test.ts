@@ -96,6 +96,18 @@ const addresses: Array<[string, string, boolean]> = [
   ['2001::/32 Teredo upper neighbour', '2001:1::1', false],
   ['64:ff9b:1::/48 start', '64:ff9b:1::', true],
   ['64:ff9b:1::/48 end', '64:ff9b:1:ffff:ffff:ffff:ffff:ffff', true],
+  // Outside global unicast 2000::/3, not named above (a probe connected to the first three).
+  ['::ffff:0:0:0/96 IPv4-translated loopback', '::ffff:0:127.0.0.1', true],
+  ['::ffff:0:0:0/96 IPv4-translated private', '::ffff:0:10.0.0.1', true],
+  ['::/8 reserved', '::2:0:0:1', true],
+  ['5f00::/16 segment routing', '5f00::1', true],
+  ['4000::/3 unassigned', '4000::1', true],
+  ['1fff:... just below 2000::/3', '1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', true],
+  ['2000::/3 start', '2000::1', false],
+  ['2000::/3 end', '3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
+  ['2001:10::/28 ORCHID', '2001:10::1', true],
+  ['2001:20::/28 ORCHIDv2 end', '2001:2f:ffff:ffff:ffff:ffff:ffff:ffff', true],
+  ['2001:20::/28 upper neighbour', '2001:30::1', false],
 
   ['IPv4-mapped loopback dotted', '::ffff:127.0.0.1', true],
   ['IPv4-mapped loopback hex', '::ffff:7f00:1', true],

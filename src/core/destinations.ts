@@ -42,6 +42,8 @@ const BLOCKED_IPV6: ReadonlyArray<readonly [string, number]> = [
   ['2001:2::', 48], // benchmarking
   ['100::', 64], // discard-only
   ['2001::', 32], // Teredo: tunnels to an address we cannot see
+  ['2001:10::', 28], // ORCHID, deprecated
+  ['2001:20::', 28], // ORCHIDv2: identifiers, not locators
   ['64:ff9b:1::', 48], // local-use NAT64, translates to whatever the local network chooses
 ];
 
@@ -62,6 +64,11 @@ function blockList(ranges: ReadonlyArray<readonly [string, number]>, type: 'ipv4
 const blockedIpv4 = blockList(BLOCKED_IPV4, 'ipv4');
 const blockedIpv6 = blockList(BLOCKED_IPV6, 'ipv6');
 const embeddings = EMBEDDING_IPV4.map((e) => ({ list: blockList([[e.prefix, e.bits]], 'ipv6'), word: e.word }));
+// Global unicast: everything IANA hands out to networks on the internet. The rest of the IPv6
+// space (but the IPv4 embeddings above) is reserved or special-purpose: IPv4-translated
+// ::ffff:0:0:0/96, the rest of ::/8, 5f00::/16 (segment routing) and whatever is added later.
+// A probe reached ::ffff:0:127.0.0.1 and ::2:0:0:1 when only named ranges were refused.
+const globalUnicast = blockList([['2000::', 3]], 'ipv6');
 
 /** The eight 16-bit groups of an address that `isIP` already accepted as IPv6 (no zone id). */
 function ipv6Words(address: string): number[] {
@@ -98,7 +105,7 @@ export function isBlockedAddress(address: string): boolean {
     const low = words[word + 1] ?? 0;
     return blockedIpv4.check(`${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`, 'ipv4');
   }
-  return false;
+  return !globalUnicast.check(address, 'ipv6');
 }
 
 /** `localhost` and `*.localhost` always mean this machine (RFC 6761), whatever DNS says. */
