@@ -1,7 +1,7 @@
 // The one error type of the service, shared by the API and core/: a constructor per row of
 // decisions section 3, and the translation of database constraint names into those rows.
 import { StatementCancelledError, StatementTimeoutError, UniqueIntegrityConstraintViolationError } from 'slonik';
-import { causeChain, isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
+import { causeChain, DatabaseBusyError, isDatabaseUnavailable, RequestAbandonedError } from './db/availability.ts';
 
 export type ErrorDetail = { path: string; message: string };
 
@@ -71,6 +71,9 @@ export const serviceUnavailable = (
 export const statementCancelled = () => serviceUnavailable(
   `The database took too long to answer this request and its statement was cancelled; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
   + ' A list that reads many jobs answers faster with created_after and created_before.');
+/** Every connection (or job creation group) of the process stayed busy past the acquire timeout. */
+export const databaseBusy = () => serviceUnavailable(
+  `The service is busy: no database connection became free in time for this request; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
 /** A heavy read that waited out the acquire timeout behind its organization's own (src/db/heavy-reads.ts). */
 export const heavyReadsBusy = () => serviceUnavailable(
   'This organization\'s earlier requests that read many rows (lists, the summary, stats, recover) are still running;'
@@ -124,6 +127,7 @@ export function passingRollback(error: unknown): { sqlstate: string; reason: str
 /** An AppError for a known database error, else null (the caller reports a 500). */
 export function translateDatabaseError(error: unknown): AppError | null {
   // A lost database is the service's state, not a bug: 503, logged once per change by the pool.
+  if (error instanceof DatabaseBusyError) return databaseBusy();
   if (error instanceof RequestAbandonedError || isDatabaseUnavailable(error)) return serviceUnavailable();
   // A statement cancelled by the statement timeout (DATABASE_STATEMENT_TIMEOUT_MS: a lock held
   // long by another transaction, a list that reads too much) or by an operator's

@@ -39,6 +39,8 @@ test('behind stalled groups, a job creation answers 503 within the acquire timeo
   const refused = answers.filter((a) => a?.status === 503);
   for (const res of refused) {
     t.is(res!.body.error.code, 'service_unavailable');
+    // Busy, not out of reach: the database answered all along (it said "cannot reach its database").
+    t.is(res!.body.error.message, 'The service is busy: no database connection became free in time for this request; retry after 5 s.');
     t.truthy(res!.headers.get('retry-after'));
   }
   await waitingOn(watcher, 'accept'); // the stalled groups still wait

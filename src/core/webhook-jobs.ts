@@ -4,7 +4,7 @@ import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } 
 import { invalidState, notFound, rateLimitExceeded, serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
-import { DatabaseUnavailableError, RequestAbandonedError } from '../db/availability.ts';
+import { DatabaseBusyError, RequestAbandonedError } from '../db/availability.ts';
 import { currentRequestScope, requestScope, type RequestScope } from '../db/request-scope.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
@@ -389,7 +389,7 @@ export function makeJobAcceptor(
     let kept = 0;
     for (const waiter of waiting) {
       if (now - waiter.since < waitLimitMs) waiting[kept++] = waiter;
-      else waiter.reject(new DatabaseUnavailableError(`no group of job creations could start within ${waitLimitMs} ms`));
+      else waiter.reject(new DatabaseBusyError(`no group of job creations could start within ${waitLimitMs} ms`));
     }
     waiting.length = kept;
     if (kept === 0) {

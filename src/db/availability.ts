@@ -13,6 +13,18 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
+/**
+ * The database answers, but none of this process's connections (or, for job creations, no
+ * group) became free within DATABASE_ACQUIRE_TIMEOUT_MS: busy, not out of reach. A 503 that
+ * says so (it said "cannot reach its database" while the database was up).
+ */
+export class DatabaseBusyError extends DatabaseUnavailableError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseBusyError';
+  }
+}
+
 /** The request's client went away before its database work began or committed: nothing was done. */
 export class RequestAbandonedError extends Error {
   constructor() {

@@ -19,7 +19,7 @@
 // row lock, a list over a million rows) leave connections to every other tenant. Calls outside
 // any organization's request (authentication, the accept's groups, the worker) are not counted.
 import type { DatabasePool, DatabasePoolConnection } from 'slonik';
-import { DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
+import { DatabaseBusyError, DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
 import { currentRequestScope, type RequestScope } from './request-scope.ts';
 
 type GuardOptions = {
@@ -93,7 +93,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
         grant: () => { done(); resolve(); },
         fail: (error) => { done(); reject(error); },
       };
-      const timer = setTimeout(() => waiter.fail(new DatabaseUnavailableError(
+      const timer = setTimeout(() => waiter.fail(new DatabaseBusyError(
         `no database connection became free within ${acquireTimeoutMs} ms`)), Math.max(0, deadline - Date.now()));
       const stopListening = scope?.onAbort(() => waiter.fail(new RequestAbandonedError()));
       waiters.push(waiter);
