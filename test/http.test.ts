@@ -519,3 +519,19 @@ test('an HTTP/1.1 request without a Host header is a 400 in the API\'s error sha
   const withHost = await sendRaw(quickApp.baseUrl, 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
   t.is(withHost.status, 200);
 });
+
+test('every /v1 answer is Cache-Control: no-store (secrets, keys shown once), errors and job creation included', async (t) => {
+  // A probe found endpoint secrets and new API keys served without it (defence in depth: no
+  // browser or shared cache may keep them).
+  const { key } = await app.createOrg();
+  const answers = [
+    await app.request('POST', '/v1/api-keys', { key, body: { name: 'shown once' } }),
+    await app.request('GET', '/v1/api-keys', { key }),
+    await app.request('POST', '/v1/webhook-jobs', { key, body: { application_id: 'app_x', event_type: 'x', payload: {} } }),
+    await app.request('GET', '/v1/endpoints/ep_nothing', { key }),
+    await app.request('GET', '/v1/credential'),
+  ];
+  t.deepEqual(answers.map((res) => res.status), [201, 200, 404, 404, 401]);
+  for (const res of answers) t.is(res.headers.get('cache-control'), 'no-store');
+  t.is((await raw(app, 'GET', '/v1/openapi.json')).headers.get('cache-control'), 'no-cache', 'the public document keeps its own');
+});

@@ -60,6 +60,10 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
     next(validationError('The request is not valid HTTP/1.1: it has no Host header.'));
   });
 
+  // No /v1 answer is kept by a cache, shared or the browser's: they carry endpoint secrets, keys
+  // shown once and tenants' data (GET /v1/openapi.json sets its own).
+  app.use('/v1', (_req, res, next) => { res.setHeader('Cache-Control', 'no-store'); next(); });
+
   const recentKeys = makeRecentKeys(recentKeyClock);
   const authenticated = authenticate(pool, { recentKeys });
   const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[]): RequestHandler[] =>
