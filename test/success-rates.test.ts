@@ -85,3 +85,34 @@ test('an application is refreshed even when its endpoint\'s own rate stays the s
   await db.query('select refresh_success_rates($1)', [[a]]);
   t.like(await rates(db, [a, applications[0]!.id]), { [a]: '100.00', [applications[0]!.id]: '75.00' });
 });
+
+test('the stats\' default window is the success rate\'s: the minute holding "24 hours ago" is in neither', async (t) => {
+  // A DBA's probe: the stats counted that minute and the rates did not, so with a day of traffic
+  // the two "last 24 hours" disagreed (115 of 215 against a rate of 100).
+  const { key } = await app.createOrg();
+  const by = { on: app, key };
+  await createEventType(by, 'rate.item');
+  const application = await createApplication(by);
+  const endpoint = (await createEndpoint(by, { application_id: application.id, url: 'https://example.com/edge', event_types: ['rate.item'] })).id as string;
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  // At the first second of a minute the two edges are further apart than any request takes.
+  const secondOfMinute = new Date().getUTCSeconds();
+  if (secondOfMinute > 50) await new Promise((resolve) => setTimeout(resolve, (61 - secondOfMinute) * 1000));
+  await db.query(
+    `insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+     select id, application_id, date_trunc('minute', now() - interval '24 hours'), 100, 0 from endpoints where id = $1
+     union all
+     select id, application_id, date_trunc('minute', now() - interval '24 hours') + interval '1 minute', 10, 5 from endpoints where id = $1
+     union all
+     select id, application_id, date_trunc('minute', now()) - interval '1 minute', 10, 10 from endpoints where id = $1`, [endpoint]);
+  await db.query('select refresh_success_rates($1)', [[endpoint]]);
+  const rate = (await app.request('GET', `/v1/applications/${application.id}`, { key })).body.endpoints[0].success_rate;
+  t.is(rate, 75); // 15 of 20: the boundary minute's 100 failures are out
+  for (const path of [`/v1/endpoints/${endpoint}/stats`, '/v1/stats']) {
+    const stats = (await app.request('GET', path, { key })).body;
+    t.deepEqual(stats.totals, { attempts: 20, successes: 15, failures: 5 }, path);
+    t.is(Date.parse(stats.data[0].start), Date.parse(stats.since), 'the first bucket starts at since');
+  }
+});

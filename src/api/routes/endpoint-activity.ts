@@ -16,6 +16,7 @@ import { cursorQuery, timestamp } from '../schemas.ts';
 import { parseQuery } from '../validation.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
+const MINUTE_MS = 60_000;
 /** How far back stats reach (the per-minute table keeps 8 days: sql/012-hourly-upkeep.sql). */
 export const STATS_MAX_DAYS = 7;
 
@@ -29,7 +30,7 @@ export const activityRequests = {
   }),
   statsQuery: z.strictObject({
     since: timestamp.optional().meta({
-      description: `Start of the period (ISO 8601), at most ${STATS_MAX_DAYS} days ago and not in the future; default 24 hours ago. `
+      description: `Start of the period (ISO 8601), at most ${STATS_MAX_DAYS} days ago and not in the future; default the start of the first minute after 24 hours ago (the minutes the success rates count). `
         + 'Per-minute buckets when it is at most 24 hours ago, hourly ones beyond.',
     }),
   }),
@@ -81,7 +82,10 @@ export function makeStatsRouter(pool: DatabasePool): Router {
 
 async function stats(pool: DatabasePool, scope: StatsScope, sinceParam: string | undefined): Promise<z.output<typeof attemptStats>> {
   const now = Date.now();
-  const since = sinceParam ?? new Date(now - DAY_MS).toISOString();
+  // By default the minutes the success rates count (sql/009-success-rates.sql: those starting
+  // after 24 hours ago), so that the totals and the rates of the same endpoints agree; it said
+  // the minute holding "24 hours ago" too, one more than the rates (a DBA's probe).
+  const since = sinceParam ?? new Date((Math.floor((now - DAY_MS) / MINUTE_MS) + 1) * MINUTE_MS).toISOString();
   const sinceMs = Date.parse(since);
   if (sinceMs < now - STATS_MAX_DAYS * DAY_MS || sinceMs > now) {
     throw validationError('The query string is invalid.', [{ path: 'since', message: `must be within the last ${STATS_MAX_DAYS} days` }]);
