@@ -20,6 +20,19 @@ export type EventTypeRow = z.infer<typeof eventTypeRow>;
 
 const columns = sql.fragment`id, org_id, name, description, schema, subscriber_count, created_at, updated_at`;
 
+/**
+ * The columns as a credential reads them: a portal token (one application) gets the number of
+ * its own application's endpoints subscribed, not the organization's (a probe read how many
+ * of the other customers' endpoints take each event type).
+ */
+function readColumns(tenant: Tenant) {
+  if (tenant.applicationId === undefined) return columns;
+  return sql.fragment`id, org_id, name, description, schema,
+    (select count(*)::int from endpoint_event_types s join endpoints e on e.id = s.endpoint_id
+     where s.event_type_id = event_types.id and e.application_id = ${tenant.applicationId}) as subscriber_count,
+    created_at, updated_at`;
+}
+
 const jsonbOrNull = (value: Record<string, unknown> | null) => (value === null ? null : sql.jsonb(value as SerializableValue));
 
 export async function insertEventType(
@@ -35,7 +48,7 @@ export async function insertEventType(
 }
 
 export async function findEventType(db: CommonQueryMethods, tenant: Tenant, id: string): Promise<EventTypeRow | null> {
-  return db.maybeOne(sql.type(eventTypeRow)`select ${columns} from event_types where ${inEnvironment(tenant)} and id = ${id}`);
+  return db.maybeOne(sql.type(eventTypeRow)`select ${readColumns(tenant)} from event_types where ${inEnvironment(tenant)} and id = ${id}`);
 }
 
 const nameRow = z.object({ id: z.string(), name: z.string() });
@@ -52,7 +65,7 @@ export async function listEventTypes(
   options: { limit: number; cursor: Cursor | null; search: string | undefined },
 ) {
   const read = () => db.any(sql.type(eventTypeRow.extend({ cursor_at: z.string() }))`
-    select ${columns}, ${cursorAtColumn}
+    select ${readColumns(tenant)}, ${cursorAtColumn}
     from event_types
     where ${inEnvironment(tenant)}
       ${options.search === undefined ? sql.fragment`` : sql.fragment`and name ilike ${containing(options.search)}`}

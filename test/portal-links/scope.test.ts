@@ -134,3 +134,20 @@ test('an API key is not limited by the token rules: it still lists every applica
   const { key } = await twoApps(app);
   t.is((await app.request('GET', '/v1/applications', { key })).body.pagination.total, 2);
 });
+
+test('a token reads its own application\'s subscriber count of an event type, not the organization\'s', async (t) => {
+  // A probe read, with A's token, how many of the organization's endpoints (its other
+  // customers') take each event type.
+  const { key, eventType, a, b } = await twoApps(app);
+  for (let n = 0; n < 2; n += 1) {
+    t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: b.appId, url: `https://hooks.example.com/b${n}`, event_types: [eventType] } })).status, 201);
+  }
+  const token = await tokenFor(t, app, key, a.appId);
+  const byKey = (await app.request('GET', '/v1/event-types', { key })).body.data[0];
+  t.is(byKey.subscriber_count, 4, 'the organization: A\'s one, B\'s three');
+  const listed = (await app.request('GET', '/v1/event-types', { key: token })).body.data[0];
+  t.is(listed.subscriber_count, 1, 'A\'s own');
+  t.is((await app.request('GET', `/v1/event-types/${listed.id}`, { key: token })).body.subscriber_count, 1);
+  t.is((await app.request('DELETE', `/v1/endpoints/${a.endpointId}`, { key: token })).status, 200);
+  t.is((await app.request('GET', `/v1/event-types/${listed.id}`, { key: token })).body.subscriber_count, 0, 'a deleted endpoint no longer counts');
+});
