@@ -125,6 +125,11 @@ export type Config = Readonly<{
   limits: Readonly<{ endpointsPerApplication: number; operationalEndpoints: number }>;
   /** Where customers reach this service: portal links are `<publicUrl>/portal#<token>` (no trailing slash). */
   publicUrl: string;
+  /**
+   * True when PUBLIC_URL is unset: publicUrl is then http://localhost:<PORT>, and the web role
+   * settles it on the port it bound (withBoundPort), which PORT=0 picks only then.
+   */
+  publicUrlFromPort: boolean;
   /** Serve /metrics on this port instead of the API's (unset: on the API's port). */
   metricsPort: number | undefined;
   retention: Readonly<{ attemptDays: number; archivedJobDays: number; queueHours: number }>;
@@ -138,6 +143,17 @@ export type Config = Readonly<{
 }>;
 
 export class ConfigError extends Error {}
+
+const defaultPublicUrl = (port: number) => `http://localhost:${port}`;
+
+/**
+ * The configuration as the web role serves it once listening on `port`: without PUBLIC_URL,
+ * links name the port bound, not the configured one (PORT=0 made links to localhost:0).
+ */
+export function withBoundPort(config: Config, port: number): Config {
+  if (!config.publicUrlFromPort || config.publicUrl === defaultPublicUrl(port)) return config;
+  return Object.freeze({ ...config, publicUrl: defaultPublicUrl(port) });
+}
 
 /** Reads the variables this service knows; an empty string counts as unset. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
@@ -180,7 +196,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       endpointsPerApplication: c.MAX_ENDPOINTS_PER_APPLICATION,
       operationalEndpoints: c.MAX_OPERATIONAL_ENDPOINTS,
     }),
-    publicUrl: c.PUBLIC_URL ?? `http://localhost:${c.PORT}`,
+    publicUrl: c.PUBLIC_URL ?? defaultPublicUrl(c.PORT),
+    publicUrlFromPort: c.PUBLIC_URL === undefined,
     metricsPort: c.METRICS_PORT,
     retention: Object.freeze({
       attemptDays: c.ATTEMPT_RETENTION_DAYS,
