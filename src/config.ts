@@ -15,8 +15,21 @@ const integer = (min: number, max: number) =>
 // source (scheme://, *. wildcard, port or :*, path); 'none' only alone. No quotes or semicolons
 // elsewhere, so a value cannot add another directive to the header.
 const CSP_SOURCE = /^(?:'self'|[a-z][a-z0-9+.-]*:|(?:[a-z][a-z0-9+.-]*:\/\/)?(?:\*|(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::(?:\d{1,5}|\*))?(?:\/[^\s;,']*)?)$/i;
+// The keywords written without the quotes CSP needs (a shell ate them, or they were never
+// typed): valid host sources, but a host named `self` is never what was meant, and the same
+// origin's frames were refused.
+const UNQUOTED_KEYWORD = /^(self|none)$/i;
 const frameAncestors = z.string().transform((value, ctx) => {
   const sources = value.trim().split(/\s+/);
+  const keyword = sources.find((source) => UNQUOTED_KEYWORD.test(source));
+  if (keyword !== undefined) {
+    const quoted = `'${keyword.toLowerCase()}'`;
+    ctx.addIssue({
+      code: 'custom',
+      message: `${keyword} is the CSP keyword ${quoted} without its single quotes (unquoted it names a host called ${keyword}): keep the quotes inside the value, as in PORTAL_FRAME_ANCESTORS="${quoted}${quoted === "'self'" ? ' https://app.example.com' : ''}"`,
+    });
+    return z.NEVER;
+  }
   const ok = value.trim() === "'none'" || sources.every((source) => CSP_SOURCE.test(source));
   if (!ok) {
     ctx.addIssue({ code: 'custom', message: `must be a space-separated CSP source list such as "'self' https://app.example.com" (or 'none')` });
