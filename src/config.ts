@@ -1,7 +1,7 @@
 // Every environment variable the service reads, validated once at start (decisions section 1).
 // Nothing else in the code reads process.env: the frozen Config is passed down.
 import { z } from 'zod';
-import { isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
+import { checkTargetSessionAttrs, isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
 
 const DEFAULT_RETRY_SCHEDULE = '5,300,1800,7200,18000,36000';
 
@@ -38,13 +38,17 @@ const frameAncestors = z.string().transform((value, ctx) => {
   return sources.join(' ');
 });
 
-/** A multi-host URL (h1:p1,h2:p2) must parse, with target_session_attrs read-write (or absent). */
+/**
+ * A multi-host URL (h1:p1,h2:p2) must parse; any URL's target_session_attrs must be read-write
+ * or primary (or absent), with one host as with several (docs/operations.md).
+ */
 function checkHosts(value: string, ctx: z.RefinementCtx) {
-  if (!isMultiHost(value)) return;
+  const multiHost = isMultiHost(value);
   try {
-    parseMultiHostUrl(value);
+    if (multiHost) parseMultiHostUrl(value);
+    else checkTargetSessionAttrs(value);
   } catch (error) {
-    ctx.addIssue({ code: 'custom', message: `multi-host URL ${(error as Error).message}` });
+    ctx.addIssue({ code: 'custom', message: `${multiHost ? 'multi-host URL' : 'URL'} ${(error as Error).message}` });
   }
 }
 
