@@ -56,7 +56,8 @@ const schema = z.object({
   PORT: integer(0, 65535).default(3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
     .superRefine(checkHosts).optional(),
-  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+    .superRefine(checkHosts).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),

@@ -42,3 +42,10 @@ test('a single-host URL takes the same target_session_attrs: read-write or prima
     t.regex(error.message, new RegExp(`^invalid configuration: DATABASE_URL: URL has target_session_attrs=${value}; only read-write \\(the default\\) or primary is supported`), value);
   }
 });
+
+test('DATABASE_DIRECT_URL is held to the same rules as DATABASE_URL', (t) => {
+  t.truthy(loadConfig({ DATABASE_DIRECT_URL: 'postgres://u@db/x?target_session_attrs=primary' }));
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgres://u@db/x?target_session_attrs=standby' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: URL has target_session_attrs=standby/ });
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgresql://u@h1,h2/d?target_session_attrs=any' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: multi-host URL has target_session_attrs=any/ });
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgresql://u@h1,:5/d' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: multi-host URL has a bad host/ });
+});
