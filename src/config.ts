@@ -1,7 +1,7 @@
 // Every environment variable the service reads, validated once at start (decisions section 1).
 // Nothing else in the code reads process.env: the frozen Config is passed down.
 import { z } from 'zod';
-import { isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
+import { checkTargetSessionAttrs, isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
 
 const DEFAULT_RETRY_SCHEDULE = '5,300,1800,7200,18000,36000';
 
@@ -15,8 +15,21 @@ const integer = (min: number, max: number) =>
 // source (scheme://, *. wildcard, port or :*, path); 'none' only alone. No quotes or semicolons
 // elsewhere, so a value cannot add another directive to the header.
 const CSP_SOURCE = /^(?:'self'|[a-z][a-z0-9+.-]*:|(?:[a-z][a-z0-9+.-]*:\/\/)?(?:\*|(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::(?:\d{1,5}|\*))?(?:\/[^\s;,']*)?)$/i;
+// The keywords written without the quotes CSP needs (a shell ate them, or they were never
+// typed): valid host sources, but a host named `self` is never what was meant, and the same
+// origin's frames were refused.
+const UNQUOTED_KEYWORD = /^(self|none)$/i;
 const frameAncestors = z.string().transform((value, ctx) => {
   const sources = value.trim().split(/\s+/);
+  const keyword = sources.find((source) => UNQUOTED_KEYWORD.test(source));
+  if (keyword !== undefined) {
+    const quoted = `'${keyword.toLowerCase()}'`;
+    ctx.addIssue({
+      code: 'custom',
+      message: `${keyword} is the CSP keyword ${quoted} without its single quotes (unquoted it names a host called ${keyword}): keep the quotes inside the value, as in PORTAL_FRAME_ANCESTORS="${quoted}${quoted === "'self'" ? ' https://app.example.com' : ''}"`,
+    });
+    return z.NEVER;
+  }
   const ok = value.trim() === "'none'" || sources.every((source) => CSP_SOURCE.test(source));
   if (!ok) {
     ctx.addIssue({ code: 'custom', message: `must be a space-separated CSP source list such as "'self' https://app.example.com" (or 'none')` });
@@ -25,13 +38,17 @@ const frameAncestors = z.string().transform((value, ctx) => {
   return sources.join(' ');
 });
 
-/** A multi-host URL (h1:p1,h2:p2) must parse, with target_session_attrs read-write (or absent). */
+/**
+ * A multi-host URL (h1:p1,h2:p2) must parse; any URL's target_session_attrs must be read-write
+ * or primary (or absent), with one host as with several (docs/operations.md).
+ */
 function checkHosts(value: string, ctx: z.RefinementCtx) {
-  if (!isMultiHost(value)) return;
+  const multiHost = isMultiHost(value);
   try {
-    parseMultiHostUrl(value);
+    if (multiHost) parseMultiHostUrl(value);
+    else checkTargetSessionAttrs(value);
   } catch (error) {
-    ctx.addIssue({ code: 'custom', message: `multi-host URL ${(error as Error).message}` });
+    ctx.addIssue({ code: 'custom', message: `${multiHost ? 'multi-host URL' : 'URL'} ${(error as Error).message}` });
   }
 }
 
@@ -39,7 +56,8 @@ const schema = z.object({
   PORT: integer(0, 65535).default(3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
     .superRefine(checkHosts).optional(),
-  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+    .superRefine(checkHosts).optional(),
   DATABASE_POOL_SIZE: integer(1, 200).default(10),
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),
@@ -125,6 +143,11 @@ export type Config = Readonly<{
   limits: Readonly<{ endpointsPerApplication: number; operationalEndpoints: number }>;
   /** Where customers reach this service: portal links are `<publicUrl>/portal#<token>` (no trailing slash). */
   publicUrl: string;
+  /**
+   * True when PUBLIC_URL is unset: publicUrl is then http://localhost:<PORT>, and the web role
+   * settles it on the port it bound (withBoundPort), which PORT=0 picks only then.
+   */
+  publicUrlFromPort: boolean;
   /** Serve /metrics on this port instead of the API's (unset: on the API's port). */
   metricsPort: number | undefined;
   retention: Readonly<{ attemptDays: number; archivedJobDays: number; queueHours: number }>;
@@ -138,6 +161,17 @@ export type Config = Readonly<{
 }>;
 
 export class ConfigError extends Error {}
+
+const defaultPublicUrl = (port: number) => `http://localhost:${port}`;
+
+/**
+ * The configuration as the web role serves it once listening on `port`: without PUBLIC_URL,
+ * links name the port bound, not the configured one (PORT=0 made links to localhost:0).
+ */
+export function withBoundPort(config: Config, port: number): Config {
+  if (!config.publicUrlFromPort || config.publicUrl === defaultPublicUrl(port)) return config;
+  return Object.freeze({ ...config, publicUrl: defaultPublicUrl(port) });
+}
 
 /** Reads the variables this service knows; an empty string counts as unset. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
@@ -180,7 +214,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       endpointsPerApplication: c.MAX_ENDPOINTS_PER_APPLICATION,
       operationalEndpoints: c.MAX_OPERATIONAL_ENDPOINTS,
     }),
-    publicUrl: c.PUBLIC_URL ?? `http://localhost:${c.PORT}`,
+    publicUrl: c.PUBLIC_URL ?? defaultPublicUrl(c.PORT),
+    publicUrlFromPort: c.PUBLIC_URL === undefined,
     metricsPort: c.METRICS_PORT,
     retention: Object.freeze({
       attemptDays: c.ATTEMPT_RETENTION_DAYS,

@@ -5,6 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { makeApp, type AppDependencies } from './api/app.ts';
+import { withBoundPort } from './config.ts';
 import { stopValidationPool } from './core/json-schema-pool.ts';
 import { AppError, validationError } from './errors.ts';
 
@@ -48,13 +49,21 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     requestTimeout,
     headersTimeout: Math.min(requestTimeout, 60_000),
     connectionsCheckingInterval: Math.min(5_000, Math.ceil(requestTimeout / 4)),
-  }, makeApp(deps));
+  });
   server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(deps.config.port, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  // The app is made once the port is known: without PUBLIC_URL its links name the port bound
+  // (PORT=0 picks one). No request is missed: no socket is read between the listen and here.
+  try {
+    server.on('request', makeApp({ ...deps, config: withBoundPort(deps.config, port) }));
+  } catch (error) {
+    server.close();
+    throw error;
+  }
   deps.logger.info({ port }, 'web listening');
   return {
     port,

@@ -1,5 +1,9 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import test from 'ava';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { attemptLimitMs } from '../src/worker/delivery-loop.ts';
+import { ROOT } from './helpers/process.ts';
 
 test('defaults match decisions section 1', (t) => {
   const config = loadConfig({});
@@ -57,3 +61,19 @@ for (const [name, value] of bad) {
     t.regex(error?.message ?? '', new RegExp(`\\b${name}\\b`));
   });
 }
+
+// Attempts are cut at the lease less 5 s: from 2 to 6 s that would be nothing, and the worker
+// cuts them at 1 s instead (short leases serve tests: test/retention.test.ts runs on 2 s). The
+// README said only 'the lease minus 5 s', and no range.
+test('DELIVERY_LEASE_SECONDS: 2–3600; attempts cut at the lease less 5 s but at least 1 s, as the README says', (t) => {
+  t.is(loadConfig({}).deliveryLeaseSeconds, 180);
+  t.is(loadConfig({ DELIVERY_LEASE_SECONDS: '2' }).deliveryLeaseSeconds, 2);
+  t.is(loadConfig({ DELIVERY_LEASE_SECONDS: '3600' }).deliveryLeaseSeconds, 3600);
+  for (const value of ['1', '3601']) {
+    t.throws(() => loadConfig({ DELIVERY_LEASE_SECONDS: value }), { instanceOf: ConfigError, message: /DELIVERY_LEASE_SECONDS/ });
+  }
+  t.deepEqual([2, 5, 6, 7, 180].map(attemptLimitMs), [1000, 1000, 1000, 2000, 175_000]);
+  const row = readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').find((line) => line.startsWith('| `DELIVERY_LEASE_SECONDS` |'));
+  t.regex(row ?? '', /2–3600/);
+  t.regex(row ?? '', /lease minus 5 s, but at least 1 s \(so at 6 or less every attempt is cut at 1 s/);
+});

@@ -31,3 +31,21 @@ test('the configuration accepts read-write or primary and refuses other session 
   t.throws(() => loadConfig({ DATABASE_URL: 'postgresql://u@h1,:5/d' }), { instanceOf: ConfigError, message: /bad host ":5"/ });
   t.throws(() => loadConfig({ DATABASE_URL: 'postgresql://u@h1,h2:99999/d' }), { instanceOf: ConfigError, message: /bad host/ });
 });
+
+test('a single-host URL takes the same target_session_attrs: read-write or primary, others refused at start', (t) => {
+  // node-postgres ignores the parameter: standby or a typo started and connected to the one host.
+  for (const value of ['read-write', 'primary']) {
+    t.truthy(loadConfig({ DATABASE_URL: `postgres://u:p@db:5432/x?sslmode=disable&target_session_attrs=${value}` }));
+  }
+  for (const value of ['standby', 'bogus', 'any', 'read-only', 'prefer-standby', '']) {
+    const error = t.throws(() => loadConfig({ DATABASE_URL: `postgres://u:p@db:5432/x?target_session_attrs=${value}` }), { instanceOf: ConfigError });
+    t.regex(error.message, new RegExp(`^invalid configuration: DATABASE_URL: URL has target_session_attrs=${value}; only read-write \\(the default\\) or primary is supported`), value);
+  }
+});
+
+test('DATABASE_DIRECT_URL is held to the same rules as DATABASE_URL', (t) => {
+  t.truthy(loadConfig({ DATABASE_DIRECT_URL: 'postgres://u@db/x?target_session_attrs=primary' }));
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgres://u@db/x?target_session_attrs=standby' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: URL has target_session_attrs=standby/ });
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgresql://u@h1,h2/d?target_session_attrs=any' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: multi-host URL has target_session_attrs=any/ });
+  t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgresql://u@h1,:5/d' }), { instanceOf: ConfigError, message: /DATABASE_DIRECT_URL: multi-host URL has a bad host/ });
+});

@@ -17,3 +17,17 @@ for (const bad of ["'self'; script-src *", "'none' https://a.example.com", "http
     t.regex(error!.message, /PORTAL_FRAME_ANCESTORS: must be a space-separated CSP source list/);
   });
 }
+
+// A shell eats the quotes of PORTAL_FRAME_ANCESTORS='self': unquoted, `self` and `none` are host
+// sources CSP accepts (a host named self), so framing by the same origin was refused in silence.
+for (const bare of ['self', 'none', 'SELF', "https://app.example.com self", "'self' none"]) {
+  test(`PORTAL_FRAME_ANCESTORS=${bare}: a keyword without its quotes stops the start, saying so`, (t) => {
+    const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: bare }), { instanceOf: ConfigError });
+    t.regex(error!.message, /^invalid configuration: PORTAL_FRAME_ANCESTORS: (self|none|SELF) is the CSP keyword '(self|none)' without its single quotes/);
+  });
+}
+
+test('host sources that only contain a keyword stay accepted', (t) => {
+  const list = 'https://self.example.com self.example.com http://self none:* https://none.example.org/self';
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: list }).portalFrameAncestors, list);
+});

@@ -1,4 +1,5 @@
-// Multi-host DATABASE_URL parsing (the libpq form `postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`).
+// Multi-host DATABASE_URL parsing (the libpq form `postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`),
+// and the target_session_attrs any DATABASE_URL may have.
 // No database code here: config.ts validates with it. Finding the primary is multi-host.ts.
 
 export type MultiHostUrl = {
@@ -16,6 +17,19 @@ export function isMultiHost(url: string): boolean {
   return match !== null && match[3]!.includes(',');
 }
 
+/**
+ * target_session_attrs, when the URL has it, must be read-write or primary (the service writes);
+ * throws a message fit for a configuration error. node-postgres ignores the parameter: with one
+ * host it was accepted whatever its value, and the service connected to that host anyway.
+ */
+export function checkTargetSessionAttrs(url: string): void {
+  const match = URL_PATTERN.exec(url);
+  const attrs = new URLSearchParams(match?.[5] ?? '').get('target_session_attrs');
+  if (attrs !== null && !ACCEPTED_ATTRS.has(attrs)) {
+    throw new Error(`has target_session_attrs=${attrs}; only read-write (the default) or primary is supported: the service writes, so it needs the primary`);
+  }
+}
+
 /** Parses a multi-host URL; throws a message fit for a configuration error. */
 export function parseMultiHostUrl(url: string): MultiHostUrl {
   const match = URL_PATTERN.exec(url);
@@ -26,11 +40,8 @@ export function parseMultiHostUrl(url: string): MultiHostUrl {
     if (!m || (m[2] !== undefined && Number(m[2]) > 65535)) throw new Error(`has a bad host "${part}" (expected host or host:port)`);
     return { host: m[1]!, port: m[2] ?? '5432' };
   });
+  checkTargetSessionAttrs(url);
   const params = new URLSearchParams(query);
-  const attrs = params.get('target_session_attrs');
-  if (attrs !== null && !ACCEPTED_ATTRS.has(attrs)) {
-    throw new Error(`has target_session_attrs=${attrs}; with several hosts only read-write (the default) or primary is supported`);
-  }
   params.delete('target_session_attrs');
   const rest = params.toString();
   return {

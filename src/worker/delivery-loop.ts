@@ -73,6 +73,15 @@ export function claimBytes(claim: Pick<Claim, 'payload' | 'endpoint_headers' | '
 }
 
 /**
+ * The longest an attempt may take under a lease of `leaseSeconds`: the lease less 5 s, so it
+ * ends well inside it (or a second worker would redo it meanwhile), but at least 1 s, which
+ * DELIVERY_LEASE_SECONDS of 6 or less (2 is accepted) leaves every attempt (README).
+ */
+export function attemptLimitMs(leaseSeconds: number): number {
+  return Math.max(1000, leaseSeconds * 1000 - 5000);
+}
+
+/**
  * Standard Webhooks headers and the job's event type name, then the endpoint's custom headers,
  * then the job's (which win). A custom name refused since its set was stored is left out.
  */
@@ -317,7 +326,7 @@ export function startDeliveryLoop(deps: {
     held.started(startAt);
     const started = new Date(startAt);
     // An attempt must end well inside its lease, or a second worker would redo it meanwhile.
-    const leaseLimitMs = Math.max(1000, config.deliveryLeaseSeconds * 1000 - 5000);
+    const leaseLimitMs = attemptLimitMs(config.deliveryLeaseSeconds);
     const outcome = await attempter.attempt({
       url: claimed.url,
       body: claimed.payload,

@@ -1,6 +1,6 @@
 // PUBLIC_URL and RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: defaults, normalisation, refusal at start.
 import test from 'ava';
-import { ConfigError, loadConfig } from '../../src/config.ts';
+import { ConfigError, loadConfig, withBoundPort } from '../../src/config.ts';
 
 test('PUBLIC_URL defaults to http://localhost:<PORT>; a trailing slash is dropped', (t) => {
   t.is(loadConfig({}).publicUrl, 'http://localhost:3000');
@@ -8,6 +8,14 @@ test('PUBLIC_URL defaults to http://localhost:<PORT>; a trailing slash is droppe
   t.is(loadConfig({ PUBLIC_URL: 'https://hooks.example.com/' }).publicUrl, 'https://hooks.example.com');
   t.is(loadConfig({ PUBLIC_URL: 'https://example.com/hookline//' }).publicUrl, 'https://example.com/hookline');
   t.is(loadConfig({ PUBLIC_URL: 'http://10.0.0.5:8080' }).publicUrl, 'http://10.0.0.5:8080');
+});
+
+test('the web role settles the default PUBLIC_URL on the port it bound (PORT=0); a PUBLIC_URL set stays', (t) => {
+  t.is(withBoundPort(loadConfig({ PORT: '0' }), 41234).publicUrl, 'http://localhost:41234');
+  t.is(withBoundPort(loadConfig({ PORT: '0', PUBLIC_URL: 'http://localhost:0/x' }), 41234).publicUrl, 'http://localhost:0/x');
+  const config = loadConfig({ PORT: '8080' });
+  t.is(withBoundPort(config, 8080), config);
+  t.true(Object.isFrozen(withBoundPort(config, 41234)));
 });
 
 test('a PUBLIC_URL that is not a plain http(s) URL stops the start, naming the variable', (t) => {
