@@ -96,7 +96,7 @@ export type OperationSpec = {
   body?: { schema: z.ZodType; required?: boolean; example?: unknown };
   /** Responses with a body of their own: the successes (and health's 503). */
   responses: Partial<Record<'200' | '201' | '202' | '503', Success>>;
-  /** Client errors beside 401/403/503 (added for authenticated operations) and 408, 431 and 500 (added to all). */
+  /** Client errors beside 400/401/403/503 (added for authenticated operations) and 408, 431 and 500 (added to all). */
   errors: readonly ErrorStatus[];
   /** What a 409 means here, when the operation can return one. */
   conflict?: { description: string; code: string; message: string };
@@ -123,9 +123,12 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
       content: json(success.schema),
     };
   }
-  // Every authenticated operation reads the database (the key), so each can meet a lost database;
-  // every operation can meet the HTTP server's own answers (408, 431: src/web.ts) and a 500.
-  const statuses = new Set<ErrorStatus>([...spec.errors, ...(scope ? [401, 403, 503] as const : authenticated ? [401, 503] as const : []), 408, 431, 500]);
+  // Every authenticated operation reads the database (the key), so each can meet a lost database,
+  // and refuses a query parameter it does not define (400; src/api/validation.ts); every
+  // operation can meet the HTTP server's own answers (408, 431: src/web.ts) and a 500.
+  const statuses = new Set<ErrorStatus>([
+    ...spec.errors, ...(scope ? [400, 401, 403, 503] as const : authenticated ? [400, 401, 503] as const : []), 408, 431, 500,
+  ]);
   for (const status of [...statuses].sort((a, b) => a - b)) {
     if (status === 409) {
       if (!spec.conflict) throw new Error(`${spec.operationId}: a 409 needs its conflict description`);

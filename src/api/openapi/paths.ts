@@ -9,8 +9,6 @@ import { endpointRecovering, recoverBody, RECOVER_MAX_AGE_DAYS } from '../routes
 import { activityRequests } from '../routes/endpoint-activity.ts';
 import { endpointRequests } from '../routes/endpoints.ts';
 import { eventTypeRequests } from '../routes/event-types.ts';
-import { credentialRequests } from '../routes/credential.ts';
-import { summaryRequests } from '../routes/summary.ts';
 import { webhookJobRequests } from '../routes/webhook-jobs.ts';
 import { operationalEndpointRequests } from '../routes/operational-webhooks.ts';
 import { idempotentReplayed, operation } from './operations.ts';
@@ -395,7 +393,7 @@ export const paths: ZodOpenApiPathsObject = {
       tag: 'Summary', family: 'endpoints', operationId: 'getSummary', summary: 'Overview counts',
       description: 'The key\'s organization in the key\'s environment: endpoints by health and the backlog of open deliveries, counted when asked. '
         + 'Jobs per status are the `pagination.total` of `GET /v1/webhook-jobs?status=…&per_page=1`.',
-      query: summaryRequests.summaryQuery, responses: { 200: ok('The counts.', r.summary) }, errors: [400],
+      responses: { 200: ok('The counts.', r.summary) }, errors: [400],
     }),
   },
 
@@ -405,7 +403,7 @@ export const paths: ZodOpenApiPathsObject = {
       description: 'What the `Authorization` header carries: an API key (its id, name, environment, scopes and expiry) or a portal token '
         + '(its application, environment, whether it is read-only, and its expiry). The portal learns its application from it, and the '
         + 'dashboard which actions to show disabled.',
-      query: credentialRequests.credentialQuery, responses: { 200: ok('The credential.', r.credential) }, errors: [400],
+      responses: { 200: ok('The credential.', r.credential) }, errors: [400],
     }),
   },
 };

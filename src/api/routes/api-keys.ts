@@ -12,7 +12,7 @@ import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import { apiKey, apiKeyCreated, deletedView, shaper, type apiKeyList } from '../responses.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
-import { parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 // A fixed message per unknown scope: no per-item string is built for a list of 100,000 bad ones.
@@ -74,7 +74,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
   const { apiKeyCreation } = rateLimitRules(config);
 
-  router.post('/', async (req, res) => {
+  router.post('/', noQuery, async (req, res) => {
     const auth = authOf(res);
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     const body = parseBody(createBody, req.body);
@@ -93,13 +93,13 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     res.json({ data: page.rows.map(toApiKey), next_cursor: page.nextCursor } satisfies z.output<typeof apiKeyList>);
   });
 
-  router.get('/:id', async (req, res) => {
+  router.get('/:id', noQuery, async (req, res) => {
     const key = isId('key', req.params.id) ? await findApiKey(pool, authOf(res).orgId, req.params.id) : null;
     if (!key) throw notFound('API key');
     res.json(toApiKey(key));
   });
 
-  router.patch('/:id', async (req, res) => {
+  router.patch('/:id', noQuery, async (req, res) => {
     const auth = authOf(res);
     if (!isId('key', req.params.id)) throw notFound('API key');
     const body = parseBody(patchBody, req.body);
@@ -115,7 +115,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     res.json(toApiKey(updated));
   });
 
-  router.delete('/:id', async (req, res) => {
+  router.delete('/:id', noQuery, async (req, res) => {
     const auth = authOf(res);
     const target = isId('key', req.params.id) ? await findApiKey(pool, auth.orgId, req.params.id) : null;
     if (!target) throw notFound('API key');

@@ -24,7 +24,7 @@ import {
   type applicationList,
 } from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';
-import { parseBody, parseQuery } from '../validation.ts';
+import { noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 const uid = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, { message: 'must be 1 to 256 letters, digits, dashes or underscores' });
@@ -68,7 +68,7 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     return toDetail({ ...found.app, endpoints: found.endpoints.map(toEndpoint) });
   }
 
-  router.post('/', async (req, res) => {
+  router.post('/', noQuery, async (req, res) => {
     const body = parseBody(createBody, req.body);
     const app = await insertApplication(pool, authOf(res), { id: newId('app'), ...body });
     res.status(201).json(toApplication(app));
@@ -81,19 +81,19 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof applicationList>);
   });
 
-  router.get('/by-uid/:uid', async (req, res) => {
+  router.get('/by-uid/:uid', noQuery, async (req, res) => {
     const tenant = authOf(res);
     if (!uid.safeParse(req.params.uid).success) throw notFound('Application');
     res.json(await detail(tenant, (db) => findApplicationByUid(db, tenant, req.params.uid)));
   });
 
-  router.get('/:id', async (req, res) => {
+  router.get('/:id', noQuery, async (req, res) => {
     const tenant = authOf(res);
     if (!isId('app', req.params.id)) throw notFound('Application');
     res.json(await detail(tenant, (db) => findApplication(db, tenant, req.params.id)));
   });
 
-  router.patch('/:id', async (req, res) => {
+  router.patch('/:id', noQuery, async (req, res) => {
     if (!isId('app', req.params.id)) throw notFound('Application');
     const body = parseBody(patchBody, req.body);
     const updated = await updateApplication(pool, authOf(res), req.params.id, body);
@@ -101,13 +101,13 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.json(toPatched(updated));
   });
 
-  router.delete('/:id', async (req, res) => {
+  router.delete('/:id', noQuery, async (req, res) => {
     const deleted = isId('app', req.params.id) ? await softDeleteApplication(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Application');
     res.json(deletedView(deleted));
   });
 
-  router.post('/:id/portal-links', async (req, res) => {
+  router.post('/:id/portal-links', noQuery, async (req, res) => {
     const tenant = authOf(res);
     if (tenant.kind !== 'api_key') throw forbidden('A portal token cannot use this operation.');
     await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
@@ -118,7 +118,7 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.status(201).json(toPortalLink(link));
   });
 
-  router.delete('/:id/portal-links', async (req, res) => {
+  router.delete('/:id/portal-links', noQuery, async (req, res) => {
     const tenant = authOf(res);
     const app = isId('app', req.params.id) ? await findApplication(pool, tenant, req.params.id) : null;
     if (!app) throw notFound('Application');

@@ -9,17 +9,11 @@ import { portalTokenExpiry } from '../../db/portal-tokens.ts';
 import { unauthorized } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import type { credential } from '../responses.ts';
-import { parseQuery } from '../validation.ts';
-
-const credentialQuery = z.strictObject({});
-
-/** What the OpenAPI document says this resource accepts. */
-export const credentialRequests = { credentialQuery };
+import { noQuery } from '../validation.ts';
 
 export function makeCredentialRouter(pool: DatabasePool): Router {
   const router = Router();
-  router.get('/', async (req, res) => {
-    parseQuery(credentialQuery, req.query);
+  router.get('/', noQuery, async (_req, res) => {
     const auth = authOf(res);
     let body: z.output<typeof credential>;
     if (auth.kind === 'api_key') {

@@ -14,7 +14,7 @@ import { isId } from '../../ids.ts';
 import { authOf } from '../middleware/auth.ts';
 import { shaper } from '../responses.ts';
 import { timestamp } from '../schemas.ts';
-import { parseBody } from '../validation.ts';
+import { noQuery, parseBody } from '../validation.ts';
 
 /** How far back `since` may reach. */
 export const RECOVER_MAX_AGE_DAYS = 14;
@@ -51,7 +51,7 @@ const toRecovering = shaper(endpointRecovering);
 export function makeEndpointRecoverRouter(pool: DatabasePool): Router {
   const router = Router();
 
-  router.post('/:id/recover', async (req, res) => {
+  router.post('/:id/recover', noQuery, async (req, res) => {
     const tenant = authOf(res);
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(recoverBody, req.body);

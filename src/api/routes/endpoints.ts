@@ -21,7 +21,7 @@ import {
   type deletedEndpointList, type endpointList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
-import { parseBody, parseQuery } from '../validation.ts';
+import { noQuery, parseBody, parseQuery } from '../validation.ts';
 
 /**
  * Event types one endpoint subscribes to: each subscription is a row written (and counted in its
@@ -91,7 +91,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
   const { endpointTest } = rateLimitRules(config);
   const { createBody, patchBody, listQuery, testBody } = endpointRequests(config.allowPrivateDestinations);
 
-  router.post('/', async (req, res) => {
+  router.post('/', noQuery, async (req, res) => {
     const body = parseBody(createBody, req.body);
     const endpoint = await createEndpoint(pool, authOf(res), {
       applicationId: body.application_id, url: body.url, eventTypes: body.event_types, headers: body.headers,
@@ -121,13 +121,13 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
   });
 
-  router.get('/:id', async (req, res) => {
+  router.get('/:id', noQuery, async (req, res) => {
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, authOf(res), req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');
     res.json(toEndpoint(endpoint));
   });
 
-  router.patch('/:id', async (req, res) => {
+  router.patch('/:id', noQuery, async (req, res) => {
     if (!isId('ep', req.params.id)) throw notFound('Endpoint');
     const body = parseBody(patchBody, req.body);
     res.json(toEndpoint(await patchEndpoint(pool, queue, authOf(res), req.params.id, {
@@ -136,24 +136,24 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     })));
   });
 
-  router.delete('/:id', async (req, res) => {
+  router.delete('/:id', noQuery, async (req, res) => {
     const deleted = isId('ep', req.params.id) ? await softDeleteEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Endpoint');
     res.json(deletedView(deleted));
   });
 
   // Decisions 13/14: at most 30 days after the delete, its application live; 409 when not deleted.
-  router.post('/:id/restore', async (req, res) => {
+  router.post('/:id/restore', noQuery, async (req, res) => {
     res.json(toEndpoint(await restore(pool, authOf(res), req.params.id, config.limits.endpointsPerApplication)));
   });
 
-  router.post('/:id/rotate-secret', async (req, res) => {
+  router.post('/:id/rotate-secret', noQuery, async (req, res) => {
     const rotated = isId('ep', req.params.id) ? await rotateSecret(pool, authOf(res), req.params.id, newSecret()) : null;
     if (!rotated) throw notFound('Endpoint');
     res.json(toRotated(rotated));
   });
 
-  router.post('/:id/reset-circuit', async (req, res) => {
+  router.post('/:id/reset-circuit', noQuery, async (req, res) => {
     const reset = await closeCircuit(pool, queue, authOf(res), req.params.id);
     res.json(toReset({
       id: reset.id, status: reset.status, failure_count: reset.failure_count,
@@ -163,7 +163,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
 
   // A webhook.test job aimed at this endpoint alone, whatever its subscriptions; it is
   // delivered like any job (held while the endpoint is paused or disabled).
-  router.post('/:id/test', async (req, res) => {
+  router.post('/:id/test', noQuery, async (req, res) => {
     const tenant = authOf(res);
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, tenant, req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');

@@ -10,7 +10,7 @@ import { AppError, notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { deletedView, eventType, shaper, type eventTypeList } from '../responses.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
-import { parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string()
   .max(255)
@@ -44,7 +44,7 @@ const eventTypeInUse = () =>
 export function makeEventTypesRouter(pool: DatabasePool): Router {
   const router = Router();
 
-  router.post('/', async (req, res) => {
+  router.post('/', noQuery, async (req, res) => {
     const body = parseBody(createBody, req.body);
     await assertValidSchema(body.schema, authOf(res).orgId);
     res.status(201).json(toEventType(await insertEventType(pool, authOf(res), { id: newId('evt'), ...body })));
@@ -57,13 +57,13 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
     res.json({ data: page.rows.map(toEventType), next_cursor: page.nextCursor } satisfies z.output<typeof eventTypeList>);
   });
 
-  router.get('/:id', async (req, res) => {
+  router.get('/:id', noQuery, async (req, res) => {
     const found = isId('evt', req.params.id) ? await findEventType(pool, authOf(res), req.params.id) : null;
     if (!found) throw notFound('Event type');
     res.json(toEventType(found));
   });
 
-  router.patch('/:id', async (req, res) => {
+  router.patch('/:id', noQuery, async (req, res) => {
     if (!isId('evt', req.params.id)) throw notFound('Event type');
     if (req.body && typeof req.body === 'object' && 'name' in req.body) {
       throw validationError('The request body is invalid.', [{ path: 'name', message: 'cannot be changed after creation' }]);

@@ -19,7 +19,7 @@ import {
   deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList, type operationalEventList,
 } from '../responses.ts';
 import { cursorQuery } from '../schemas.ts';
-import { parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }), {
   message: 'must be an array of operational event type names',
@@ -65,7 +65,7 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
     res.json({ data: page.rows.map(toEvent), next_cursor: page.nextCursor } satisfies z.output<typeof operationalEventList>);
   });
 
-  router.post('/endpoints', async (req, res) => {
+  router.post('/endpoints', noQuery, async (req, res) => {
     const body = parseBody(createBody, req.body);
     const max = config.limits.operationalEndpoints;
     const created = await insertOperationalEndpoint(pool, authOf(res), {
@@ -84,13 +84,13 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
     res.json({ data: page.rows.map(toEndpoint), next_cursor: page.nextCursor } satisfies z.output<typeof operationalEndpointList>);
   });
 
-  router.get('/endpoints/:id', async (req, res) => {
+  router.get('/endpoints/:id', noQuery, async (req, res) => {
     const found = isId('opep', req.params.id) ? await findOperationalEndpoint(pool, authOf(res), req.params.id) : null;
     if (!found) throw notFound(NOT_FOUND);
     res.json(toEndpoint(found));
   });
 
-  router.patch('/endpoints/:id', async (req, res) => {
+  router.patch('/endpoints/:id', noQuery, async (req, res) => {
     if (!isId('opep', req.params.id)) throw notFound(NOT_FOUND);
     const body = parseBody(patchBody, req.body);
     const updated = await updateOperationalEndpoint(pool, authOf(res), req.params.id, {
@@ -100,13 +100,13 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
     res.json(toEndpoint(updated));
   });
 
-  router.delete('/endpoints/:id', async (req, res) => {
+  router.delete('/endpoints/:id', noQuery, async (req, res) => {
     const deleted = isId('opep', req.params.id) ? await softDeleteOperationalEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound(NOT_FOUND);
     res.json(deletedView(deleted));
   });
 
-  router.post('/endpoints/:id/rotate-secret', async (req, res) => {
+  router.post('/endpoints/:id/rotate-secret', noQuery, async (req, res) => {
     const rotated = isId('opep', req.params.id) ? await rotateOperationalSecret(pool, authOf(res), req.params.id, newSecret()) : null;
     if (!rotated) throw notFound(NOT_FOUND);
     res.json(toRotated(rotated));

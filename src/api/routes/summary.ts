@@ -6,17 +6,11 @@ import { z } from 'zod';
 import { readSummary } from '../../db/summary.ts';
 import { authOf } from '../middleware/auth.ts';
 import type { summary } from '../responses.ts';
-import { parseQuery } from '../validation.ts';
-
-const summaryQuery = z.strictObject({});
-
-/** What the OpenAPI document says this resource accepts. */
-export const summaryRequests = { summaryQuery };
+import { noQuery } from '../validation.ts';
 
 export function makeSummaryRouter(pool: DatabasePool): Router {
   const router = Router();
-  router.get('/', async (req, res) => {
-    parseQuery(summaryQuery, req.query);
+  router.get('/', noQuery, async (_req, res) => {
     const tenant = authOf(res);
     const counts = await readSummary(pool, tenant);
     res.json({ environment: tenant.environment, ...counts } satisfies z.output<typeof summary>);

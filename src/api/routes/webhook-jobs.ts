@@ -23,7 +23,7 @@ import {
   type webhookJobDetail, type webhookJobList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery, timestamp } from '../schemas.ts';
-import { parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const payload = z.record(z.string(), z.unknown(), { message: 'must be a JSON object' });
 
@@ -120,6 +120,8 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
     }
     let body: z.output<typeof createBody>;
     try {
+      // As an invalid body (counted, the key confirmed first); a URL without `?` is not parsed.
+      assertNoQuery(req);
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
     } catch (error) {
@@ -160,7 +162,7 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
     res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof webhookJobList>);
   });
 
-  router.get('/:id', async (req, res) => {
+  router.get('/:id', noQuery, async (req, res) => {
     const job = isId('job', req.params.id) ? await findJob(pool, authOf(res), req.params.id) : null;
     if (!job) throw notFound('Webhook job');
     const first = await listJobAttempts(pool, job.id, null, ATTEMPT_BATCH);
@@ -192,11 +194,11 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
     });
   });
 
-  router.post('/:id/retry', async (req, res) => {
+  router.post('/:id/retry', noQuery, async (req, res) => {
     res.json(toRetried(await retryJob(pool, queue, authOf(res), req.params.id)));
   });
 
-  router.post('/:id/cancel', async (req, res) => {
+  router.post('/:id/cancel', noQuery, async (req, res) => {
     res.json(toCancelled(await cancelJob(pool, authOf(res), req.params.id)));
   });
 
