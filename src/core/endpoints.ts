@@ -150,7 +150,7 @@ export async function restore(pool: DatabasePool, tenant: Tenant, id: string, ma
       throw invalidState('The application of this endpoint was deleted; its endpoints cannot be restored.');
     }
     if (outcome === 'deliveries_dropping') {
-      throw invalidState('The deliveries this endpoint\'s delete stopped are still being dropped; try again in a minute.');
+      throw invalidState('The deliveries this endpoint\'s delete stopped are still being dropped or finished; try again in a minute.');
     }
     // Counted after the restore, which locked the application row first: the transaction rolls
     // back whole when it went past the limit.
