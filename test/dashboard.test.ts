@@ -469,3 +469,23 @@ browserTest(`reset circuit: off on a healthy endpoint, the API's words on a fail
   await page.getByRole('button', { name: `Restore ${endpoint.url}` }).waitFor();
   t.is(await page.getByText(/Endpoint deleted\./).count(), 0, 'said once, not at every reload');
 });
+
+browserTest(`a portal link made with a narrow key says what its customer will not be able to do${skip}`, async (t) => {
+  // A probe made one with applications:write alone: its customer then met 403s ("The API key that
+  // made this portal link lacks the endpoints:read scope.") without the operator being told.
+  const { by, acme } = await oneEndpoint(t);
+  const narrow = await createApiKey(by, { name: 'links only', scopes: ['applications:write'] });
+  const { page } = await openPage(t);
+  for (const [key, said] of [[by.key, false], [narrow.key as string, true]] as const) {
+    await signIn(page, key);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.goto(`${app.baseUrl}/dashboard#/applications/${acme.id}`);
+    await page.getByRole('button', { name: 'Generate portal link' }).waitFor();
+    t.is(await page.getByText(/A link does no more than the key that makes it/).count(), said ? 1 : 0);
+    if (said) {
+      t.deepEqual(await page.getByRole('region', { name: 'Portal link' }).locator('.notice-info code').allTextContents(), ['endpoints:write', 'webhooks:write', 'event-types:read']);
+      await check(t, page, 'portal-link-narrow-key');
+    }
+    await page.getByRole('button', { name: /Sign out/ }).click();
+  }
+});

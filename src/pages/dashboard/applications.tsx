@@ -1,7 +1,7 @@
 // Applications: search and page through them, create one; an application's detail with its
 // endpoints (and the deleted ones that can be restored), its latest jobs, and a portal link.
 import { useState } from 'preact/hooks';
-import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type PortalLink } from './api.ts';
+import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type Need, type PortalLink } from './api.ts';
 import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useSession } from './session.tsx';
 import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction } from '../shared/ui.tsx';
 
@@ -146,8 +146,12 @@ export function JobTable(props: { jobs: JobList }) {
   );
 }
 
+/** What a portal link's customer does with it: its token does no more than the key that made it. */
+const PORTAL_NEEDS: readonly Need[] = ['endpoints:write', 'webhooks:write', 'event-types:read'];
+
 function PortalLinkCard(props: { applicationId: string }) {
-  const { client } = useSession();
+  const { client, can } = useSession();
+  const lacks = PORTAL_NEEDS.filter((need) => !can(need));
   const [readOnly, setReadOnly] = useState(false);
   const [hours, setHours] = useState('1');
   const [link, setLink] = useState<PortalLink | null>(null);
@@ -167,6 +171,10 @@ function PortalLinkCard(props: { applicationId: string }) {
         <label class="check"><input type="checkbox" checked={readOnly} onChange={(e) => setReadOnly((e.target as HTMLInputElement).checked)} /> Read-only</label>
         <Action need="applications:write" kind="primary" busy={create.busy} onClick={() => void create.run()}>Generate portal link</Action>
       </div>
+      {can('applications:write') && lacks.length > 0 && (
+        <p class="notice notice-info">A link does no more than the key that makes it: with this key its customer cannot use
+          what needs {lacks.map((need, i) => <span key={need}>{i > 0 ? ', ' : ''}<code>{need}</code></span>)} (a read-only link needs the read scopes only).</p>
+      )}
       <ErrorNotice error={create.error} />
       {link && (
         <div class="created">
