@@ -513,6 +513,7 @@ test('an HTTP/1.1 request without a Host header is a 400 in the API\'s error sha
     t.deepEqual(answer.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1: it has no Host header.' } });
     t.truthy(answer.headers['x-request-id']);
     t.is(answer.headers.connection, 'close');
+    t.is(answer.headers['cache-control'], request.includes(' /v1/') ? 'no-store' : undefined, 'a /v1 answer, this refusal too');
   }
   const old = await sendRaw(quickApp.baseUrl, 'GET /health HTTP/1.0\r\n\r\n');
   t.is(old.status, 200);

@@ -53,16 +53,17 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.set('etag', false);
   app.set('query parser', parseQueryString);
   app.use(requestContext(logger, metrics));
+  // No /v1 answer is kept by a cache, shared or the browser's: they carry endpoint secrets, keys
+  // shown once and tenants' data (GET /v1/openapi.json sets its own), the
+  // refusals of the middleware below included.
+  app.use('/v1', (_req, res, next) => { res.setHeader('Cache-Control', 'no-store'); next(); });
+
   // HTTP/1.1 requires a Host header (RFC 9112, section 3.2), and a server answers 400 without one.
   app.use((req, res, next) => {
     if (req.headers.host !== undefined || req.httpVersion !== '1.1') return next();
     res.setHeader('Connection', 'close');
     next(validationError('The request is not valid HTTP/1.1: it has no Host header.'));
   });
-
-  // No /v1 answer is kept by a cache, shared or the browser's: they carry endpoint secrets, keys
-  // shown once and tenants' data (GET /v1/openapi.json sets its own).
-  app.use('/v1', (_req, res, next) => { res.setHeader('Cache-Control', 'no-store'); next(); });
 
   const recentKeys = makeRecentKeys(recentKeyClock);
   const authenticated = authenticate(pool, { recentKeys });
