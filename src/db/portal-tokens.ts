@@ -33,7 +33,8 @@ export type PortalTokenAuthRow = z.infer<typeof authRow>;
 
 /**
  * The token with this hash and whether it still works: its application must be live too, and
- * the key that made it unexpired (a key's delete or narrowed scopes revoke its tokens).
+ * the key that made it unexpired (a key's delete revokes its tokens); with the key's scopes as
+ * they are now, which bound what the token may do (authorize in src/api/middleware/auth.ts).
  */
 export async function findPortalTokenByHash(db: CommonQueryMethods, tokenHash: Buffer): Promise<PortalTokenAuthRow | null> {
   return db.maybeOne(sql.type(authRow)`

@@ -123,8 +123,7 @@ export type DeliveryLoop = {
   readonly inFlight: number;
 };
 
-/** A claimed attempt and its rate-limit slot. */
-/** `claimedFrom`: when the claim that took it began (Date.now()), for stops notified since. */
+/** A claimed attempt and its rate-limit slot; `claimedFrom`: when the claim that took it began (Date.now()), for stops notified since. */
 type Send = { message: Message; claim: Claim; slot: Slot; claimedFrom: number };
 
 /** What attempt() gives when the endpoint stopped while the send waited for its slot. */

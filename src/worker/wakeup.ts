@@ -16,8 +16,11 @@ import { primaryUrl } from '../db/multi-host.ts';
 
 export const WAKEUP_CHANNEL = 'hookline_deliveries';
 export const STOPPED_CHANNEL = 'hookline_endpoints_stopped';
-/** How long a stop is remembered: far longer than a claimed send waits for its slot. */
-const STOPPED_KEPT_MS = 60_000;
+/**
+ * How long a stop is remembered: as long as a claimed send can wait before it is sent (for its
+ * slot, then for a connection behind hanging requests: up to its lease, at most an hour).
+ */
+const STOPPED_KEPT_MS = 3_600_000;
 const RECONNECT_MS = 1000;
 /** A quiet connection is checked this often, so a half-open one (a vanished host) is replaced. */
 const HEARTBEAT_MS = 30_000;
