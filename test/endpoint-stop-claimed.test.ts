@@ -82,64 +82,63 @@ test('disabled by a 410 while a claimed delivery waits for its slot: held, not s
   t.like((await app.request('GET', `/v1/endpoints/${endpointId}`, { key: by.key })).body, { status: 'disabled', disabled_reason: 'gone' });
 });
 
-test(`paused while deliveries wait for one of the worker's ${CONNECTIONS_PER_ORIGIN} connections to a hanging receiver: not sent once one frees`, async (t) => {
-  // The same probe saw a hanging receiver's connections go from 128 to 256 half a minute after
-  // its application's delete: requests queued in the worker's pool for a connection, sent when
-  // the hanging ones ended. They are withdrawn when they get one (before anything is sent).
-  const extra = 6;
-  const release: Array<() => void> = [];
-  const receiver = await startReceiver(() => new Promise((resolve) => release.push(() => resolve({ status: 200, body: 'late ok' }))));
-  t.teardown(() => { for (const free of release) free(); return receiver.close(); });
+/** Extra deliveries beyond the worker's connections to one origin: they wait for one. */
+const EXTRA = 6;
+
+/**
+ * An endpoint at a receiver that answers nothing until `release()`: once every connection of the
+ * worker to it hangs and EXTRA more deliveries are claimed behind them. `statuses`: its
+ * deliveries counted by status.
+ */
+async function behindHangingRequests(t: ExecutionContext) {
+  const waiting: Array<() => void> = [];
+  const release = () => { for (const free of waiting.splice(0)) free(); };
+  const receiver = await startReceiver(() => new Promise((resolve) => waiting.push(() => resolve({ status: 200, body: 'late ok' }))));
+  t.teardown(() => { release(); return receiver.close(); });
   const { key } = await app.createOrg();
   const by: By = { on: app, key, t };
   await createEventType(by, 'order.created');
   const application = (await createApplication(by)).id as string;
   const endpointId = (await createEndpoint(by, { application_id: application, url: receiver.at('/hangs'), event_types: ['order.created'], rate_limit_rps: 1000 })).id as string;
-  for (let n = 0; n < CONNECTIONS_PER_ORIGIN + extra; n += 10) {
-    await Promise.all(Array.from({ length: Math.min(10, CONNECTIONS_PER_ORIGIN + extra - n) }, (_, i) => createJob(by, { application_id: application, event_type: 'order.created', payload: { n: n + i } })));
+  for (let n = 0; n < CONNECTIONS_PER_ORIGIN + EXTRA; n += 10) {
+    await Promise.all(Array.from({ length: Math.min(10, CONNECTIONS_PER_ORIGIN + EXTRA - n) }, (_, i) => createJob(by, { application_id: application, event_type: 'order.created', payload: { n: n + i } })));
   }
-  const inFlight = () => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
-    select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and status = 'in_flight'`);
-  await until('every connection hanging and the rest claimed', async () => receiver.arrivals.length === CONNECTIONS_PER_ORIGIN && (await inFlight()) === CONNECTIONS_PER_ORIGIN + extra);
+  const statuses = async () => (await app.pool.anyFirst(sql.type(z.object({ status: z.string() }))`
+    select status from deliveries where endpoint_id = ${endpointId}`)).reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
+  await until('every connection hanging and the rest claimed', async () => receiver.arrivals.length === CONNECTIONS_PER_ORIGIN && (await statuses()).in_flight === CONNECTIONS_PER_ORIGIN + EXTRA);
+  return { key, endpointId, receiver, release, statuses };
+}
+
+test(`paused while deliveries wait for one of the worker's ${CONNECTIONS_PER_ORIGIN} connections to a hanging receiver: not sent once one frees`, async (t) => {
+  // The same probe saw a hanging receiver's connections go from 128 to 256 half a minute after
+  // its application's delete: requests queued in the worker's pool for a connection, sent when
+  // the hanging ones ended. They are withdrawn when they get one (before anything is sent).
+  const { key, endpointId, receiver, release, statuses } = await behindHangingRequests(t);
   t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } })).status, 200);
-  for (const free of release.splice(0)) free();
-  const statuses = () => app.pool.anyFirst(sql.type(z.object({ status: z.string() }))`
-    select status from deliveries where endpoint_id = ${endpointId}`);
-  await until('the hanging ones recorded and the others held', async () => (await statuses()).every((s) => s === 'succeeded' || s === 'held'));
+  release();
+  await until('the hanging ones recorded and the others held', async () => {
+    const now = await statuses();
+    return now.succeeded === CONNECTIONS_PER_ORIGIN && now.held === EXTRA;
+  });
   t.is(receiver.arrivals.length, CONNECTIONS_PER_ORIGIN, 'no request sent after the pause');
-  const counts = (await statuses()).reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
-  t.deepEqual(counts, { succeeded: CONNECTIONS_PER_ORIGIN, held: extra });
+  t.deepEqual(await statuses(), { succeeded: CONNECTIONS_PER_ORIGIN, held: EXTRA });
 });
 
 test('a restore right after a delete waits (409) while a worker still holds deliveries it claimed before; none is sent after the delete', async (t) => {
   // A probe restored an endpoint 6 ms after its delete: 170 of the 235 deliveries workers held
   // were sent to it after all, as the restore counted only the waiting ones.
-  const extra = 6;
-  const release: Array<() => void> = [];
-  const receiver = await startReceiver(() => new Promise((resolve) => release.push(() => resolve({ status: 200, body: 'late ok' }))));
-  t.teardown(() => { for (const free of release) free(); return receiver.close(); });
-  const { key } = await app.createOrg();
-  const by: By = { on: app, key, t };
-  await createEventType(by, 'order.created');
-  const application = (await createApplication(by)).id as string;
-  const endpointId = (await createEndpoint(by, { application_id: application, url: receiver.at('/hangs'), event_types: ['order.created'], rate_limit_rps: 1000 })).id as string;
-  for (let n = 0; n < CONNECTIONS_PER_ORIGIN + extra; n += 10) {
-    await Promise.all(Array.from({ length: Math.min(10, CONNECTIONS_PER_ORIGIN + extra - n) }, (_, i) => createJob(by, { application_id: application, event_type: 'order.created', payload: { n: n + i } })));
-  }
-  const statuses = async () => (await app.pool.anyFirst(sql.type(z.object({ status: z.string() }))`
-    select status from deliveries where endpoint_id = ${endpointId}`)).reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
-  await until('every connection hanging and the rest claimed', async () => receiver.arrivals.length === CONNECTIONS_PER_ORIGIN && (await statuses()).in_flight === CONNECTIONS_PER_ORIGIN + extra);
+  const { key, endpointId, receiver, release, statuses } = await behindHangingRequests(t);
   t.is((await app.request('DELETE', `/v1/endpoints/${endpointId}`, { key })).status, 200);
   const early = await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key });
   t.is(early.status, 409, 'held by the worker: not restorable yet');
   t.regex(early.body.error.message, /still being dropped or finished/);
-  for (const free of release.splice(0)) free();
+  release();
   await until('the hanging ones recorded and the others dropped', async () => {
     const now = await statuses();
-    return now.succeeded === CONNECTIONS_PER_ORIGIN && now.dropped === extra;
+    return now.succeeded === CONNECTIONS_PER_ORIGIN && now.dropped === EXTRA;
   });
   t.is((await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key })).status, 200);
   await new Promise((resolve) => setTimeout(resolve, 500));
   t.is(receiver.arrivals.length, CONNECTIONS_PER_ORIGIN, 'nothing sent after the delete, nor after the restore');
-  t.deepEqual(await statuses(), { succeeded: CONNECTIONS_PER_ORIGIN, dropped: extra });
+  t.deepEqual(await statuses(), { succeeded: CONNECTIONS_PER_ORIGIN, dropped: EXTRA });
 });
