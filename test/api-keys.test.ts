@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import test from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { deleteApiKey, updateApiKey } from '../src/db/api-keys.ts';
 import { assertError, startTestApp } from './helpers/app.ts';
 
 const app = startTestApp();
@@ -233,4 +234,20 @@ test('malformed ids in the path are 404, never 400 or 500', async (t) => {
     assertError(t, await app.request('PATCH', path, { key, body: { name: 'x' } }), 404, 'not_found');
     assertError(t, await app.request('DELETE', path, { key }), 404, 'not_found');
   }
+});
+
+test('a change or delete by a narrower key writes only while the key holds nothing beyond it, in the writing statement itself', async (t) => {
+  // The route checks the key's scopes, then writes: a key widened by another request in between
+  // (to "*") was still changed or deleted by a key with api-keys:write alone (a probe, by reading).
+  // The write now carries the condition, so the widened key is left alone; this calls the writes
+  // as the route does, with the narrower key's grantable scopes, on a key widened already.
+  const { key, orgId } = await app.createOrg();
+  const created = await app.request('POST', '/v1/api-keys', { key, body: { name: 'widened', scopes: ['api-keys:read'] } });
+  const id = created.body.id as string;
+  t.is((await app.request('PATCH', `/v1/api-keys/${id}`, { key, body: { scopes: ['*'] } })).status, 200);
+  const narrowerMayGrant = ['api-keys:write', 'api-keys:read'];
+  t.is(await updateApiKey(app.pool, orgId, id, { name: 'changed' }, narrowerMayGrant), null);
+  t.is(await deleteApiKey(app.pool, orgId, id, narrowerMayGrant), null);
+  t.like((await app.request('GET', `/v1/api-keys/${id}`, { key })).body, { name: 'widened', scopes: ['*'] });
+  t.is((await updateApiKey(app.pool, orgId, id, { name: 'changed' }, ['*', ...narrowerMayGrant]))?.name, 'changed', 'within them, written');
 });

@@ -103,7 +103,17 @@ export async function listApiKeys(
 
 export type ApiKeyPatch = { name?: string; scopes?: readonly string[]; expiresAt?: string | null };
 
-export async function updateApiKey(db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch): Promise<ApiKeyRow | null> {
+/**
+ * `holdingOnly`: the scopes the caller may grant; the key is changed (or deleted) only while it
+ * holds none beyond them, in the statement that writes, so a key widened by another request
+ * after the caller's check is left alone (null). Absent: any key.
+ */
+const withinScopes = (holdingOnly: readonly string[] | undefined) =>
+  (holdingOnly === undefined ? sql.fragment`` : sql.fragment`and scopes <@ ${sql.array(holdingOnly, 'text')}`);
+
+export async function updateApiKey(
+  db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch, holdingOnly?: readonly string[],
+): Promise<ApiKeyRow | null> {
   const sets = [
     patch.name !== undefined ? sql.fragment`name = ${patch.name}` : null,
     patch.scopes !== undefined ? sql.fragment`scopes = ${sql.array(patch.scopes, 'text')}` : null,
@@ -112,15 +122,15 @@ export async function updateApiKey(db: CommonQueryMethods, orgId: string, id: st
   if (sets.length === 0) return findApiKey(db, orgId, id);
   return db.maybeOne(sql.type(apiKeyRow)`
     update api_keys set ${sql.join(sets, sql.fragment`, `)}
-    where org_id = ${orgId} and id = ${id}
+    where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)}
     returning ${columns}`);
 }
 
 const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 
 /** API keys are deleted for good: the very next request with the key is a 401. */
-export async function deleteApiKey(db: CommonQueryMethods, orgId: string, id: string) {
+export async function deleteApiKey(db: CommonQueryMethods, orgId: string, id: string, holdingOnly?: readonly string[]) {
   return db.maybeOne(sql.type(deletedRow)`
-    delete from api_keys where org_id = ${orgId} and id = ${id}
+    delete from api_keys where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)}
     returning id, now() as deleted_at`);
 }

@@ -61,6 +61,19 @@ function assertHoldsAllOf(auth: Auth, target: { scopes: readonly string[] }, doi
   if (excess.length > 0) throw forbidden(`This API key cannot ${doing} a key holding scopes it does not hold itself: ${excess.join(', ')}.`);
 }
 
+/** The scopes `auth` may grant, for the write's own check (undefined: every scope, a "*" key). */
+const grantableBy = (auth: Auth) => (auth.scopes.includes('*') ? undefined : SCOPES.filter((scope) => canGrant(auth.scopes, scope)));
+
+/**
+ * After a write that changed nothing: the key is gone (404), or another request widened it
+ * past the caller's scopes since the check (403, as the check would now say).
+ */
+async function refusalAfterWrite(pool: DatabasePool, auth: Auth, id: string, doing: 'change' | 'delete'): Promise<never> {
+  const now = await findApiKey(pool, auth.orgId, id);
+  if (now) assertHoldsAllOf(auth, now, doing);
+  throw notFound('API key');
+}
+
 /**
  * Keys of the other environment (decisions section 4, and docs/): only a live key holding `*`
  * may create, change or delete them, so a test key can never reach a live key's powers.
@@ -110,8 +123,8 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     assertHoldsAllOf(auth, target, 'change');
     const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
-    });
-    if (!updated) throw notFound('API key');
+    }, grantableBy(auth));
+    if (!updated) return refusalAfterWrite(pool, auth, req.params.id, 'change');
     res.json(toApiKey(updated));
   });
 
@@ -121,8 +134,8 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
     assertHoldsAllOf(auth, target, 'delete');
-    const deleted = await deleteApiKey(pool, auth.orgId, target.id);
-    if (!deleted) throw notFound('API key');
+    const deleted = await deleteApiKey(pool, auth.orgId, target.id, grantableBy(auth));
+    if (!deleted) return refusalAfterWrite(pool, auth, target.id, 'delete');
     res.json(deletedView(deleted));
   });
 
