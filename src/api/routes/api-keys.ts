@@ -46,9 +46,12 @@ export const apiKeyRequests = { createBody, patchBody, listQuery };
 const toApiKey = shaper(apiKey);
 const toCreated = shaper(apiKeyCreated);
 
+/** The scopes among `scopes` that `auth` may not grant (decisions section 4: none beyond its own). */
+const beyondReach = (auth: Auth, scopes: readonly string[]) => scopes.filter((scope) => !canGrant(auth.scopes, scope));
+
 /** No key can hand out more than it holds (decisions section 4). */
 function assertGrantable(auth: Auth, requested: readonly string[]): void {
-  const excess = requested.filter((scope) => !canGrant(auth.scopes, scope));
+  const excess = beyondReach(auth, requested);
   if (excess.length > 0) throw forbidden(`This API key cannot grant scopes it does not hold: ${excess.join(', ')}.`);
 }
 
@@ -57,7 +60,7 @@ function assertGrantable(auth: Auth, requested: readonly string[]): void {
  * api-keys:write alone could otherwise narrow, expire or delete the organization's "*" keys.
  */
 function assertHoldsAllOf(auth: Auth, target: { scopes: readonly string[] }, doing: 'change' | 'delete'): void {
-  const excess = target.scopes.filter((scope) => !canGrant(auth.scopes, scope));
+  const excess = beyondReach(auth, target.scopes);
   if (excess.length > 0) throw forbidden(`This API key cannot ${doing} a key holding scopes it does not hold itself: ${excess.join(', ')}.`);
 }
 
