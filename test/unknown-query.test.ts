@@ -178,3 +178,15 @@ test('job creation: an unknown parameter is a 400 after the key is checked, and 
   // The public document takes any query string (tools add cache busters); so does /health.
   t.is((await app.request('GET', '/v1/openapi.json?v=1')).status, 200);
 });
+
+test('thirty unknown parameters or body fields: the first 20 named, and "and 10 more problems"', async (t) => {
+  const f = await fixtures();
+  const names = Array.from({ length: 30 }, (_, i) => `p${i}`);
+  const expected = [...names.slice(0, 20).map((path) => ({ path, message: 'unknown field' })), { path: '', message: 'and 10 more problems' }];
+  const query = await call(f, 'GET', `/v1/endpoints/${f.endpointId}?${names.map((n) => `${n}=1`).join('&')}`, undefined);
+  t.is(query.status, 400);
+  t.deepEqual(query.body.error.details, expected);
+  const body = await call(f, 'POST', '/v1/applications', { name: 'new', ...Object.fromEntries(names.map((n) => [n, 1])) });
+  t.is(body.status, 400);
+  t.deepEqual(body.body.error.details, expected);
+});

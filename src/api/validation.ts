@@ -7,17 +7,25 @@ import { decodeCursor, type Cursor } from '../db/cursor.ts';
 import { isId, type IdPrefix } from '../ids.ts';
 import { MAX_DETAILS, moreProblems, validationError, type ErrorDetail } from '../errors.ts';
 
-/** The first MAX_DETAILS issues as details (and how many more), whatever the number of issues. */
+/**
+ * The first MAX_DETAILS problems as details (and how many more), whatever the number of issues:
+ * an unknown-keys issue is one problem per key, so thirty stray fields say "and 10 more".
+ */
 function details(issues: readonly z.core.$ZodIssue[], root: string): ErrorDetail[] {
-  const listed = issues.slice(0, MAX_DETAILS).flatMap((issue) => {
+  const listed: ErrorDetail[] = [];
+  let total = 0;
+  for (const issue of issues) {
     const base = issue.path.map(String).join('.');
-    if (issue.code === 'unrecognized_keys') {
-      return issue.keys.slice(0, MAX_DETAILS).map((key) => ({ path: base ? `${base}.${key}` : key, message: 'unknown field' }));
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys : null;
+    total += keys ? keys.length : 1;
+    if (listed.length >= MAX_DETAILS) continue;
+    if (keys) {
+      for (const key of keys.slice(0, MAX_DETAILS - listed.length)) listed.push({ path: base ? `${base}.${key}` : key, message: 'unknown field' });
+    } else {
+      listed.push({ path: base || root, message: issue.message });
     }
-    return [{ path: base || root, message: issue.message }];
-  }).slice(0, MAX_DETAILS);
-  const more = issues.length - Math.min(issues.length, MAX_DETAILS);
-  return more > 0 ? [...listed, moreProblems(more)] : listed;
+  }
+  return total > listed.length ? [...listed, moreProblems(total - listed.length)] : listed;
 }
 
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
