@@ -14,7 +14,7 @@ import { assertError, startTestApp, type Response, type TestApp } from './helper
 // test falls into one known window of every period, and each count below is exact.
 const PINNED = new Date('2030-06-15T12:34:56.250Z');
 const pinned = startTestApp({}, { now: () => PINNED });
-const lowLimits = { RATE_LIMIT_JOBS_PER_SECOND: '3', RATE_LIMIT_API_KEYS_PER_HOUR: '2', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '2' };
+const lowLimits = { RATE_LIMIT_JOBS_PER_SECOND: '3', RATE_LIMIT_API_KEYS_PER_HOUR: '2', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '2', RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: '2' };
 const lowPinned = startTestApp(lowLimits, { now: () => PINNED });
 // The real clock, for a window that really passes.
 const low = startTestApp(lowLimits);
@@ -242,4 +242,27 @@ test('take_rate_limit without a time counts by the database clock', async (t) =>
   const end = Date.parse(row.reset_at);
   t.is(end % 3_600_000, 0);
   t.true(end > Date.now() - 60_000 && end <= Date.now() + 3_600_000 + 60_000, `reset ${row.reset_at} is the end of this hour`);
+});
+
+test('a request refused for an unknown query parameter is counted as one refused for its body: it carries the headers, and the limit counts it', async (t) => {
+  const { key, appId } = await setupJobs(lowPinned);
+  const endpointId = (await lowPinned.request('POST', '/v1/endpoints', { key, body: { application_id: appId, url: 'https://example.com/hook' } })).body.id as string;
+  // Limits of 2 (API keys, endpoint tests, portal links) and 3 (jobs): one bad body, then bad queries, fill each window.
+  const operations = [
+    { path: '/v1/api-keys', body: { name: 'k' }, limit: 2 },
+    { path: `/v1/endpoints/${endpointId}/test`, body: {}, limit: 2 },
+    { path: `/v1/applications/${appId}/portal-links`, body: {}, limit: 2 },
+    { path: '/v1/webhook-jobs', body: { application_id: appId, event_type: 'limit.tested', payload: {} }, limit: 3 },
+  ];
+  for (const { path, body, limit } of operations) {
+    const badBody = await lowPinned.request('POST', path, { key, body: { ...body, stray: 1 } });
+    t.is(badBody.status, 400, path);
+    t.is(rateHeaders(badBody).remaining, limit - 1, `${path}: an invalid body is counted`);
+    for (let used = 2; used <= limit; used += 1) {
+      const badQuery = await lowPinned.request('POST', `${path}?stray=1`, { key, body });
+      assertError(t, badQuery, 400, 'validation_error');
+      t.is(rateHeaders(badQuery).remaining, limit - used, `${path}: an invalid query string is counted as well`);
+    }
+    assertLimited(t, await lowPinned.request('POST', path, { key, body }));
+  }
 });

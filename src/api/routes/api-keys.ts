@@ -12,7 +12,7 @@ import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import { apiKey, apiKeyCreated, deletedView, shaper, type apiKeyList } from '../responses.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
-import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { assertNoQuery, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 // A fixed message per unknown scope: no per-item string is built for a list of 100,000 bad ones.
@@ -90,9 +90,11 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
   const router = Router();
   const { apiKeyCreation } = rateLimitRules(config);
 
-  router.post('/', noQuery, async (req, res) => {
+  router.post('/', async (req, res) => {
     const auth = authOf(res);
+    // Counted first, as an invalid body or query string is (the limit counts attempts).
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
+    assertNoQuery(req);
     const body = parseBody(createBody, req.body);
     assertGrantable(auth, body.scopes);
     assertEnvironmentReach(auth, body.environment);

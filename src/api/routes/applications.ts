@@ -24,7 +24,7 @@ import {
   type applicationList,
 } from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';
-import { noQuery, parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 const uid = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, { message: 'must be 1 to 256 letters, digits, dashes or underscores' });
@@ -107,10 +107,11 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.json(deletedView(deleted));
   });
 
-  router.post('/:id/portal-links', noQuery, async (req, res) => {
+  router.post('/:id/portal-links', async (req, res) => {
     const tenant = authOf(res);
     if (tenant.kind !== 'api_key') throw forbidden('A portal token cannot use this operation.');
     await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
+    assertNoQuery(req);
     const body = parseBody(portalLinkBody, req.body);
     const link = await createPortalLink(pool, tenant, {
       applicationId: req.params.id, apiKeyId: tenant.keyId, expiresInSeconds: body.expires_in, readOnly: body.read_only, publicUrl: config.publicUrl,

@@ -21,7 +21,7 @@ import {
   type deletedEndpointList, type endpointList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
-import { noQuery, parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 /**
  * Event types one endpoint subscribes to: each subscription is a row written (and counted in its
@@ -163,11 +163,12 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
 
   // A webhook.test job aimed at this endpoint alone, whatever its subscriptions; it is
   // delivered like any job (held while the endpoint is paused or disabled).
-  router.post('/:id/test', noQuery, async (req, res) => {
+  router.post('/:id/test', async (req, res) => {
     const tenant = authOf(res);
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, tenant, req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');
     await enforceRateLimit(pool, res, endpointTest, endpoint.id);
+    assertNoQuery(req);
     assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
     const body = parseBody(testBody, req.body);
     const { job } = await createJob(pool, queue, tenant, {
