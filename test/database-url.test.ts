@@ -41,6 +41,11 @@ test('a single-host URL takes the same target_session_attrs: read-write or prima
     const error = t.throws(() => loadConfig({ DATABASE_URL: `postgres://u:p@db:5432/x?target_session_attrs=${value}` }), { instanceOf: ConfigError });
     t.regex(error.message, new RegExp(`^invalid configuration: DATABASE_URL: URL has target_session_attrs=${value}; only read-write \\(the default\\) or primary is supported`), value);
   }
+  // Given twice, libpq takes the last: a refused value in either place is refused.
+  for (const query of ['target_session_attrs=read-write&target_session_attrs=standby', 'target_session_attrs=standby&target_session_attrs=primary']) {
+    t.throws(() => loadConfig({ DATABASE_URL: `postgres://u:p@db:5432/x?${query}` }), { instanceOf: ConfigError, message: /target_session_attrs=standby/ }, query);
+    t.throws(() => loadConfig({ DATABASE_URL: `postgresql://u@h1,h2/d?${query}` }), { instanceOf: ConfigError, message: /target_session_attrs=standby/ }, query);
+  }
 });
 
 test('DATABASE_DIRECT_URL is held to the same rules as DATABASE_URL', (t) => {

@@ -24,9 +24,11 @@ export function isMultiHost(url: string): boolean {
  */
 export function checkTargetSessionAttrs(url: string): void {
   const match = URL_PATTERN.exec(url);
-  const attrs = new URLSearchParams(match?.[5] ?? '').get('target_session_attrs');
-  if (attrs !== null && !ACCEPTED_ATTRS.has(attrs)) {
-    throw new Error(`has target_session_attrs=${attrs}; only read-write (the default) or primary is supported: the service writes, so it needs the primary`);
+  // Every occurrence: libpq takes the last one given, so a refused value anywhere is refused.
+  for (const attrs of new URLSearchParams(match?.[5] ?? '').getAll('target_session_attrs')) {
+    if (!ACCEPTED_ATTRS.has(attrs)) {
+      throw new Error(`has target_session_attrs=${attrs}; only read-write (the default) or primary is supported: the service writes, so it needs the primary`);
+    }
   }
 }
 
