@@ -19,8 +19,16 @@ const CSP_SOURCE = /^(?:'self'|[a-z][a-z0-9+.-]*:|(?:[a-z][a-z0-9+.-]*:\/\/)?(?:
 // typed): valid host sources, but a host named `self` is never what was meant, and the same
 // origin's frames were refused.
 const UNQUOTED_KEYWORD = /^(self|none)$/i;
+// CSP's other keywords, quoted or not: frame-ancestors takes none of them (unquoted, a host of
+// that name, quoted, a source the browser drops), so a value holding one was never meant.
+const OTHER_KEYWORD = /^'?(unsafe-inline|unsafe-eval|unsafe-hashes|unsafe-allow-redirects|strict-dynamic|report-sample|wasm-unsafe-eval|inline-speculation-rules)'?$/i;
 const frameAncestors = z.string().transform((value, ctx) => {
   const sources = value.trim().split(/\s+/);
+  const other = sources.find((source) => OTHER_KEYWORD.test(source));
+  if (other !== undefined) {
+    ctx.addIssue({ code: 'custom', message: `${other} is a CSP keyword that frame-ancestors does not take: only 'self', 'none', schemes (https:) and hosts (https://app.example.com)` });
+    return z.NEVER;
+  }
   const keyword = sources.find((source) => UNQUOTED_KEYWORD.test(source));
   if (keyword !== undefined) {
     const quoted = `'${keyword.toLowerCase()}'`;
