@@ -41,6 +41,8 @@ export type Metrics = {
    * receivers), and those of them at their share (passed over: worker/organization-share.ts).
    */
   observeShare(slow: number, atShare: number): void;
+  /** The web's request body budget (src/api/middleware/body-budget.ts), read at each scrape. */
+  watchBodyBudget(budget: { readonly held: number; readonly waits: number }): void;
   /** The registry's exposition text. */
   render(): Promise<string>;
   contentType: string;
@@ -142,6 +144,17 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
     'Fresh deliveries this process queued behind every organization\'s fresh work because their organization had passed its share of the queue\'s front (QUEUE_SHARE_PER_ORGANIZATION).',
     () => deps.queue?.fresh?.behind ?? 0);
 
+  let bodyBudget: { readonly held: number; readonly waits: number } | undefined;
+  new Gauge({
+    name: `${PREFIX}request_body_bytes`,
+    help: 'Bytes of request bodies this web process holds now (reserved before they are read, until their response is written).',
+    registers: [registry],
+    collect() { this.set(bodyBudget?.held ?? 0); },
+  });
+  totalCounter(registry, `${PREFIX}request_body_waits_total`,
+    'Requests of this web process whose body waited, unread, for room: the process held its body budget, or their organization its share of it.',
+    () => bodyBudget?.waits ?? 0);
+
   const slowOrganizations = new Gauge({
     name: `${PREFIX}worker_slow_organizations`,
     help: 'Organizations this process\'s delivery loop holds to a share of its slots (one of their attempts waited a second for its receiver), at its last claim.',
@@ -220,6 +233,9 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
     observeShare(slow, atShare) {
       slowOrganizations.set(slow);
       organizationsAtShare.set(atShare);
+    },
+    watchBodyBudget(budget) {
+      bodyBudget = budget;
     },
     render: () => registry.metrics(),
   };

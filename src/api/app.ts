@@ -6,11 +6,12 @@ import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Family } from '../core/scopes.ts';
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
-import type { Logger } from '../logger.ts';
+import { atMostEvery, type Logger } from '../logger.ts';
 import { validationError } from '../errors.ts';
 import { makeMetrics, sendMetrics, type Metrics } from '../metrics.ts';
 import { authenticate, authorize, makeRecentKeys } from './middleware/auth.ts';
 import { errorHandler, notFoundRoute } from './middleware/errors.ts';
+import { DEFAULT_BODY_BUDGET, makeBodyBudget } from './middleware/body-budget.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { reenterRequestScope, requestContext } from './middleware/request-context.ts';
 import { makeApiKeysRouter } from './routes/api-keys.ts';
@@ -44,9 +45,11 @@ export type AppDependencies = {
   healthTimeoutMs?: number;
   /** The clock of the recently seen API keys (milliseconds); Date.now when absent. Tests move it. */
   recentKeyClock?: () => number;
+  /** The request body budget's sizes; DEFAULT_BODY_BUDGET when absent. Tests make it small. */
+  bodyBudget?: { totalBytes: number; perOrganizationBytes: number };
 };
 
-export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger, queue }), now, healthTimeoutMs, recentKeyClock }: AppDependencies): Express {
+export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ pool, logger, queue }), now, healthTimeoutMs, recentKeyClock, bodyBudget = DEFAULT_BODY_BUDGET }: AppDependencies): Express {
   const app = express();
   app.locals.now = now; // read by enforceRateLimit
   app.disable('x-powered-by');
@@ -67,8 +70,16 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
 
   const recentKeys = makeRecentKeys(recentKeyClock);
   const authenticated = authenticate(pool, { recentKeys });
+  // Bodies are read only within the process's budget, and each organization's within its share.
+  const budget = makeBodyBudget({
+    ...bodyBudget, waitMs: config.databaseAcquireTimeoutMs,
+    onWait: atMostEvery(60_000, (organization: string, ownShare: boolean) => logger.warn(
+      { org_id: organization, own_share: ownShare, ...bodyBudget },
+      'a request body waits, unread, for room: its organization\'s share or the process\'s budget is held (logged at most once a minute)')),
+  });
+  metrics.watchBodyBudget(budget);
   const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[]): RequestHandler[] =>
-    [authentication, authorize(family), jsonBody, reenterRequestScope, ...handlers];
+    [authentication, authorize(family), budget.reserve, jsonBody, reenterRequestScope, ...handlers];
   // Job creation, the hot path, first and on its own: no other route's matching or routers on
   // its way (a tenth of the web's allocation per job when it was mounted among the /v1
   // resources). It confirms a recently seen key in the transaction that accepts the job instead

@@ -45,6 +45,8 @@ export type TestAppOptions = {
   now?: () => Date;
   /** Where the app and its worker log (tests that read log lines); silent when absent. */
   logger?: Logger;
+  /** The web's request body budget (AppDependencies.bodyBudget); the default when absent. */
+  bodyBudget?: { totalBytes: number; perOrganizationBytes: number };
 };
 
 export function startTestApp(
@@ -101,6 +103,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   // longer, and the tests that read /health check its answer, not its speed.
   const web = await startWeb({
     pool, config, logger, queue, metrics, healthTimeoutMs: TEST_HEALTH_TIMEOUT_MS, ...(options.now ? { now: options.now } : {}),
+    ...(options.bodyBudget ? { bodyBudget: options.bodyBudget } : {}),
   });
   teardown.push(web.stop);
   const baseUrl = `http://127.0.0.1:${web.port}`;

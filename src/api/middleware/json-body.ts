@@ -13,6 +13,7 @@
 // `\u` escape of a character of `__proto__`, or those bytes.
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { payloadTooLarge, unsupportedMediaType, validationError } from '../../errors.ts';
+import { settleBody } from './body-budget.ts';
 
 /** Large enough for a 256 KB job payload with its envelope; job payloads have their own limit. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -140,6 +141,7 @@ const parseJson = express.json({
   limit: BODY_LIMIT_BYTES,
   type: () => true,
   verify: (req, _res, bytes) => {
+    settleBody(req as Request, bytes.length);
     const marks: JsonMarks = { longNumber: false, escape: false };
     const problem = inspectJson(bytes, MAX_JSON_DEPTH, marks);
     if (problem) throw new RejectedBody(problem);
