@@ -489,3 +489,22 @@ browserTest(`a portal link made with a narrow key says what its customer will no
     await page.getByRole('button', { name: /Sign out/ }).click();
   }
 });
+
+browserTest(`a key with applications:read alone sees the overview's statistics, and is told what the endpoint lists need${skip}`, async (t) => {
+  // The spec's scope table gives applications:read "view applications and statistics": GET
+  // /v1/stats and /v1/summary answered such a key 403 (an outside check of the contract).
+  const { by, acme, receiver } = await oneEndpoint(t);
+  await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', () => receiver.arrivals.length === 1);
+  const statsOnly = await createApiKey(by, { name: 'reporting', scopes: ['applications:read'] });
+  const { page, foreign, errors } = await openPage(t);
+  await signIn(page, statsOnly.key as string);
+  const glance = page.getByRole('region', { name: 'At a glance' });
+  await glance.getByText('Attempts (24 h)').waitFor();
+  await glance.getByText('Endpoints').waitFor();
+  t.is(await page.getByText('This key cannot see which endpoints are failing or disabled').count(), 1);
+  t.is(await page.getByRole('heading', { name: 'Failing endpoints' }).count(), 0);
+  await check(t, page, 'overview-statistics-key');
+  t.deepEqual(foreign, []);
+  t.deepEqual(errors, []);
+});

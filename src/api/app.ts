@@ -78,8 +78,8 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
       'a request body waits, unread, for room: its organization\'s share or the process\'s budget is held (logged at most once a minute)')),
   });
   metrics.watchBodyBudget(budget);
-  const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[]): RequestHandler[] =>
-    [authentication, authorize(family), budget.reserve, jsonBody, reenterRequestScope, ...handlers];
+  const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[], alsoBy?: Family): RequestHandler[] =>
+    [authentication, authorize(family, alsoBy), budget.reserve, jsonBody, reenterRequestScope, ...handlers];
   // Job creation, the hot path, first and on its own: no other route's matching or routers on
   // its way (a tenth of the web's allocation per job when it was mounted among the /v1
   // resources). It confirms a recently seen key in the transaction that accepts the job instead
@@ -102,12 +102,14 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   v1.use('/applications', ...resource('applications', makeApplicationsRouter(pool, config)));
   v1.use('/event-types', ...resource('event-types', makeEventTypesRouter(pool)));
   v1.use('/endpoints', ...resource('endpoints', makeEndpointsRouter(pool, config, queue), makeEndpointRecoverRouter(pool), makeEndpointActivityRouter(pool)));
-  // The tenant's delivery stats: read with the endpoints' scope (endpoints:read).
-  v1.use('/stats', ...resource('endpoints', makeStatsRouter(pool)));
+  // The tenant's delivery stats: read with the endpoints' scope (endpoints:read) or with
+  // applications:read, which the spec's scope table describes as "view applications and statistics".
+  const statistics = (router: Router) => guarded(authenticated, 'endpoints', [router], 'applications');
+  v1.use('/stats', ...statistics(makeStatsRouter(pool)));
   v1.use('/operational-webhooks', ...resource('endpoints', makeOperationalWebhooksRouter(pool, config)));
   v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue)));
-  // The overview counts (endpoints by health, open deliveries): read with endpoints:read.
-  v1.use('/summary', ...resource('endpoints', makeSummaryRouter(pool)));
+  // The overview counts (endpoints by health, open deliveries): statistics too.
+  v1.use('/summary', ...statistics(makeSummaryRouter(pool)));
   // What the caller's key or token is: any valid credential may read itself.
   v1.use('/credential', ...resource(null, makeCredentialRouter(pool)));
   app.use('/v1', v1);

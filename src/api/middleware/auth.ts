@@ -9,7 +9,7 @@ import { findPortalTokenByHash } from '../../db/portal-tokens.ts';
 import type { RequestScope } from '../../db/request-scope.ts';
 import { hashKey, keyRefusal, KEY_PATTERN } from '../../core/api-keys.ts';
 import { TOKEN_PATTERN } from '../../core/portal-tokens.ts';
-import { accessFor, allows, tokenAllows, type Family } from '../../core/scopes.ts';
+import { accessFor, allows, tokenAllows, type Access, type Family } from '../../core/scopes.ts';
 import { forbidden, unauthorized } from '../../errors.ts';
 
 type Environment = 'live' | 'test';
@@ -178,10 +178,15 @@ function segments(path: string): string[] {
 
 /**
  * The one permission check. An API key: GET needs <family>:read, every other method
- * <family>:write (`null`: any valid key, as for GET /v1/credential). A portal token: the token
- * rules, by the collection it is mounted at.
+ * <family>:write (`null`: any valid key, as for GET /v1/credential); `alsoBy`, another family
+ * whose scope grants it as well (the statistics, which the spec's scope table gives to
+ * applications:read, and decisions to the endpoints). A portal token: the token rules, by the
+ * collection it is mounted at.
  */
-export function authorize(family: Family | null) {
+export function authorize(family: Family | null, alsoBy?: Family) {
+  const lacks = (access: Access) => `${family}:${access}${alsoBy ? ` or ${alsoBy}:${access}` : ''}`;
+  const granted = (scopes: readonly string[], access: Access) =>
+    family === null || allows(scopes, family, access) || (alsoBy !== undefined && allows(scopes, alsoBy, access));
   return (req: Request, res: Response, next: NextFunction) => {
     const auth = authOf(res);
     const access = accessFor(req.method);
@@ -192,13 +197,12 @@ export function authorize(family: Family | null) {
       // Nor more than the key that made its link may do now (decisions section 4: no key hands
       // out more than it holds): a key with applications:write alone makes links, but their
       // tokens do not reach the endpoints and jobs that key cannot.
-      if (family && auth.keyScopes && !allows(auth.keyScopes, family, access)) {
-        throw forbidden(`The API key that made this portal link lacks the ${family}:${access} scope.`);
+      if (auth.keyScopes && !granted(auth.keyScopes, access)) {
+        throw forbidden(`The API key that made this portal link lacks the ${lacks(access)} scope.`);
       }
       if (auth.readOnly) withoutSecrets(res);
     } else {
-      const refusal = keyRefusal({ expired: false, scopes: auth.scopes }, family, access);
-      if (refusal) throw refusal;
+      if (!granted(auth.scopes, access)) throw forbidden(`This API key lacks the ${lacks(access)} scope.`);
     }
     next();
   };

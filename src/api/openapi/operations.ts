@@ -91,6 +91,8 @@ export type OperationSpec = {
   tag: string;
   /** The scope family; absent for public operations (no authentication), `null` for any valid credential. */
   family?: Family | null;
+  /** Another family whose scope grants the operation as well (src/api/middleware/auth.ts, authorize). */
+  alsoBy?: Family;
   path?: z.ZodObject;
   query?: z.ZodObject;
   body?: { schema: z.ZodType; required?: boolean; example?: unknown };
@@ -106,11 +108,14 @@ export type OperationSpec = {
 
 /** The OpenAPI operation for `method` (lowercase) described by `spec`. */
 export function operation(method: string, spec: OperationSpec): ZodOpenApiOperationObject {
-  const scope = spec.family ? `${spec.family}:${accessFor(method.toUpperCase())}` : null;
+  const access = accessFor(method.toUpperCase());
+  const scope = spec.family ? `${spec.family}:${access}` : null;
+  const other = spec.alsoBy ? `${spec.alsoBy}:${access}` : null;
   const authenticated = spec.family !== undefined;
   const notes = [
     spec.description,
-    scope ? `Requires the \`${scope}\` scope (\`${spec.family}:write\` and \`*\` include it).`
+    scope && other ? `Requires the \`${scope}\` scope or the \`${other}\` scope (\`${spec.family}:write\`, \`${spec.alsoBy}:write\` and \`*\` include them).`
+      : scope ? `Requires the \`${scope}\` scope (\`${spec.family}:write\` and \`*\` include it).`
       : authenticated ? 'Any valid API key, whatever its scopes.' : 'No authentication.',
     spec.rateLimit ? `Rate limit: ${spec.rateLimit}.` : undefined,
   ].filter((line) => line !== undefined);
@@ -143,7 +148,9 @@ export function operation(method: string, spec: OperationSpec): ZodOpenApiOperat
     summary: spec.summary,
     description: notes.join('\n\n'),
     tags: [spec.tag],
-    security: scope ? [{ [SECURITY_SCHEME]: [scope] }] : authenticated ? [{ [SECURITY_SCHEME]: [] }] : [],
+    // Alternatives: either requirement grants the operation.
+    security: scope ? [{ [SECURITY_SCHEME]: [scope] }, ...(other ? [{ [SECURITY_SCHEME]: [other] }] : [])]
+      : authenticated ? [{ [SECURITY_SCHEME]: [] }] : [],
     ...(spec.path || spec.query ? { requestParams: { ...(spec.path ? { path: spec.path } : {}), ...(spec.query ? { query: spec.query } : {}) } } : {}),
     ...(spec.body ? {
       requestBody: { required: spec.body.required ?? true, content: json(spec.body.schema, spec.body.example) },

@@ -253,7 +253,7 @@ export const paths: ZodOpenApiPathsObject = {
 
   '/v1/stats': {
     get: operation('get', {
-      ...ENDPOINTS, tag: 'Stats', operationId: 'getStats', summary: 'Delivery stats of the organization and environment',
+      ...ENDPOINTS, alsoBy: 'applications', tag: 'Stats', operationId: 'getStats', summary: 'Delivery stats of the organization and environment',
       description: 'As GET /v1/endpoints/{id}/stats, summed over every endpoint of the key\'s organization and environment.',
       query: activityRequests.statsQuery,
       responses: { 200: ok('Buckets and totals.', r.attemptStats) }, errors: [400],
@@ -390,7 +390,7 @@ export const paths: ZodOpenApiPathsObject = {
 
   '/v1/summary': {
     get: operation('get', {
-      tag: 'Summary', family: 'endpoints', operationId: 'getSummary', summary: 'Overview counts',
+      tag: 'Summary', family: 'endpoints', alsoBy: 'applications', operationId: 'getSummary', summary: 'Overview counts',
       description: 'The key\'s organization in the key\'s environment: endpoints by health and the backlog of open deliveries, counted when asked. '
         + 'Jobs per status are the `pagination.total` of `GET /v1/webhook-jobs?status=…&per_page=1`.',
       responses: { 200: ok('The counts.', r.summary) }, errors: [400],

@@ -13,14 +13,16 @@ const OVERVIEW_REFRESH_MS = 60_000;
 export function Overview() {
   const { client, can } = useSession();
   const readEndpoints = can('endpoints:read');
+  // The statistics (stats, summary) are read with endpoints:read or applications:read.
+  const readStats = readEndpoints || can('applications:read');
   const [hours, setHours] = useState(24);
   // Read again by the Refresh button, and every minute while the tab is shown: it kept the
   // figures of its first load (a review found it 20 attempts behind /v1/stats).
   const [round, setRound] = useState(0);
   useWhileShown(OVERVIEW_REFRESH_MS, () => setRound((n) => n + 1));
-  const stats = useLoad(() => readEndpoints
+  const stats = useLoad(() => readStats
     ? client<Stats>('GET', `/v1/stats${hours === 24 ? '' : `?since=${new Date(Date.now() - hours * 3600_000).toISOString()}`}`) : Promise.resolve(null), [hours, round]);
-  const summary = useLoad(() => readEndpoints ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), [round]);
+  const summary = useLoad(() => readStats ? client<Summary>('GET', '/v1/summary') : Promise.resolve(null), [round]);
   const failing = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=active&failing=true&per_page=10') : Promise.resolve(null), [round]);
   const disabled = useLoad(() => readEndpoints ? client<EndpointList>('GET', '/v1/endpoints?status=disabled&per_page=10') : Promise.resolve(null), [round]);
   const failedJobs = useLoad(() => can('webhooks:read') ? client<JobList>('GET', '/v1/webhook-jobs?status=failed&per_page=1') : Promise.resolve(null), [round]);
@@ -32,8 +34,8 @@ export function Overview() {
         <h1>Overview</h1>
         <button type="button" onClick={() => setRound((n) => n + 1)}>Refresh</button>
       </div>
-      {!readEndpoints && <NeedsScope need="endpoints:read" what="delivery statistics, the backlog or endpoint health" />}
-      {readEndpoints && (
+      {!readStats && <NeedsScope need="endpoints:read" what="delivery statistics, the backlog or endpoint health" />}
+      {readStats && (
         <>
           <div class="segmented" role="group" aria-label="Period of the charts">
             {[[24, 'Last 24 hours'], [1, 'Last hour']].map(([h, label]) => (
@@ -72,10 +74,12 @@ export function Overview() {
               <Loaded state={stats}>{(s) => s && <SuccessRate stats={s} />}</Loaded>
             </section>
           </div>
-          <div class="grid2">
-            <EndpointTable title="Failing endpoints" empty="No endpoint is failing." state={failing} />
-            <EndpointTable title="Disabled endpoints" empty="No endpoint is disabled." state={disabled} />
-          </div>
+          {readEndpoints ? (
+            <div class="grid2">
+              <EndpointTable title="Failing endpoints" empty="No endpoint is failing." state={failing} />
+              <EndpointTable title="Disabled endpoints" empty="No endpoint is disabled." state={disabled} />
+            </div>
+          ) : <NeedsScope need="endpoints:read" what="which endpoints are failing or disabled" />}
         </>
       )}
     </>
