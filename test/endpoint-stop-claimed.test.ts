@@ -12,7 +12,9 @@
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import pg from 'pg';
 import { CONNECTIONS_PER_ORIGIN } from '../src/worker/attempt.ts';
+import { STOPPED_CHANNEL } from '../src/worker/wakeup.ts';
 import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
@@ -115,12 +117,37 @@ async function behindHangingRequests(t: ExecutionContext) {
   return { key, endpointId, receiver, release, statuses };
 }
 
+/**
+ * Resolves once the stop of `endpointId` was notified (sql/021-wakeup.sql), and a moment more:
+ * the worker, in this process, listens on the same channel. The notice reaches it after the
+ * stop is answered; on a busy machine later than the release of the hanging requests, which
+ * then sent 6 of the waiting ones (the full suite, once). A send is withdrawn once the worker
+ * knows of the stop; how soon it knows is the notification's latency, not this test's subject.
+ */
+async function stopNoticed(t: ExecutionContext, endpointId: string): Promise<{ noticed: Promise<void> }> {
+  const listener = new pg.Client({ connectionString: app.databaseUrl });
+  await listener.connect();
+  t.teardown(() => listener.end());
+  await listener.query(`listen ${STOPPED_CHANNEL}`);
+  // In an object: an async function's returned promise would be awaited with it.
+  return {
+    noticed: new Promise((resolve) => {
+      listener.on('notification', (message) => {
+        if (message.payload === endpointId) setTimeout(resolve, 100);
+      });
+    }),
+  };
+}
+
 test(`paused while deliveries wait for one of the worker's ${CONNECTIONS_PER_ORIGIN} connections to a hanging receiver: not sent once one frees`, async (t) => {
   // The same probe saw a hanging receiver's connections go from 128 to 256 half a minute after
   // its application's delete: requests queued in the worker's pool for a connection, sent when
   // the hanging ones ended. They are withdrawn when they get one (before anything is sent).
   const { key, endpointId, receiver, release, statuses } = await behindHangingRequests(t);
-  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } })).status, 200);
+  const { noticed } = await stopNoticed(t, endpointId);
+  const paused = await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } });
+  t.is(paused.status, 200, JSON.stringify(paused.body));
+  await noticed;
   release();
   await until('the hanging ones recorded and the others held', async () => {
     const now = await statuses();
@@ -134,7 +161,9 @@ test('a restore right after a delete waits (409) while a worker still holds deli
   // A probe restored an endpoint 6 ms after its delete: 170 of the 235 deliveries workers held
   // were sent to it after all, as the restore counted only the waiting ones.
   const { key, endpointId, receiver, release, statuses } = await behindHangingRequests(t);
+  const { noticed } = await stopNoticed(t, endpointId);
   t.is((await app.request('DELETE', `/v1/endpoints/${endpointId}`, { key })).status, 200);
+  await noticed;
   const early = await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key });
   t.is(early.status, 409, 'held by the worker: not restorable yet');
   t.regex(early.body.error.message, /still being dropped or finished/);
