@@ -5,6 +5,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { createApiKey } from '../src/core/api-keys.ts';
 import { makePool } from '../src/db/pool.ts';
 import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
@@ -244,25 +245,36 @@ test('take_rate_limit without a time counts by the database clock', async (t) =>
   t.true(end > Date.now() - 60_000 && end <= Date.now() + 3_600_000 + 60_000, `reset ${row.reset_at} is the end of this hour`);
 });
 
-test('a request refused for an unknown query parameter is counted as one refused for its body: it carries the headers, and the limit counts it', async (t) => {
-  const { key, appId } = await setupJobs(lowPinned);
+test('job creation counts a malformed request; API key creation, portal links and endpoint tests do not (a typo must not use up 10 an hour), but count a 403', async (t) => {
+  const { key, orgId, appId } = await setupJobs(lowPinned);
   const endpointId = (await lowPinned.request('POST', '/v1/endpoints', { key, body: { application_id: appId, url: 'https://example.com/hook' } })).body.id as string;
-  // Limits of 2 (API keys, endpoint tests, portal links) and 3 (jobs): one bad body, then bad queries, fill each window.
-  const operations = [
-    { path: '/v1/api-keys', body: { name: 'k' }, limit: 2 },
-    { path: `/v1/endpoints/${endpointId}/test`, body: {}, limit: 2 },
-    { path: `/v1/applications/${appId}/portal-links`, body: {}, limit: 2 },
-    { path: '/v1/webhook-jobs', body: { application_id: appId, event_type: 'limit.tested', payload: {} }, limit: 3 },
-  ];
-  for (const { path, body, limit } of operations) {
-    const badBody = await lowPinned.request('POST', path, { key, body: { ...body, stray: 1 } });
-    t.is(badBody.status, 400, path);
-    t.is(rateHeaders(badBody).remaining, limit - 1, `${path}: an invalid body is counted`);
-    for (let used = 2; used <= limit; used += 1) {
-      const badQuery = await lowPinned.request('POST', `${path}?stray=1`, { key, body });
-      assertError(t, badQuery, 400, 'validation_error');
-      t.is(rateHeaders(badQuery).remaining, limit - used, `${path}: an invalid query string is counted as well`);
+  // A key that may create keys but not grant `*` (made in SQL: the route's limit is under test).
+  const narrow = (await createApiKey(lowPinned.pool, { orgId, environment: 'live', name: 'narrow', scopes: ['api-keys:write'], expiresAt: null })).key;
+  // Limits of 2 (API keys, endpoint tests, portal links) and 3 (jobs).
+  const jobs = { path: '/v1/webhook-jobs', body: { application_id: appId, event_type: 'limit.tested', payload: {} } };
+  const badBody = await lowPinned.request('POST', jobs.path, { key, body: { ...jobs.body, stray: 1 } });
+  assertError(t, badBody, 400, 'validation_error');
+  t.is(rateHeaders(badBody).remaining, 2, 'a job with an invalid body is counted');
+  const badQuery = await lowPinned.request('POST', `${jobs.path}?stray=1`, { key, body: jobs.body });
+  assertError(t, badQuery, 400, 'validation_error');
+  t.is(rateHeaders(badQuery).remaining, 1, 'so is one with an invalid query string');
+
+  for (const { path, body } of [
+    { path: '/v1/api-keys', body: { name: 'k' } },
+    { path: `/v1/endpoints/${endpointId}/test`, body: {} },
+    { path: `/v1/applications/${appId}/portal-links`, body: {} },
+  ]) {
+    for (let i = 0; i < 3; i += 1) {
+      const refused = await lowPinned.request('POST', i === 0 ? `${path}?stray=1` : path, { key, body: i === 0 ? body : { ...body, stray: i } });
+      assertError(t, refused, 400, 'validation_error');
+      t.is(refused.headers.get('x-ratelimit-remaining'), null, `${path}: a malformed request is refused before the limit`);
     }
-    assertLimited(t, await lowPinned.request('POST', path, { key, body }));
+    const first = await lowPinned.request('POST', path, { key, body });
+    t.is(rateHeaders(first).remaining, 1, `${path}: the first valid request takes the first of 2`);
   }
+  // A key reaching past its own scopes is counted: an escalation attempt is not a typo.
+  const reach = await lowPinned.request('POST', '/v1/api-keys', { key: narrow, body: { name: 'wider', scopes: ['*'] } });
+  assertError(t, reach, 403, 'forbidden');
+  t.is(rateHeaders(reach).remaining, 0);
+  assertLimited(t, await lowPinned.request('POST', '/v1/api-keys', { key, body: { name: 'third' } }));
 });

@@ -92,10 +92,11 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
 
   router.post('/', async (req, res) => {
     const auth = authOf(res);
-    // Counted first, as an invalid body or query string is (the limit counts attempts).
-    await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
+    // A malformed request is refused before the limit counts it: a typo in a form must not use
+    // up an hour's 10 creations. A key reaching past its own scopes (403) is counted.
     assertNoQuery(req);
     const body = parseBody(createBody, req.body);
+    await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     assertGrantable(auth, body.scopes);
     assertEnvironmentReach(auth, body.environment);
     const created = await createApiKey(pool, {

@@ -110,9 +110,10 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
   router.post('/:id/portal-links', async (req, res) => {
     const tenant = authOf(res);
     if (tenant.kind !== 'api_key') throw forbidden('A portal token cannot use this operation.');
-    await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
+    // A malformed request is refused before the limit counts it.
     assertNoQuery(req);
     const body = parseBody(portalLinkBody, req.body);
+    await enforceRateLimit(pool, res, portalLinkCreation, tenant.orgId);
     const link = await createPortalLink(pool, tenant, {
       applicationId: req.params.id, apiKeyId: tenant.keyId, expiresInSeconds: body.expires_in, readOnly: body.read_only, publicUrl: config.publicUrl,
     });

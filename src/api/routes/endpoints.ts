@@ -167,10 +167,11 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const tenant = authOf(res);
     const endpoint = isId('ep', req.params.id) ? await findEndpoint(pool, tenant, req.params.id) : null;
     if (!endpoint) throw notFound('Endpoint');
-    await enforceRateLimit(pool, res, endpointTest, endpoint.id);
+    // A malformed request is refused before the limit counts it (10 a minute).
     assertNoQuery(req);
     assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
     const body = parseBody(testBody, req.body);
+    await enforceRateLimit(pool, res, endpointTest, endpoint.id);
     const { job } = await createJob(pool, queue, tenant, {
       applicationId: endpoint.application_id,
       eventType: TEST_EVENT_TYPE,
