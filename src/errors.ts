@@ -51,8 +51,9 @@ export class AppError extends Error {
   }
 }
 
-export const validationError = (message: string, details?: ErrorDetail[]) =>
-  new AppError(400, 'validation_error', message, details ? { details } : {});
+/** Decisions section 3: a validation error always names where, `details: [{ path, message }]`. */
+export const validationError = (message: string, details: ErrorDetail[]) =>
+  new AppError(400, 'validation_error', message, { details });
 export const unauthorized = (message = 'A valid API key is required.') => new AppError(401, 'unauthorized', message);
 export const forbidden = (message: string) => new AppError(403, 'forbidden', message);
 export const notFound = (what = 'Resource') => new AppError(404, 'not_found', `${what} not found.`);

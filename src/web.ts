@@ -28,7 +28,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
     ? new AppError(408, 'request_timeout', 'The request did not arrive whole in time.')
     : error.code === 'HPE_HEADER_OVERFLOW'
       ? new AppError(431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.')
-      : validationError('The request is not valid HTTP/1.1.');
+      : validationError('The request is not valid HTTP/1.1.', [{ path: 'request', message: 'is not valid HTTP/1.1' }]);
   const { status } = problem;
   const body = JSON.stringify(problem.toBody());
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`

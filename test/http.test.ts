@@ -488,7 +488,7 @@ test('a request Node\'s HTTP parser rejects is answered in the API\'s error shap
   // Node's own handler answered a bare 400 or 431 with no body and no X-Request-Id.
   const malformed = await sendRaw(quickApp.baseUrl, 'GET /v1/applications HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n');
   t.is(malformed.status, 400);
-  t.deepEqual(malformed.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1.' } });
+  t.deepEqual(malformed.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1.', details: [{ path: 'request', message: 'is not valid HTTP/1.1' }] } });
   t.truthy(malformed.headers['x-request-id']);
   t.is(malformed.headers.connection, 'close');
 
@@ -510,7 +510,7 @@ test('an HTTP/1.1 request without a Host header is a 400 in the API\'s error sha
     'POST /v1/webhook-jobs HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}']) {
     const answer = await sendRaw(quickApp.baseUrl, request);
     t.is(answer.status, 400, request);
-    t.deepEqual(answer.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1: it has no Host header.' } });
+    t.deepEqual(answer.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1: it has no Host header.', details: [{ path: 'headers.host', message: 'is required in HTTP/1.1' }] } });
     t.truthy(answer.headers['x-request-id']);
     t.is(answer.headers.connection, 'close');
     t.is(answer.headers['cache-control'], request.includes(' /v1/') ? 'no-store' : undefined, 'a /v1 answer, this refusal too');
@@ -535,4 +535,29 @@ test('every /v1 answer is Cache-Control: no-store (secrets, keys shown once), er
   t.deepEqual(answers.map((res) => res.status), [201, 200, 404, 404, 401]);
   for (const res of answers) t.is(res.headers.get('cache-control'), 'no-store');
   t.is((await raw(app, 'GET', '/v1/openapi.json')).headers.get('cache-control'), 'no-cache', 'the public document keeps its own');
+});
+
+test('every validation_error names where, in details (decisions section 3), those refused before or while parsing too', async (t) => {
+  // Malformed JSON and a U+0000 answered with a message alone: an outside check of the contract
+  // found these two without `details`.
+  const { key } = await app.createOrg();
+  const json = { 'content-type': 'application/json' };
+  const cases: Array<[string, string, RegExp]> = [
+    ['{bad', 'body', /JSON/],
+    ['{"name":"a\\u0000b"}', 'body', /U\+0000/],
+    ['{"name":"\\ud800"}', 'body', /unpaired UTF-16 surrogate/],
+    [`${'['.repeat(300)}${']'.repeat(300)}`, 'body', /nested more than 256 levels/],
+    ['{"name":1e400}', 'name', /beyond a double's range/],
+    ['{"__proto__":{}}', '__proto__', /__proto__/],
+  ];
+  for (const [rawBody, path, message] of cases) {
+    const res = await app.request('POST', '/v1/applications', { key, rawBody, headers: json });
+    t.is(res.status, 400, rawBody.slice(0, 20));
+    t.is(res.body.error.code, 'validation_error');
+    t.is(res.body.error.details?.length, 1, `${rawBody.slice(0, 20)}: ${JSON.stringify(res.body)}`);
+    t.is(res.body.error.details[0].path, path);
+    t.regex(res.body.error.details[0].message, message);
+  }
+  const gzip = await app.request('POST', '/v1/applications', { key, rawBody: 'not gzip', headers: { ...json, 'content-encoding': 'gzip' } });
+  t.deepEqual(gzip.body.error.details, [{ path: 'body', message: 'could not be read' }]);
 });

@@ -65,7 +65,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   app.use((req, res, next) => {
     if (req.headers.host !== undefined || req.httpVersion !== '1.1') return next();
     res.setHeader('Connection', 'close');
-    next(validationError('The request is not valid HTTP/1.1: it has no Host header.'));
+    next(validationError('The request is not valid HTTP/1.1: it has no Host header.', [{ path: 'headers.host', message: 'is required in HTTP/1.1' }]));
   });
 
   const recentKeys = makeRecentKeys(recentKeyClock);

@@ -9,7 +9,7 @@ import { AppError, internalError, concurrentConflictCode, isStatementCancelled, 
 function fromBodyParser(error: { type?: unknown }): AppError | null {
   switch (error.type) {
     case 'entity.parse.failed':
-      return validationError('The request body is not valid JSON.');
+      return validationError('The request body is not valid JSON.', [{ path: 'body', message: 'is not valid JSON' }]);
     case 'entity.too.large':
       return payloadTooLarge('The request body is too large.');
     case 'encoding.unsupported':
@@ -18,7 +18,7 @@ function fromBodyParser(error: { type?: unknown }): AppError | null {
     case 'request.aborted':
     case 'request.size.invalid':
     case 'stream.encoding.set':
-      return validationError('The request body could not be read.');
+      return validationError('The request body could not be read.', [{ path: 'body', message: 'could not be read' }]);
     default:
       return null;
   }

@@ -160,7 +160,7 @@ const UTF8 = /^utf-?8$/i;
 /** body-parser's errors, each a client mistake, as the error rows of decisions section 3. */
 function bodyError(error: unknown) {
   const { type } = error as { type?: unknown };
-  if (error instanceof RejectedBody) return validationError(error.message);
+  if (error instanceof RejectedBody) return validationError(error.message, [{ path: 'body', message: error.message }]);
   switch (type) {
     case 'entity.too.large':
       return payloadTooLarge(`The request body is larger than ${BODY_LIMIT_BYTES} bytes.`);
@@ -168,10 +168,11 @@ function bodyError(error: unknown) {
     case 'charset.unsupported':
       return unsupportedMediaType();
     case 'entity.parse.failed':
-      return validationError('The request body is not valid JSON.');
+      // The parser's own words say where (`… at position 12 (line 1 column 13)`).
+      return validationError('The request body is not valid JSON.', [{ path: 'body', message: (error as Error).message }]);
     default:
       // request.aborted, request.size.invalid, and a body its Content-Encoding does not decode
-      return validationError('The request body could not be read (does it match its Content-Encoding?).');
+      return validationError('The request body could not be read (does it match its Content-Encoding?).', [{ path: 'body', message: 'could not be read' }]);
   }
 }
 
@@ -187,7 +188,7 @@ export function jsonBody(req: Request, res: Response, next: NextFunction): void 
   parseJson(req, res, (error?: unknown) => {
     if (error !== undefined) return next(bodyError(error));
     const found = (req as Request & { [WALK]?: true })[WALK] ? checkParsedJson(req.body) : null;
-    if (found) return next(validationError(found.message, found.path === '' ? undefined : [{ path: found.path, message: found.detail }]));
+    if (found) return next(validationError(found.message, [{ path: found.path === '' ? 'body' : found.path, message: found.detail }]));
     next();
   });
 }
