@@ -70,6 +70,7 @@ const schema = z.object({
   DATABASE_ACQUIRE_TIMEOUT_MS: integer(100, 60_000).default(5_000),
   DATABASE_IDLE_TIMEOUT_MS: integer(1_000, 3_600_000).default(600_000),
   DATABASE_STATEMENT_TIMEOUT_MS: integer(1_000, 600_000).default(30_000),
+  DATABASE_START_TIMEOUT_MS: integer(0, 3_600_000).default(60_000),
   HEAVY_READS_PER_ORGANIZATION: integer(1, 200).default(1),
   ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
   RETRY_SCHEDULE: z.string().default(DEFAULT_RETRY_SCHEDULE).transform((value, ctx) => {
@@ -126,6 +127,8 @@ export type Config = Readonly<{
   databaseIdleTimeoutMs: number;
   /** PostgreSQL's statement_timeout for the process's pool: a request's statement cancelled past it answers 503. */
   databaseStatementTimeoutMs: number;
+  /** How long a starting process keeps trying to reach the database (its migrations) before it exits 1; 0: one try. */
+  databaseStartTimeoutMs: number;
   /** One organization's heavy reads (lists, summary, stats, recover's count) running at once in a process (src/db/heavy-reads.ts). */
   heavyReadsPerOrganization: number;
   allowPrivateDestinations: boolean;
@@ -203,6 +206,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseAcquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS,
     databaseIdleTimeoutMs: c.DATABASE_IDLE_TIMEOUT_MS,
     databaseStatementTimeoutMs: c.DATABASE_STATEMENT_TIMEOUT_MS,
+    databaseStartTimeoutMs: c.DATABASE_START_TIMEOUT_MS,
     heavyReadsPerOrganization: c.HEAVY_READS_PER_ORGANIZATION,
     allowPrivateDestinations: c.ALLOW_PRIVATE_DESTINATIONS,
     retrySchedule: Object.freeze(c.RETRY_SCHEDULE),

@@ -7,6 +7,7 @@ import { openDatabase } from './database.ts';
 import { migrate } from './db/migrate.ts';
 import { isMultiHost, primaryQueueDb } from './db/multi-host.ts';
 import { makePool } from './db/pool.ts';
+import { retryWhileUnreachable } from './db/start-retry.ts';
 import { makeLogger, type Logger } from './logger.ts';
 import { makeMetrics, startMetricsServer } from './metrics.ts';
 import { startQueue } from './queue.ts';
@@ -25,7 +26,9 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
   const opening = openDatabase(config, logger, { ownProcessGroup: true });
   const stops: Array<() => Promise<void>> = [async () => (await opening.catch(() => null))?.stop()];
   let stopping: Promise<void> | undefined;
+  const onStopping: Array<() => void> = [];
   const stop = (reason: string) => {
+    for (const wake of onStopping.splice(0)) wake();
     stopping ??= (async () => {
       logger.info({ reason }, 'stopping');
       for (const step of stops.reverse()) {
@@ -41,7 +44,12 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
 
   try {
     const database = await opening;
-    await migrate(database.directUrl, logger);
+    // The first contact with the database: a database still starting (or restarting during a
+    // deploy) is tried again for DATABASE_START_TIMEOUT_MS rather than failing the process at once.
+    await retryWhileUnreachable(() => migrate(database.directUrl, logger), {
+      what: 'migrations', timeoutMs: config.databaseStartTimeoutMs, logger,
+      stopped: () => stopping !== undefined, onStop: (wake) => onStopping.push(wake),
+    });
     const runsWorker = role === 'worker' || role === 'all';
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
     const queue = await startQueue({

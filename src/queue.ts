@@ -13,6 +13,7 @@ import { PgBoss } from 'pg-boss';
 import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from './db/availability.ts';
+import { KEEPALIVE_INITIAL_DELAY_MS } from './db/pg-driver.ts';
 import type { QueueDb } from './db/multi-host.ts';
 import { atMostEvery, type Logger } from './logger.ts';
 
@@ -297,7 +298,11 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
   const heartbeatSeconds = options.heartbeatSeconds ?? null;
   const checkEvery = Math.max(1, Math.min(60, Math.floor(options.leaseSeconds / 2), heartbeatSeconds ?? 60));
   const boss = new PgBoss({
-    ...(options.db ? { db: options.db } : { connectionString: options.databaseUrl }),
+    // TCP keepalive, as the API's pool (src/db/pg-driver.ts): pg-boss passes its options to
+    // node-postgres. No client-side statement deadline: its statements (supervision,
+    // maintenance) hold no request, have no statement_timeout of theirs, and resume once a
+    // frozen server answers again.
+    ...(options.db ? { db: options.db } : { connectionString: options.databaseUrl, ...{ keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS } }),
     schema: 'pgboss',
     max: options.poolSize ?? 4,
     supervise: options.supervise,

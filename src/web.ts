@@ -1,8 +1,9 @@
-// The web role: the API on an HTTP server that, when stopped, refuses new connections and
-// lets in-flight requests finish (up to the shutdown timeout).
+// The web role: the API on an HTTP server that, when stopped, refuses new connections, answers
+// every request from then on with `Connection: close` (so keep-alive clients move away) and lets
+// in-flight requests finish (up to the shutdown timeout).
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { makeApp, type AppDependencies } from './api/app.ts';
 import { withBoundPort } from './config.ts';
@@ -10,6 +11,16 @@ import { stopValidationPool } from './core/json-schema-pool.ts';
 import { AppError, validationError } from './errors.ts';
 
 export type WebServer = { port: number; stop(): Promise<void> };
+
+/**
+ * After the shutdown timeout cut the connections still open, how long a stop waits more for the
+ * handlers of the requests it cut to end (their clients are gone: their database work rolls back
+ * at its next step), so that the pools are not closed under them.
+ */
+export const HANDLER_GRACE_MS = 5_000;
+
+/** How long a stopping server leaves idle keep-alive connections open for a request already on its way. */
+const IDLE_GRACE_MS = 1_000;
 
 /**
  * What Node's HTTP parser rejects before the app sees a request (a malformed request line or
@@ -56,24 +67,79 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     server.listen(deps.config.port, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  // Requests being handled: a stop marks each not yet answered `Connection: close`, and waits
+  // for their handlers to end (res.end) before the pools behind them may close.
+  const inFlight = new Set<http.ServerResponse>();
+  let stopping = false;
+  let handlersDone: (() => void) | undefined;
+  const track = (res: http.ServerResponse) => {
+    // A stopping server answers every request with Connection: close, the in-flight ones too:
+    // Node's close() only refuses new connections, and keep-alive clients that kept sending
+    // requests on theirs were answered for the whole shutdown timeout, then cut mid-request.
+    if (stopping) res.setHeader('Connection', 'close');
+    inFlight.add(res);
+    const end = res.end;
+    const done = () => {
+      if (!inFlight.delete(res)) return;
+      if (inFlight.size === 0) handlersDone?.();
+    };
+    res.end = function (this: http.ServerResponse, ...args: Parameters<typeof end>) {
+      done();
+      return end.apply(this, args);
+    } as typeof end;
+  };
   // The app is made once the port is known: without PUBLIC_URL its links name the port bound
   // (PORT=0 picks one). No request is missed: no socket is read between the listen and here.
   try {
-    server.on('request', makeApp({ ...deps, config: withBoundPort(deps.config, port) }));
+    const app = makeApp({ ...deps, config: withBoundPort(deps.config, port) });
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      track(res);
+      app(req, res);
+    });
   } catch (error) {
     server.close();
     throw error;
   }
   deps.logger.info({ port }, 'web listening');
+  let stopped: Promise<void> | undefined;
+  const stop = async () => {
+    stopping = true;
+    for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+    let forced = false;
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        forced = true;
+        server.closeAllConnections();
+      }, deps.config.shutdownTimeoutMs);
+      // No new connections from here. http.Server's own close() would also close the idle
+      // keep-alive connections at once, and a busy client's next request, already on its way,
+      // met a reset (it never reached the app, but the client cannot know): net.Server's close
+      // stops listening alone, those requests are answered Connection: close, and the
+      // connections still idle a moment later are closed then.
+      net.Server.prototype.close.call(server, () => {
+        clearTimeout(force);
+        clearTimeout(idle);
+        resolve();
+      });
+      const idle = setTimeout(() => server.closeIdleConnections(), IDLE_GRACE_MS);
+    });
+    // The connections are closed: every request answered, unless the timeout cut some. Their
+    // handlers may still be running; the pools close after this, so give them a moment.
+    if (inFlight.size > 0) {
+      const left = await new Promise<number>((resolve) => {
+        const timer = setTimeout(() => resolve(inFlight.size), HANDLER_GRACE_MS);
+        handlersDone = () => {
+          clearTimeout(timer);
+          resolve(0);
+        };
+      });
+      if (left > 0) deps.logger.warn({ requests: left }, 'requests still being handled after the shutdown timeout: stopping anyway');
+    }
+    if (forced) deps.logger.warn({ shutdown_timeout_ms: deps.config.shutdownTimeoutMs }, 'connections still open at the shutdown timeout were closed');
+    await stopValidationPool().catch(() => {});
+  };
   return {
     port,
-    stop: () => new Promise<void>((resolve) => {
-      const force = setTimeout(() => server.closeAllConnections(), deps.config.shutdownTimeoutMs);
-      server.close(() => {
-        clearTimeout(force);
-        void stopValidationPool().then(resolve, resolve);
-      });
-      server.closeIdleConnections();
-    }),
+    stop: () => (stopped ??= stop()),
   };
 }

@@ -29,7 +29,12 @@ export async function migrate(url: string, logger: Logger): Promise<void> {
     advisoryLockMode: 'wait', // any number of processes may start at once: the others wait
 
     log: (message: string) => logger.debug({ migrate: message }),
-    logger: { debug: () => {}, info: () => {}, warn: (m: string) => logger.warn(m), error: (m: string) => logger.error(m) },
+    // Its "could not connect" comes with the error it throws, which the caller reports (a start
+    // retries it with a warning per try: start-retry.ts); logged here too it was an error line per try.
+    logger: {
+      debug: () => {}, info: () => {}, warn: (m: string) => logger.warn(m),
+      error: (m: string) => (m.startsWith('could not connect to postgres') ? logger.debug(m) : logger.error(m)),
+    },
   });
   if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
   await applySqlDefinitions(databaseUrl);

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { DatabaseUnavailableError, isDatabaseUnavailable } from './availability.ts';
 import { isMultiHost, parseMultiHostUrl, type MultiHostUrl } from './database-url.ts';
+import { KEEPALIVE_INITIAL_DELAY_MS } from './pg-driver.ts';
 
 export { isMultiHost, parseMultiHostUrl };
 
@@ -59,7 +60,7 @@ export function primaryQueueDb(databaseUrl: string, options: { max: number; time
       const url = await findPrimary(target, options.timeoutMs);
       if (url !== current?.url) {
         const old = current?.pool;
-        const pool = new pg.Pool({ connectionString: url, max: options.max, connectionTimeoutMillis: options.timeoutMs, application_name: 'hookline-queue' });
+        const pool = new pg.Pool({ connectionString: url, max: options.max, connectionTimeoutMillis: options.timeoutMs, application_name: 'hookline-queue', keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS });
         pool.on('error', () => { if (current?.pool === pool) stale = true; }); // an idle connection lost: search again
         current = { url, pool };
         void old?.end().catch(() => {});

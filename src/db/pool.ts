@@ -6,6 +6,7 @@ import { atMostEvery, type Logger } from '../logger.ts';
 import { isDatabaseUnavailable, makeAvailability, type Availability } from './availability.ts';
 import { limitHeavyReads } from './heavy-reads.ts';
 import { findPrimary, isMultiHost, parseMultiHostUrl } from './multi-host.ts';
+import { createDriverFactoryWithDeadlines } from './pg-driver.ts';
 import { guardPool, organizationShare } from './pool-guard.ts';
 import { parseTimestamptz } from './timestamps.ts';
 
@@ -70,6 +71,10 @@ export async function makePool(databaseUrl: string, options: PoolOptions = {}): 
   const maximumPoolSize = options.maximumPoolSize ?? 10;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
   const create = (url: string) => createPool(url, {
+    // A statement unanswered past the statement timeout plus 2 s fails and its connection is
+    // closed (a frozen or cut-off server held requests for the whole outage); TCP keepalive on
+    // every connection (pg-driver.ts).
+    driverFactory: createDriverFactoryWithDeadlines(),
     interceptors: [resultParser, ...options.interceptors ?? []],
     typeParsers,
     maximumPoolSize,
