@@ -508,3 +508,71 @@ browserTest(`a key with applications:read alone sees the overview's statistics, 
   t.deepEqual(foreign, []);
   t.deepEqual(errors, []);
 });
+
+browserTest(`Back and Forward bring the filter form along with the list, also past a slow answer (jobs, applications)${skip}`, async (t) => {
+  // A probe: on Jobs, Status "Failed (gave up)", Filter, then "Succeeded", Filter, then Back: the
+  // address and the list were the failed ones, the dropdown still said "Succeeded" (and the
+  // applications' search box kept its last words the same way).
+  const { by, acme, receiver } = await oneEndpoint(t);
+  await createApplication(by, { name: 'Globex' });
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', () => receiver.forJob(job.id).length === 1);
+  await until('the job succeeded', async () => (await jobStatus(by, job.id)) === 'succeeded');
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, 'Jobs');
+  const status = page.getByLabel('Status');
+  const filter = page.getByRole('button', { name: 'Filter', exact: true });
+  await status.selectOption('failed');
+  await filter.click();
+  await page.getByText('No jobs match.').waitFor();
+  await status.selectOption('succeeded');
+  await filter.click();
+  await page.getByText('1 job', { exact: true }).waitFor();
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  t.true(page.url().endsWith('#/jobs?status=failed'));
+  t.is(await status.inputValue(), 'failed', 'Back: the dropdown says what the list shows');
+  await page.goForward();
+  await page.getByText('1 job', { exact: true }).waitFor();
+  t.is(await status.inputValue(), 'succeeded', 'Forward: the same');
+
+  // A slow answer overtaken by Back: the succeeded list is held, Back is pressed, then it arrives.
+  const held: Array<() => void> = [];
+  await page.route(/\/v1\/webhook-jobs\?status=succeeded/, async (route) => {
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+  });
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  await page.goForward();
+  await until('the succeeded list asked for and held', () => held.length === 1);
+  t.is(await status.inputValue(), 'succeeded');
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  const delivered = page.waitForEvent('requestfinished', (request) => request.url().includes('status=succeeded'));
+  for (const release of held) release();
+  await delivered; // the held answer has arrived: nothing may change
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  t.is(await page.getByText('No jobs match.').count(), 1, 'the overtaken answer is not shown');
+  t.is(await status.inputValue(), 'failed', 'nor does it move the form');
+  await page.unrouteAll({ behavior: 'wait' });
+  await check(t, page, 'jobs-back');
+
+  await nav(page, 'Applications');
+  const search = page.getByLabel('Search by name or uid');
+  for (const words of ['acme', 'globex']) {
+    await search.fill(words);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await until(`the search for ${words}`, async () => (await page.getByRole('link', { name: words === 'acme' ? 'Globex' : 'Acme Corp' }).count()) === 0);
+  }
+  await page.goBack();
+  await page.getByRole('link', { name: 'Acme Corp' }).waitFor();
+  t.is(await search.inputValue(), 'acme', 'Back: the search box says what the list shows');
+  await page.goBack();
+  await page.getByRole('link', { name: 'Globex' }).waitFor();
+  t.is(await search.inputValue(), '');
+  t.deepEqual(errors, []);
+});

@@ -2,7 +2,7 @@
 // endpoints (and the deleted ones that can be restored), its latest jobs, and a portal link.
 import { useState } from 'preact/hooks';
 import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type Need, type PortalLink } from './api.ts';
-import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useSession } from './session.tsx';
+import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useRouteDraft, useSession } from './session.tsx';
 import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction } from '../shared/ui.tsx';
 
 export function ApplicationsPage() {
@@ -10,7 +10,7 @@ export function ApplicationsPage() {
   const params = hashParams();
   const search = params.get('search') ?? '';
   const page = Number(params.get('page') ?? 1) || 1;
-  const [text, setText] = useState(search);
+  const [text, setText] = useRouteDraft(search);
   const list = useLoad(() => can('applications:read')
     ? client<ApplicationList>('GET', `/v1/applications${query({ search, page, per_page: 20 })}`) : Promise.resolve(null), [search, page]);
   const [flash, setFlash] = useState('');

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
-import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
+import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useRouteDraft, useSession } from './session.tsx';
 import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction, useWhileShown } from '../shared/ui.tsx';
 
 const FILTERS = ['status', 'event_type', 'application_id', 'endpoint_id', 'created_after', 'created_before'] as const;
@@ -14,7 +14,7 @@ export function JobsPage() {
   const params = hashParams();
   const current = Object.fromEntries(FILTERS.map((f) => [f, params.get(f) ?? ''])) as Record<(typeof FILTERS)[number], string>;
   const page = Number(params.get('page') ?? 1) || 1;
-  const [form, setForm] = useState(current);
+  const [form, setForm] = useRouteDraft(current);
   const key = JSON.stringify([current, page]);
   const list = useLoad(() => can('webhooks:read')
     ? client<JobList>('GET', `/v1/webhook-jobs${query({ ...current, page, per_page: 25 })}`) : Promise.resolve(null), [key]);
