@@ -152,3 +152,40 @@ browserTest(`an endpoint never tried says so (not "100% success"); a paused one 
   await page.getByRole('button', { name: 'Pause' }).waitFor();
   t.is(await page.getByText(/^Paused: /).count(), 0);
 });
+
+browserTest(`a refresh already on its way when Pause is pressed does not undo the pause on the page${skipped}`, async (t) => {
+  // A probe: the endpoint view reads itself again every 3 s; one such read, asked just before the
+  // customer pressed Pause and answered just after, put back the Active badge and the Pause button
+  // under "Deliveries are paused", until the next refresh. Here that read is held until the pause
+  // has been shown (its answer, read from the service before the pause, arrives after it).
+  const { key, acme, long, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('link', { name: LONG_URL }).click();
+  await page.getByRole('button', { name: 'Pause' }).waitFor();
+  let holding = true;
+  const held: Array<() => void> = [];
+  let delivered = 0;
+  await page.route(new RegExp(`/v1/endpoints/${long.id}$`), async (route) => {
+    if (!holding || route.request().method() !== 'GET') return route.continue();
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+    delivered += 1;
+  });
+  await until('a refresh read (before the pause) and held', () => held.length > 0);
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await page.getByText('Deliveries are paused. They wait until you resume.').waitFor();
+  await page.getByRole('button', { name: 'Resume' }).waitFor();
+  holding = false;
+  const count = held.length;
+  for (const release of held) release();
+  await until('the held answers delivered', () => delivered === count);
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  t.is(await page.locator('.meta .badge').textContent(), 'Paused', 'the badge says what the pause did');
+  t.is(await page.getByRole('button', { name: 'Pause', exact: true }).count(), 0, 'no Pause button on a paused endpoint');
+  t.is(await page.getByRole('button', { name: 'Resume' }).count(), 1);
+  await shot(page, 'paused-during-refresh');
+  t.deepEqual(errors, []);
+});
