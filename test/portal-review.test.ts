@@ -189,3 +189,56 @@ browserTest(`a refresh already on its way when Pause is pressed does not undo th
   await shot(page, 'paused-during-refresh');
   t.deepEqual(errors, []);
 });
+
+browserTest(`Back and Forward move between the portal's views and keep the link; the token stays out of the address${skipped}`, async (t) => {
+  // A probe: list → endpoint → edit made no history entry, so the browser's Back left the portal
+  // and with it the token (kept in the page's memory only, by design): the customer needed a new
+  // link. Each view is now an entry of its own; Back and Forward move between them.
+  const { key, acme, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  const list = page.getByRole('heading', { name: 'Endpoints', exact: true });
+  const endpoint = page.getByRole('heading', { name: 'Signing secret' });
+  const form = page.getByRole('heading', { name: 'Edit endpoint' });
+  await list.waitFor();
+  await page.getByRole('link', { name: LONG_URL }).click();
+  await endpoint.waitFor();
+  await page.getByRole('button', { name: 'Edit' }).click();
+  await form.waitFor();
+  const clean = () => t.false(page.url().includes('#') || page.url().includes(link.token), `the address ${page.url()} holds no token`);
+  clean();
+
+  await page.goBack();
+  await endpoint.waitFor();
+  t.is(await form.count(), 0, 'Back from the form: the endpoint');
+  t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the view shown by Back has the focus');
+  await page.goBack();
+  await list.waitFor();
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor(); // the link still works
+  t.true(page.url().startsWith(`${app.config.publicUrl}/portal`), 'still in the portal');
+  await axe(t, page, 'the list after Back');
+  await page.goForward();
+  await endpoint.waitFor();
+  await page.goForward();
+  await form.waitFor();
+  clean();
+
+  // Leaving the form by Cancel is a Back (no second entry of the endpoint), and "← All endpoints" too.
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await endpoint.waitFor();
+  await page.getByRole('button', { name: '← All endpoints' }).click();
+  await list.waitFor();
+  await page.goForward();
+  await endpoint.waitFor();
+  await page.goForward();
+  await form.waitFor();
+  await page.getByLabel('Timeout (milliseconds)').fill('5000');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Changes saved.').waitFor();
+  await page.goBack();
+  await list.waitFor();
+  await shot(page, 'history-back-to-list');
+  clean();
+  t.deepEqual(errors, []);
+});

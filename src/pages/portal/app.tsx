@@ -9,10 +9,21 @@ import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
 import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
+type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string; editing?: boolean };
+/**
+ * What a history entry of the portal holds: its view, and the view of the entry below it (the
+ * one Back returns to), so that leaving a view for the one it was opened from goes Back instead
+ * of adding an entry. The address stays the same for every view: no token, no id.
+ */
+type Entry = { portal: View; below?: View };
+const here = () => window.location.pathname + window.location.search;
+const entryOf = (state: unknown): Entry | null =>
+  state && typeof state === 'object' && 'portal' in state ? state as Entry : null;
+
 /** `#<token>` as a portal link's `url` carries it; read once, then gone from the URL. */
 function takeToken(): string {
   const token = decodeURIComponent(window.location.hash.replace(/^#/, '').split('&')[0] ?? '');
-  if (window.location.hash) history.replaceState(null, '', window.location.pathname + window.location.search);
+  if (window.location.hash) history.replaceState({ portal: { kind: 'list' } } satisfies Entry, '', here());
   return token;
 }
 
@@ -28,7 +39,6 @@ window.addEventListener('hashchange', () => {
 /** How often an open page asks whether its link still works. */
 const LINK_CHECK_MS = 5_000;
 
-type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
 type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 
 export function App() {
@@ -38,8 +48,10 @@ export function App() {
   const [session, setSession] = useState<Session | null>(null);
   const [notPortal, setNotPortal] = useState(false);
   const [error, setError] = useState<unknown>(null);
-  const [view, setView] = useState<View>({ kind: 'list' });
+  const [view, setView] = useState<View>(() => entryOf(history.state)?.portal ?? { kind: 'list' });
   const [flash, setFlash] = useState('');
+  /** What to say once the Back that `leaveTo` started has arrived. */
+  const [pending] = useState({ message: '' });
 
   useEffect(() => {
     if (!token) return;
@@ -64,7 +76,29 @@ export function App() {
 
   const application = session?.application;
   const readOnly = session?.credential.read_only ?? true;
-  const go = (next: View, message = '') => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
+  const show = (next: View, message: string) => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
+  // Each view is a history entry, so the browser's Back and Forward move between the portal's
+  // views (Back left the portal, and with it the token, which lives in this page's memory only).
+  const go = (next: View, message = '', replace = false) => {
+    const entry: Entry = replace ? { ...(entryOf(history.state) ?? {}), portal: next } : { portal: next, below: view };
+    if (replace) history.replaceState(entry, '', here()); else history.pushState(entry, '', here());
+    show(next, message);
+  };
+  /** Leaves this view for `next`: Back when `next` is the entry below (whence this view was opened), else in this entry's place. */
+  const leaveTo = (next: View, message = '') => {
+    const below = entryOf(history.state)?.below;
+    if (below && JSON.stringify(below) === JSON.stringify(next)) { pending.message = message; history.back(); } else go(next, message, true);
+  };
+  useEffect(() => {
+    const onPop = (event: PopStateEvent) => {
+      const entry = entryOf(event.state);
+      if (!entry) return; // not an entry of the portal's (a link's fragment: the hashchange above)
+      show(entry.portal, pending.message);
+      pending.message = '';
+    };
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
+  }, []);
   let body;
   if (!token || (ended && /malformed/i.test(ended.message))) {
     // No token, or one the API cannot even read (a link copied in part): the same advice.
@@ -79,10 +113,12 @@ export function App() {
     body = <Busy label="Loading your webhooks…" />;
   } else if (view.kind === 'new') {
     body = <EndpointForm client={client} applicationId={application.id} eventTypes={session.eventTypes}
-      onCancel={() => go({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.')} />;
+      onCancel={() => leaveTo({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.', true)} />;
   } else if (view.kind === 'endpoint') {
-    body = <EndpointDetail key={view.id} client={client} applicationId={application.id} endpointId={view.id} readOnly={readOnly} initialMessage={flash}
-      eventTypes={session.eventTypes} onBack={() => go({ kind: 'list' })} onDeleted={(message) => go({ kind: 'list' }, message)} />;
+    const { id } = view;
+    body = <EndpointDetail key={id} client={client} applicationId={application.id} endpointId={id} readOnly={readOnly} initialMessage={flash}
+      editing={!readOnly && view.editing === true} onEdit={() => go({ kind: 'endpoint', id, editing: true })} onEditDone={() => leaveTo({ kind: 'endpoint', id })}
+      eventTypes={session.eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
   } else {
     body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly}
       onOpen={(id) => go({ kind: 'endpoint', id })} onAdd={() => go({ kind: 'new' })} onRestored={(id) => go({ kind: 'endpoint', id }, 'Endpoint restored.')} />;

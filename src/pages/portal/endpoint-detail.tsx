@@ -12,6 +12,8 @@ const REFRESH_MS = 3_000;
 type Props = {
   client: Client; applicationId: string; endpointId: string; readOnly: boolean; eventTypes: EventType[];
   onBack: () => void; onDeleted: (message: string) => void;
+  /** Whether the edit form is shown (a view of its own, with its own history entry), and the ways in and out of it. */
+  editing: boolean; onEdit: () => void; onEditDone: () => void;
   /** What brought the customer here ("Endpoint created."), until the next action says more. */
   initialMessage?: string;
 };
@@ -20,7 +22,7 @@ export function EndpointDetail(props: Props) {
   const { client, endpointId, readOnly } = props;
   const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
-  const [editing, setEditing] = useState(false);
+  const { editing } = props;
   useFocusOnChange(editing);
   const [message, setMessage] = useState(props.initialMessage ?? '');
   const [refresh, setRefresh] = useState(0);
@@ -84,7 +86,7 @@ export function EndpointDetail(props: Props) {
   if (!endpoint) return <Busy label="Loading endpoint…" />;
   if (editing) {
     return <EndpointForm client={client} applicationId={props.applicationId} eventTypes={props.eventTypes} existing={endpoint}
-      onCancel={() => setEditing(false)} onSaved={() => { setEditing(false); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
+      onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
     if (window.confirm(`Delete the endpoint ${endpoint.url}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
@@ -106,7 +108,7 @@ export function EndpointDetail(props: Props) {
               {endpoint.status === 'paused' && <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>Resume</button>}
               {endpoint.status === 'disabled' && <button type="button" class="primary" disabled={act.busy} onClick={() => void act.run('reset')}>Re-enable endpoint</button>}
               <button type="button" disabled={act.busy} onClick={() => void act.run('test')}>Send test event</button>
-              <button type="button" onClick={() => setEditing(true)}>Edit</button>
+              <button type="button" onClick={props.onEdit}>Edit</button>
               <button type="button" class="danger" disabled={act.busy} onClick={confirmDelete}>Delete</button>
             </div>
           )}
