@@ -576,3 +576,64 @@ browserTest(`Back and Forward bring the filter form along with the list, also pa
   t.is(await search.inputValue(), '');
   t.deepEqual(errors, []);
 });
+
+/** The texts under `selector` that run over more than one line, each text node measured on its own (a wrap inside it). */
+const splitTexts = (page: Page, selector: string) => page.$$eval(selector, (elements) => elements.flatMap((element) => {
+  const split: string[] = [];
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+    if (tops.size > 1) split.push(node.textContent ?? '');
+  }
+  return split;
+}));
+
+browserTest(`buttons, dates, ids, key prefixes and scopes never break mid-word; a table wider than a phone shows it scrolls; a name of 255 "L" wraps${skip}`, async (t) => {
+  // A probe at 1440 px: every Revoke button wrapped as "Re/vo/ke", key prefixes and dates over
+  // three lines, "event-types:read" split, and the applications' uid as "tenan/t-39" beside a
+  // Name column with room; at 375 px the keys showed their Name column only, the rest off to the
+  // right without a hint. An application named with 255 "L" made its page 3,813 px wide.
+  const { by, acme } = await oneEndpoint(t);
+  const scopes = ['webhooks:write', 'endpoints:write', 'applications:read', 'event-types:read', 'api-keys:read'];
+  for (const name of ['deploy bot', 'billing reconciliation service', 'read only auditor for finance']) await createApiKey(by, { name, scopes, expires_at: new Date(Date.now() + 30 * 86_400_000).toISOString() });
+  await createApplication(by, { name: 'Tenant thirty-nine with a longer name', uid: 'tenant-39' });
+  const longName = 'L'.repeat(255);
+  const long = await createApplication(by, { name: longName });
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', async () => (await jobStatus(by, job.id)) === 'succeeded');
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const whole = 'table.list button, table.list code, table.list time, table.list .name-item, .badge';
+  const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  for (const width of [1440, 375]) {
+    await page.setViewportSize({ width, height: width === 1440 ? 900 : 812 });
+    await nav(page, /API keys/);
+    await page.getByRole('button', { name: 'Revoke deploy bot' }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `API keys at ${width} px: nothing broken over lines`);
+    await check(t, page, `words-api-keys-${width}`);
+    if (width === 375) {
+      const table = page.locator('table.list').first();
+      const { scrolls, background } = await table.evaluate((el) => ({ scrolls: el.scrollWidth > el.clientWidth, background: getComputedStyle(el).backgroundImage }));
+      t.true(scrolls, 'the keys table scrolls sideways at 375 px');
+      t.regex(background, /radial-gradient/, 'and shows a shadow on the side where more columns are');
+      t.true((await page.getByRole('columnheader', { name: 'Key', exact: true }).boundingBox())!.x < width, 'more than the Name column is in view');
+    }
+    t.is(await overflow(), 0, `API keys at ${width} px scroll the page sideways`);
+    await nav(page, 'Applications');
+    await page.getByRole('cell', { name: 'tenant-39' }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `applications at ${width} px`);
+    await check(t, page, `words-applications-${width}`);
+    t.is(await overflow(), 0, `applications at ${width} px scroll the page sideways`);
+    await nav(page, 'Jobs');
+    await page.getByRole('link', { name: job.id }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `jobs at ${width} px`);
+    await page.goto(`${app.baseUrl}/dashboard#/applications/${long.id}`);
+    await page.getByRole('heading', { name: longName }).waitFor();
+    await check(t, page, `long-application-name-${width}`);
+    t.is(await overflow(), 0, `an application named with 255 "L" at ${width} px scrolls the page sideways`);
+  }
+  t.deepEqual(errors, []);
+});

@@ -12,6 +12,7 @@ import type { Page } from 'playwright-core';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { midWordBreaks } from './helpers/browser.ts';
 import { axe, browserTest, magicLink, openPage, shot, skipped, startPortalApp } from './portal-links/browser.ts';
 
 const app = startPortalApp();
@@ -241,4 +242,32 @@ browserTest(`Back and Forward move between the portal's views and keep the link;
   await shot(page, 'history-back-to-list');
   clean();
   t.deepEqual(errors, []);
+});
+
+browserTest(`event types in the list break only after their dots; an application named with 255 "L" wraps, at 1440, 700 and 375 px${skipped}`, async (t) => {
+  // A probe: beside a long URL the list's event types column was so narrow that "user.signed_up"
+  // read "user.sig" / "ned_up"; an application name without a space pushed the page sideways.
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  const types = ['user.signed_up', 'user.deleted', 'invoice.payment_failed', 'subscription.renewed'];
+  for (const name of types) await createEventType(by, name);
+  const longName = 'L'.repeat(255);
+  const appId = (await createApplication(by, { name: longName })).id as string;
+  const url = `https://hooks.example.com/${'a-rather-long-path-segment/'.repeat(4)}receive`;
+  await createEndpoint(by, { application_id: appId, url, event_types: types });
+  await createEndpoint(by, { application_id: appId, url: 'https://hooks.example.com/short', event_types: ['user.signed_up'] });
+  const link = await magicLink(t, app, key, appId);
+  for (const viewport of [{ width: 1440, height: 900 }, { width: 700, height: 900 }, { width: 375, height: 812 }]) {
+    const { page } = await openPage(t, [new URL(link.url).host], viewport);
+    await page.goto(link.url);
+    await page.getByRole('link', { name: url }).waitFor();
+    const split = await midWordBreaks(page, 'td.types');
+    t.deepEqual(split, [], `at ${viewport.width} px no event type breaks mid-word`);
+    await shot(page, `event-types-and-long-name-list-${viewport.width}`);
+    t.is(await overflow(page), 0, `the list at ${viewport.width} px scrolls sideways`);
+    await page.getByRole('link', { name: url }).click();
+    await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+    await shot(page, `long-name-endpoint-${viewport.width}`);
+    t.is(await overflow(page), 0, `an endpoint at ${viewport.width} px scrolls sideways`);
+  }
 });

@@ -5,7 +5,7 @@ import { ApiError, type Application, type Client, type Deleted, type Endpoint, t
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
@@ -123,7 +123,7 @@ export function EndpointDetail(props: Props) {
         {message && <Notice kind="success">{message}</Notice>}
         <ErrorNotice error={act.error} />
         <dl class="facts">
-          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
+          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}><TypeName name={t} /></code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
           <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
           <dt>Timeout</dt><dd>{endpoint.timeout_ms} ms</dd>
           <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>
