@@ -11,6 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { sql } from 'slonik';
 import { startTestApp } from './helpers/app.ts';
 import { axe, CHROMIUM, CHROMIUM_ARGS, guardHosts, hasChromium, skipReason } from './helpers/browser.ts';
 import { createApiKey, createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
@@ -635,5 +636,30 @@ browserTest(`buttons, dates, ids, key prefixes and scopes never break mid-word; 
     await check(t, page, `long-application-name-${width}`);
     t.is(await overflow(), 0, `an application named with 255 "L" at ${width} px scrolls the page sideways`);
   }
+  t.deepEqual(errors, []);
+});
+
+browserTest(`the attempts chart's y axis is as wide as its labels, with 47,000 attempts in a minute${skip}`, async (t) => {
+  // A probe: ~47,000 attempts showed as "0000" on the overview's "Attempts per minute" (its axis
+  // was 44 px, whatever the labels). So many attempts are written straight into the statistics
+  // the recorder keeps (endpoint_attempt_stats), as if the worker had made them this minute.
+  const { by, acme, endpoint } = await oneEndpoint(t);
+  await app.pool.query(sql.unsafe`
+    insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+    values (${endpoint.id}, ${acme.id}, date_trunc('minute', now()), 47000, 46400)`);
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  const chart = page.getByRole('region', { name: 'Attempts per minute' }).locator('.uplot');
+  await chart.locator('canvas').waitFor();
+  await page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).getByText('47000').waitFor();
+  // The plot starts right of the axis: at least the widest label ("40,000" or so, in the axis's font) and its tick.
+  const { axis, label } = await chart.evaluate((root) => {
+    const over = root.querySelector<HTMLElement>('.u-over')!;
+    const context = document.createElement('canvas').getContext('2d')!;
+    context.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+    return { axis: over.offsetLeft, label: context.measureText((47000).toLocaleString()).width };
+  });
+  t.true(axis >= label + 10, `the y axis (${axis} px) holds a label of ${Math.round(label)} px and its tick`);
+  await check(t, page, 'overview-47000-attempts');
   t.deepEqual(errors, []);
 });
