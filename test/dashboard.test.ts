@@ -663,3 +663,21 @@ browserTest(`the attempts chart's y axis is as wide as its labels, with 47,000 a
   await check(t, page, 'overview-47000-attempts');
   t.deepEqual(errors, []);
 });
+
+browserTest(`a revoked key is told it may be invalid, revoked or expired; after sign-in the focus is on the page's heading${skip}`, async (t) => {
+  // A probe: a revoked key read "Invalid API key. Check that you pasted the whole key" (it was
+  // whole), and after sign-in the keyboard focus was on the body.
+  const { by } = await oneEndpoint(t);
+  const revoked = await createApiKey(by, { name: 'old', scopes: ['webhooks:read'] });
+  t.is((await app.request('DELETE', `/v1/api-keys/${revoked.id}`, { key: by.key })).status, 200);
+  const { page, errors } = await openPage(t);
+  await signIn(page, revoked.key as string);
+  await page.getByText('This API key was not accepted: it is invalid, revoked or expired.').waitFor();
+  t.is(await page.getByText('Invalid API key.').count(), 0);
+  await check(t, page, 'sign-in-revoked-key');
+  await page.getByLabel('API key').fill(by.key);
+  await page.getByLabel('API key').press('Enter');
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await until('the focus on the heading', () => page.evaluate(() => document.activeElement?.tagName === 'H1' && document.activeElement.textContent === 'Overview'));
+  t.deepEqual(errors, []);
+});

@@ -271,3 +271,29 @@ browserTest(`event types in the list break only after their dots; an application
     t.is(await overflow(page), 0, `an endpoint at ${viewport.width} px scrolls sideways`);
   }
 });
+
+browserTest(`a link cut or spoilt says it is incomplete or invalid; a link made by a key without the portal's read scopes names them all, under a heading${skipped}`, async (t) => {
+  // A probe: a token with a space in it showed the API's 'The Authorization header must have the
+  // form "Bearer <API key>"' to the customer; a link made by a key with applications:write alone
+  // showed an error naming one missing scope (event-types:read), with no level-one heading.
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  await createEventType(by, 'invoice.paid');
+  const acme = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  const { page, errors } = await openPage(t, [new URL(app.config.publicUrl).host]);
+  await page.goto(`${app.config.publicUrl}/portal#pt_live_abc%20def`);
+  await page.getByRole('heading', { level: 1, name: 'This link is incomplete or invalid' }).waitFor();
+  t.is(await page.getByText(/Authorization header/).count(), 0, 'no words about headers');
+  await axe(t, page, 'a spoilt link');
+  await shot(page, 'link-spoilt');
+
+  const narrow = await app.request('POST', '/v1/api-keys', { key, body: { name: 'links only', scopes: ['applications:write'] } });
+  t.is(narrow.status, 201);
+  const link = await magicLink(t, app, narrow.body.key, acme);
+  await page.goto(link.url);
+  await page.getByRole('heading', { level: 1, name: 'This link cannot show your webhooks' }).waitFor();
+  t.deepEqual(await page.locator('.message code').allTextContents(), ['event-types:read', 'endpoints:read']);
+  await axe(t, page, 'a link of a narrow key');
+  await shot(page, 'link-narrow-key');
+  t.deepEqual(errors, []);
+});

@@ -48,6 +48,8 @@ export function App() {
   const [session, setSession] = useState<Session | null>(null);
   const [notPortal, setNotPortal] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  /** The scopes the key that made the link lacks, of those the portal reads with (a 403 names one at a time). */
+  const [lacking, setLacking] = useState<string[] | null>(null);
   const [view, setView] = useState<View>(() => entryOf(history.state)?.portal ?? { kind: 'list' });
   const [flash, setFlash] = useState('');
   /** What to say once the Back that `leaveTo` started has arrived. */
@@ -63,7 +65,19 @@ export function App() {
         allPages<EventType>(client, '/v1/event-types', { limit: 100 }),
       ]);
       setSession({ credential, application, eventTypes: types });
-    })().catch(setError);
+    })().catch(async (caught) => {
+      if (!(caught instanceof ApiError && caught.status === 403 && /made this portal link lacks/.test(caught.message))) { setError(caught); return; }
+      // Every read the portal needs, asked once, so that the page names every scope missing: it
+      // named event-types:read alone, then the next one once that was given (a probe).
+      const credential = await client<Credential>('GET', '/v1/credential');
+      const reads = await Promise.allSettled([
+        client('GET', `/v1/applications/${credential.application_id}`),
+        client('GET', '/v1/event-types?limit=1'),
+        client('GET', `/v1/endpoints?application_id=${credential.application_id}&per_page=1`),
+      ]);
+      const scopes = reads.flatMap((read) => read.status === 'rejected' ? [/lacks the (.+) scope/.exec(String((read.reason as Error).message))?.[1] ?? ''] : []).filter(Boolean);
+      setLacking(scopes.length ? scopes : [/lacks the (.+) scope/.exec(caught.message)?.[1] ?? '']);
+    }).catch(setError);
   }, []);
 
   // Whether the link still works, asked every few seconds on every view (the endpoint view also
@@ -100,13 +114,21 @@ export function App() {
     return () => window.removeEventListener('popstate', onPop);
   }, []);
   let body;
-  if (!token || (ended && /malformed/i.test(ended.message))) {
-    // No token, or one the API cannot even read (a link copied in part): the same advice.
-    body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
+  if (!token || (ended && /malformed|Authorization header/i.test(ended.message))) {
+    // No token, or one the API cannot even read (a link copied in part, or with a space in it: the
+    // API's own words about the Authorization header meant nothing to a customer): the same advice.
+    body = <Message title="This link is incomplete or invalid">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
   } else if (ended) {
     body = <Message title={endedTitle(ended)}>{ended.message} Ask the service that sent you here for a new link.</Message>;
   } else if (notPortal) {
     body = <Message title="This is not a portal link">The portal opens with a portal link, made for one application. Ask the service that sent you here for one.</Message>;
+  } else if (lacking) {
+    body = (
+      <Message title="This link cannot show your webhooks">
+        The API key that made this link lacks {lacking.map((scope, i) => <span key={scope}>{i > 0 ? (i === lacking.length - 1 ? ' and ' : ', ') : ''}<code>{scope}</code></span>)}
+        {lacking.length > 1 ? ' scopes' : ' scope'}, which the portal needs. Ask the service that sent you here for a link made with a key that has them.
+      </Message>
+    );
   } else if (error) {
     body = <ErrorNotice error={error} />;
   } else if (!session || !application) {
