@@ -11,6 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { sql } from 'slonik';
 import { startTestApp } from './helpers/app.ts';
 import { axe, CHROMIUM, CHROMIUM_ARGS, guardHosts, hasChromium, skipReason } from './helpers/browser.ts';
 import { createApiKey, createApplication, createEndpoint, createEventType, createJob, type By } from './helpers/fixtures.ts';
@@ -506,5 +507,177 @@ browserTest(`a key with applications:read alone sees the overview's statistics, 
   t.is(await page.getByRole('heading', { name: 'Failing endpoints' }).count(), 0);
   await check(t, page, 'overview-statistics-key');
   t.deepEqual(foreign, []);
+  t.deepEqual(errors, []);
+});
+
+browserTest(`Back and Forward bring the filter form along with the list, also past a slow answer (jobs, applications)${skip}`, async (t) => {
+  // A probe: on Jobs, Status "Failed (gave up)", Filter, then "Succeeded", Filter, then Back: the
+  // address and the list were the failed ones, the dropdown still said "Succeeded" (and the
+  // applications' search box kept its last words the same way).
+  const { by, acme, receiver } = await oneEndpoint(t);
+  await createApplication(by, { name: 'Globex' });
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', () => receiver.forJob(job.id).length === 1);
+  await until('the job succeeded', async () => (await jobStatus(by, job.id)) === 'succeeded');
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, 'Jobs');
+  const status = page.getByLabel('Status');
+  const filter = page.getByRole('button', { name: 'Filter', exact: true });
+  await status.selectOption('failed');
+  await filter.click();
+  await page.getByText('No jobs match.').waitFor();
+  await status.selectOption('succeeded');
+  await filter.click();
+  await page.getByText('1 job', { exact: true }).waitFor();
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  t.true(page.url().endsWith('#/jobs?status=failed'));
+  t.is(await status.inputValue(), 'failed', 'Back: the dropdown says what the list shows');
+  await page.goForward();
+  await page.getByText('1 job', { exact: true }).waitFor();
+  t.is(await status.inputValue(), 'succeeded', 'Forward: the same');
+
+  // A slow answer overtaken by Back: the succeeded list is held, Back is pressed, then it arrives.
+  const held: Array<() => void> = [];
+  await page.route(/\/v1\/webhook-jobs\?status=succeeded/, async (route) => {
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+  });
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  await page.goForward();
+  await until('the succeeded list asked for and held', () => held.length === 1);
+  t.is(await status.inputValue(), 'succeeded');
+  await page.goBack();
+  await page.getByText('No jobs match.').waitFor();
+  const delivered = page.waitForEvent('requestfinished', (request) => request.url().includes('status=succeeded'));
+  for (const release of held) release();
+  await delivered; // the held answer has arrived: nothing may change
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  t.is(await page.getByText('No jobs match.').count(), 1, 'the overtaken answer is not shown');
+  t.is(await status.inputValue(), 'failed', 'nor does it move the form');
+  await page.unrouteAll({ behavior: 'wait' });
+  await check(t, page, 'jobs-back');
+
+  await nav(page, 'Applications');
+  const search = page.getByLabel('Search by name or uid');
+  for (const words of ['acme', 'globex']) {
+    await search.fill(words);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await until(`the search for ${words}`, async () => (await page.getByRole('link', { name: words === 'acme' ? 'Globex' : 'Acme Corp' }).count()) === 0);
+  }
+  await page.goBack();
+  await page.getByRole('link', { name: 'Acme Corp' }).waitFor();
+  t.is(await search.inputValue(), 'acme', 'Back: the search box says what the list shows');
+  await page.goBack();
+  await page.getByRole('link', { name: 'Globex' }).waitFor();
+  t.is(await search.inputValue(), '');
+  t.deepEqual(errors, []);
+});
+
+/** The texts under `selector` that run over more than one line, each text node measured on its own (a wrap inside it). */
+const splitTexts = (page: Page, selector: string) => page.$$eval(selector, (elements) => elements.flatMap((element) => {
+  const split: string[] = [];
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+    if (tops.size > 1) split.push(node.textContent ?? '');
+  }
+  return split;
+}));
+
+browserTest(`buttons, dates, ids, key prefixes and scopes never break mid-word; a table wider than a phone shows it scrolls; a name of 255 "L" wraps${skip}`, async (t) => {
+  // A probe at 1440 px: every Revoke button wrapped as "Re/vo/ke", key prefixes and dates over
+  // three lines, "event-types:read" split, and the applications' uid as "tenan/t-39" beside a
+  // Name column with room; at 375 px the keys showed their Name column only, the rest off to the
+  // right without a hint. An application named with 255 "L" made its page 3,813 px wide.
+  const { by, acme } = await oneEndpoint(t);
+  const scopes = ['webhooks:write', 'endpoints:write', 'applications:read', 'event-types:read', 'api-keys:read'];
+  for (const name of ['deploy bot', 'billing reconciliation service', 'read only auditor for finance']) await createApiKey(by, { name, scopes, expires_at: new Date(Date.now() + 30 * 86_400_000).toISOString() });
+  await createApplication(by, { name: 'Tenant thirty-nine with a longer name', uid: 'tenant-39' });
+  const longName = 'L'.repeat(255);
+  const long = await createApplication(by, { name: longName });
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  await until('the job delivered', async () => (await jobStatus(by, job.id)) === 'succeeded');
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const whole = 'table.list button, table.list code, table.list time, table.list .name-item, .badge';
+  const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  for (const width of [1440, 375]) {
+    await page.setViewportSize({ width, height: width === 1440 ? 900 : 812 });
+    await nav(page, /API keys/);
+    await page.getByRole('button', { name: 'Revoke deploy bot' }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `API keys at ${width} px: nothing broken over lines`);
+    await check(t, page, `words-api-keys-${width}`);
+    if (width === 375) {
+      const table = page.locator('table.list').first();
+      const { scrolls, background } = await table.evaluate((el) => ({ scrolls: el.scrollWidth > el.clientWidth, background: getComputedStyle(el).backgroundImage }));
+      t.true(scrolls, 'the keys table scrolls sideways at 375 px');
+      t.regex(background, /radial-gradient/, 'and shows a shadow on the side where more columns are');
+      t.true((await page.getByRole('columnheader', { name: 'Key', exact: true }).boundingBox())!.x < width, 'more than the Name column is in view');
+    }
+    t.is(await overflow(), 0, `API keys at ${width} px scroll the page sideways`);
+    await nav(page, 'Applications');
+    await page.getByRole('cell', { name: 'tenant-39' }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `applications at ${width} px`);
+    await check(t, page, `words-applications-${width}`);
+    t.is(await overflow(), 0, `applications at ${width} px scroll the page sideways`);
+    await nav(page, 'Jobs');
+    await page.getByRole('link', { name: job.id }).waitFor();
+    t.deepEqual(await splitTexts(page, whole), [], `jobs at ${width} px`);
+    await page.goto(`${app.baseUrl}/dashboard#/applications/${long.id}`);
+    await page.getByRole('heading', { name: longName }).waitFor();
+    await check(t, page, `long-application-name-${width}`);
+    t.is(await overflow(), 0, `an application named with 255 "L" at ${width} px scrolls the page sideways`);
+  }
+  t.deepEqual(errors, []);
+});
+
+browserTest(`the attempts chart's y axis is as wide as its labels, with 47,000 attempts in a minute${skip}`, async (t) => {
+  // A probe: ~47,000 attempts showed as "0000" on the overview's "Attempts per minute" (its axis
+  // was 44 px, whatever the labels). So many attempts are written straight into the statistics
+  // the recorder keeps (endpoint_attempt_stats), as if the worker had made them this minute.
+  const { by, acme, endpoint } = await oneEndpoint(t);
+  await app.pool.query(sql.unsafe`
+    insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+    values (${endpoint.id}, ${acme.id}, date_trunc('minute', now()), 47000, 46400)`);
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  const chart = page.getByRole('region', { name: 'Attempts per minute' }).locator('.uplot');
+  await chart.locator('canvas').waitFor();
+  await page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).getByText('47000').waitFor();
+  // The plot starts right of the axis: at least the widest label ("40,000" or so, in the axis's font) and its tick.
+  const { axis, label } = await chart.evaluate((root) => {
+    const over = root.querySelector<HTMLElement>('.u-over')!;
+    const context = document.createElement('canvas').getContext('2d')!;
+    context.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+    return { axis: over.offsetLeft, label: context.measureText((47000).toLocaleString()).width };
+  });
+  t.true(axis >= label + 10, `the y axis (${axis} px) holds a label of ${Math.round(label)} px and its tick`);
+  await check(t, page, 'overview-47000-attempts');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`a revoked key is told it may be invalid, revoked or expired; after sign-in the focus is on the page's heading${skip}`, async (t) => {
+  // A probe: a revoked key read "Invalid API key. Check that you pasted the whole key" (it was
+  // whole), and after sign-in the keyboard focus was on the body.
+  const { by } = await oneEndpoint(t);
+  const revoked = await createApiKey(by, { name: 'old', scopes: ['webhooks:read'] });
+  t.is((await app.request('DELETE', `/v1/api-keys/${revoked.id}`, { key: by.key })).status, 200);
+  const { page, errors } = await openPage(t);
+  await signIn(page, revoked.key as string);
+  await page.getByText('This API key was not accepted: it is invalid, revoked or expired.').waitFor();
+  t.is(await page.getByText('Invalid API key.').count(), 0);
+  await check(t, page, 'sign-in-revoked-key');
+  await page.getByLabel('API key').fill(by.key);
+  await page.getByLabel('API key').press('Enter');
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await until('the focus on the heading', () => page.evaluate(() => document.activeElement?.tagName === 'H1' && document.activeElement.textContent === 'Overview'));
   t.deepEqual(errors, []);
 });

@@ -116,9 +116,9 @@ browserTest(`an expired link, a revoked link and a link revoked while open show 
   await visit(`${app.config.publicUrl}/portal#pt_live_${'x'.repeat(40)}`, 'This link does not work');
   await page.getByText('Invalid portal token.').waitFor();
   await visit(`${app.config.publicUrl}/portal#${key}`, 'This is not a portal link');
-  await visit(`${app.config.publicUrl}/portal`, 'This link is incomplete');
+  await visit(`${app.config.publicUrl}/portal`, 'This link is incomplete or invalid');
   // A link copied in part: the advice for an incomplete link, not the API's "Malformed API key.".
-  await visit(open.url.slice(0, -5), 'This link is incomplete');
+  await visit(open.url.slice(0, -5), 'This link is incomplete or invalid');
   t.is(await page.getByText(/API key/).count(), 0);
   const cut = await app.request('GET', '/v1/credential', { key: open.token.slice(0, -5) });
   t.like(cut, { status: 401, body: { error: { code: 'unauthorized', message: 'Malformed portal token: the link may be incomplete.' } } });

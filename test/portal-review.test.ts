@@ -12,6 +12,7 @@ import type { Page } from 'playwright-core';
 import { createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { midWordBreaks } from './helpers/browser.ts';
 import { axe, browserTest, magicLink, openPage, shot, skipped, startPortalApp } from './portal-links/browser.ts';
 
 const app = startPortalApp();
@@ -151,4 +152,148 @@ browserTest(`an endpoint never tried says so (not "100% success"); a paused one 
   await page.getByRole('button', { name: 'Resume' }).click();
   await page.getByRole('button', { name: 'Pause' }).waitFor();
   t.is(await page.getByText(/^Paused: /).count(), 0);
+});
+
+browserTest(`a refresh already on its way when Pause is pressed does not undo the pause on the page${skipped}`, async (t) => {
+  // A probe: the endpoint view reads itself again every 3 s; one such read, asked just before the
+  // customer pressed Pause and answered just after, put back the Active badge and the Pause button
+  // under "Deliveries are paused", until the next refresh. Here that read is held until the pause
+  // has been shown (its answer, read from the service before the pause, arrives after it).
+  const { key, acme, long, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('link', { name: LONG_URL }).click();
+  await page.getByRole('button', { name: 'Pause' }).waitFor();
+  let holding = true;
+  const held: Array<() => void> = [];
+  let delivered = 0;
+  await page.route(new RegExp(`/v1/endpoints/${long.id}$`), async (route) => {
+    if (!holding || route.request().method() !== 'GET') return route.continue();
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+    delivered += 1;
+  });
+  await until('a refresh read (before the pause) and held', () => held.length > 0);
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await page.getByText('Deliveries are paused. They wait until you resume.').waitFor();
+  await page.getByRole('button', { name: 'Resume' }).waitFor();
+  holding = false;
+  const count = held.length;
+  for (const release of held) release();
+  await until('the held answers delivered', () => delivered === count);
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  t.is(await page.locator('.meta .badge').textContent(), 'Paused', 'the badge says what the pause did');
+  t.is(await page.getByRole('button', { name: 'Pause', exact: true }).count(), 0, 'no Pause button on a paused endpoint');
+  t.is(await page.getByRole('button', { name: 'Resume' }).count(), 1);
+  await shot(page, 'paused-during-refresh');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`Back and Forward move between the portal's views and keep the link; the token stays out of the address${skipped}`, async (t) => {
+  // A probe: list → endpoint → edit made no history entry, so the browser's Back left the portal
+  // and with it the token (kept in the page's memory only, by design): the customer needed a new
+  // link. Each view is now an entry of its own; Back and Forward move between them.
+  const { key, acme, LONG_URL } = await tenant(t);
+  const link = await magicLink(t, app, key, acme);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  const list = page.getByRole('heading', { name: 'Endpoints', exact: true });
+  const endpoint = page.getByRole('heading', { name: 'Signing secret' });
+  const form = page.getByRole('heading', { name: 'Edit endpoint' });
+  await list.waitFor();
+  await page.getByRole('link', { name: LONG_URL }).click();
+  await endpoint.waitFor();
+  await page.getByRole('button', { name: 'Edit' }).click();
+  await form.waitFor();
+  const clean = () => t.false(page.url().includes('#') || page.url().includes(link.token), `the address ${page.url()} holds no token`);
+  clean();
+
+  await page.goBack();
+  await endpoint.waitFor();
+  t.is(await form.count(), 0, 'Back from the form: the endpoint');
+  t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the view shown by Back has the focus');
+  await page.goBack();
+  await list.waitFor();
+  await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor(); // the link still works
+  t.true(page.url().startsWith(`${app.config.publicUrl}/portal`), 'still in the portal');
+  await axe(t, page, 'the list after Back');
+  await page.goForward();
+  await endpoint.waitFor();
+  await page.goForward();
+  await form.waitFor();
+  clean();
+
+  // Leaving the form by Cancel is a Back (no second entry of the endpoint), and "← All endpoints" too.
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await endpoint.waitFor();
+  await page.getByRole('button', { name: '← All endpoints' }).click();
+  await list.waitFor();
+  await page.goForward();
+  await endpoint.waitFor();
+  await page.goForward();
+  await form.waitFor();
+  await page.getByLabel('Timeout (milliseconds)').fill('5000');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Changes saved.').waitFor();
+  await page.goBack();
+  await list.waitFor();
+  await shot(page, 'history-back-to-list');
+  clean();
+  t.deepEqual(errors, []);
+});
+
+browserTest(`event types in the list break only after their dots; an application named with 255 "L" wraps, at 1440, 700 and 375 px${skipped}`, async (t) => {
+  // A probe: beside a long URL the list's event types column was so narrow that "user.signed_up"
+  // read "user.sig" / "ned_up"; an application name without a space pushed the page sideways.
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  const types = ['user.signed_up', 'user.deleted', 'invoice.payment_failed', 'subscription.renewed'];
+  for (const name of types) await createEventType(by, name);
+  const longName = 'L'.repeat(255);
+  const appId = (await createApplication(by, { name: longName })).id as string;
+  const url = `https://hooks.example.com/${'a-rather-long-path-segment/'.repeat(4)}receive`;
+  await createEndpoint(by, { application_id: appId, url, event_types: types });
+  await createEndpoint(by, { application_id: appId, url: 'https://hooks.example.com/short', event_types: ['user.signed_up'] });
+  const link = await magicLink(t, app, key, appId);
+  for (const viewport of [{ width: 1440, height: 900 }, { width: 700, height: 900 }, { width: 375, height: 812 }]) {
+    const { page } = await openPage(t, [new URL(link.url).host], viewport);
+    await page.goto(link.url);
+    await page.getByRole('link', { name: url }).waitFor();
+    const split = await midWordBreaks(page, 'td.types');
+    t.deepEqual(split, [], `at ${viewport.width} px no event type breaks mid-word`);
+    await shot(page, `event-types-and-long-name-list-${viewport.width}`);
+    t.is(await overflow(page), 0, `the list at ${viewport.width} px scrolls sideways`);
+    await page.getByRole('link', { name: url }).click();
+    await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+    await shot(page, `long-name-endpoint-${viewport.width}`);
+    t.is(await overflow(page), 0, `an endpoint at ${viewport.width} px scrolls sideways`);
+  }
+});
+
+browserTest(`a link cut or spoilt says it is incomplete or invalid; a link made by a key without the portal's read scopes names them all, under a heading${skipped}`, async (t) => {
+  // A probe: a token with a space in it showed the API's 'The Authorization header must have the
+  // form "Bearer <API key>"' to the customer; a link made by a key with applications:write alone
+  // showed an error naming one missing scope (event-types:read), with no level-one heading.
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  await createEventType(by, 'invoice.paid');
+  const acme = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  const { page, errors } = await openPage(t, [new URL(app.config.publicUrl).host]);
+  await page.goto(`${app.config.publicUrl}/portal#pt_live_abc%20def`);
+  await page.getByRole('heading', { level: 1, name: 'This link is incomplete or invalid' }).waitFor();
+  t.is(await page.getByText(/Authorization header/).count(), 0, 'no words about headers');
+  await axe(t, page, 'a spoilt link');
+  await shot(page, 'link-spoilt');
+
+  const narrow = await app.request('POST', '/v1/api-keys', { key, body: { name: 'links only', scopes: ['applications:write'] } });
+  t.is(narrow.status, 201);
+  const link = await magicLink(t, app, narrow.body.key, acme);
+  await page.goto(link.url);
+  await page.getByRole('heading', { level: 1, name: 'This link cannot show your webhooks' }).waitFor();
+  t.deepEqual(await page.locator('.message code').allTextContents(), ['event-types:read', 'endpoints:read']);
+  await axe(t, page, 'a link of a narrow key');
+  await shot(page, 'link-narrow-key');
+  t.deepEqual(errors, []);
 });

@@ -44,3 +44,30 @@ export async function axe(t: ExecutionContext, page: Page, what: string): Promis
   });
   t.deepEqual(violations, [], `axe on ${what}`);
 }
+
+/**
+ * Where the text under `selector` wraps mid-word: each line break found character by character,
+ * reported as "befo|re" unless it falls after a space, a dot or a comma (or an element boundary).
+ */
+export function midWordBreaks(page: Page, selector: string): Promise<string[]> {
+  return page.$$eval(selector, (elements) => elements.flatMap((element) => {
+    const found: string[] = [];
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent ?? '';
+      const range = document.createRange();
+      let previous: number | null = null;
+      for (let i = 0; i < text.length; i += 1) {
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect || rect.width === 0) continue;
+        if (previous !== null && rect.top > previous + 2 && !/[\s.,]/.test(text[i - 1] ?? ' ')) {
+          found.push(`${text.slice(Math.max(0, i - 12), i)}|${text.slice(i, i + 12)}`);
+        }
+        previous = rect.top;
+      }
+    }
+    return found;
+  }));
+}

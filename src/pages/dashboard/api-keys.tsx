@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { query, type ApiKey, type ApiKeyCreated, type Cursor } from './api.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 const FAMILIES = ['webhooks', 'endpoints', 'applications', 'event-types', 'api-keys'] as const;
 
@@ -41,10 +41,10 @@ export function ApiKeysPage() {
             <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Environment</th><th scope="col">Scopes</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>{l.data.map((k) => (
               <tr key={k.id}>
-                <td class="nowrap">{k.name}{k.id === credential.id && <span class="badge badge-readonly">this key</span>}</td>
-                <td><code>{k.prefix}…</code></td><td><span class={`env-tag env-${k.environment}`}>{k.environment}</span></td>
-                <td class="types">{k.scopes.join(', ')}</td><td>{formatTime(k.last_used_at)}</td>
-                <td>{k.expires_at ? formatTime(k.expires_at) : 'never'}</td><td>{formatTime(k.created_at)}</td>
+                <td class="name">{k.name}{k.id === credential.id && <span class="badge badge-readonly">this key</span>}</td>
+                <td><code class="nobreak">{k.prefix}…</code></td><td><span class={`env-tag env-${k.environment}`}>{k.environment}</span></td>
+                <td class="scopes">{k.scopes.map((scope) => <code class="nobreak" key={scope}>{scope}</code>)}</td><td><When iso={k.last_used_at} /></td>
+                <td>{k.expires_at ? <When iso={k.expires_at} /> : 'never'}</td><td><When iso={k.created_at} /></td>
                 <td><Action need="api-keys:write" kind="danger" busy={revoke.busy} label={`Revoke ${k.name}`} onClick={() => void revoke.run(k)}>Revoke</Action></td>
               </tr>
             ))}</tbody>

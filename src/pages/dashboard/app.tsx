@@ -60,10 +60,20 @@ export function App() {
       setCredential(found);
     }, (error) => {
       signOut(error instanceof ApiError && error.status === 401
-        ? `This API key was not accepted: ${error.message} Check that you pasted the whole key (sk_live_… or sk_test_…).`
+        // The API says "Invalid API key." of a revoked or expired key too: the message names all three.
+        ? 'This API key was not accepted: it is invalid, revoked or expired. Check that you pasted the whole key (sk_live_… or sk_test_…), or sign in with another.'
         : `Signing in failed: ${error instanceof Error ? error.message : String(error)}`);
     });
   }, [client, credential]);
+
+  // After sign-in the keyboard focus goes to the page's heading (it was left on the body).
+  useEffect(() => {
+    if (!credential) return;
+    const heading = document.querySelector<HTMLElement>('main h1');
+    const target = heading ?? document.getElementById('main');
+    if (heading) heading.tabIndex = -1;
+    target?.focus();
+  }, [credential]);
 
   if (!key || !client) return <SignIn error={signInError} onKey={(value) => { setSignInError(''); setKey(value); }} />;
   if (!credential) return <main class="signin"><Busy label="Checking the API key…" /></main>;

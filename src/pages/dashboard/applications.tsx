@@ -2,15 +2,15 @@
 // endpoints (and the deleted ones that can be restored), its latest jobs, and a portal link.
 import { useState } from 'preact/hooks';
 import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type Need, type PortalLink } from './api.ts';
-import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction } from '../shared/ui.tsx';
+import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useRouteDraft, useSession } from './session.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, TypeName, useAction, When } from '../shared/ui.tsx';
 
 export function ApplicationsPage() {
   const { client, can } = useSession();
   const params = hashParams();
   const search = params.get('search') ?? '';
   const page = Number(params.get('page') ?? 1) || 1;
-  const [text, setText] = useState(search);
+  const [text, setText] = useRouteDraft(search);
   const list = useLoad(() => can('applications:read')
     ? client<ApplicationList>('GET', `/v1/applications${query({ search, page, per_page: 20 })}`) : Promise.resolve(null), [search, page]);
   const [flash, setFlash] = useState('');
@@ -31,10 +31,10 @@ export function ApplicationsPage() {
               <thead><tr><th scope="col">Name</th><th scope="col">uid</th><th scope="col">Endpoints</th><th scope="col">Jobs</th><th scope="col">Success rate (24 h)</th><th scope="col">Created</th></tr></thead>
               <tbody>{l.data.map((a) => (
                 <tr key={a.id}>
-                  <td><a href={`#/applications/${a.id}`}>{a.name}</a></td>
-                  <td><code>{a.uid ?? '—'}</code></td>
+                  <td class="name"><a href={`#/applications/${a.id}`}>{a.name}</a></td>
+                  <td><code class="nobreak">{a.uid ?? '—'}</code></td>
                   <td>{a.endpoints_count}</td><td>{a.webhook_jobs_count}</td><td><Rate value={a.success_rate} /></td>
-                  <td>{formatTime(a.created_at)}</td>
+                  <td><When iso={a.created_at} /></td>
                 </tr>
               ))}</tbody>
             </table>
@@ -140,7 +140,7 @@ export function JobTable(props: { jobs: JobList }) {
     <table class="list">
       <thead><tr><th scope="col">Job</th><th scope="col">Event type</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
       <tbody>{props.jobs.data.map((j) => (
-        <tr key={j.id}><td><a href={`#/jobs/${j.id}`}><code>{j.id}</code></a></td><td>{j.event_type}</td><td><JobStatus status={j.status} /></td><td>{formatTime(j.created_at)}</td></tr>
+        <tr key={j.id}><td><a href={`#/jobs/${j.id}`}><code class="nobreak">{j.id}</code></a></td><td><TypeName name={j.event_type} /></td><td><JobStatus status={j.status} /></td><td><When iso={j.created_at} /></td></tr>
       ))}</tbody>
     </table>
   );

@@ -5,6 +5,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Stats } from './api.ts';
+import { countLabels, fitAxis } from '../shared/chart.tsx';
 
 const AXIS = { stroke: '#475569', grid: { stroke: '#e2e8f0' }, ticks: { stroke: '#e2e8f0' } };
 
@@ -49,7 +50,7 @@ export function AttemptsPerMinute(props: { stats: Stats }) {
       data={data} options={(width) => ({
         width, height: 200, legend: { show: true }, cursor: { drag: { x: false, y: false } },
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-        axes: [AXIS, { ...AXIS, size: 44, values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) }],
+        axes: [AXIS, { ...AXIS, size: fitAxis, values: countLabels }],
         series: [
           {},
           { label: 'Failed', stroke: '#b91c1c', width: 0, fill: 'rgba(220,38,38,0.7)', paths: uPlot.paths.bars!({ size: [0.9, 12, 2], align: 1 }), points: { show: false },

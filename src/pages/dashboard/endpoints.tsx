@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { query, type AttemptList, type Endpoint, type EndpointList, type Stats } from './api.ts';
 import { AttemptsPerMinute } from './charts.tsx';
 import { Action, hashParams, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Names, Notice, Pager, StatusBadge, TypeName, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 export function EndpointsPage() {
   const { client, can } = useSession();
@@ -41,7 +41,7 @@ export function EndpointsPage() {
                   <td class="url"><a href={`#/endpoints/${e.id}`}>{e.url}</a></td>
                   <td><a href={`#/applications/${e.application_id}`}><code>{e.application_id}</code></a></td>
                   <td><StatusBadge status={e.status} /></td><td>{e.failure_count}</td>
-                  <td class="types">{e.event_types.join(', ') || '—'}</td><td>{formatTime(e.created_at)}</td>
+                  <td class="types"><Names names={e.event_types} /></td><td><When iso={e.created_at} /></td>
                 </tr>
               ))}</tbody>
             </table>
@@ -122,7 +122,7 @@ export function EndpointDetailPage(props: { id: string }) {
                 <dt>Status</dt><dd><StatusBadge status={e.status} />{e.disabled_reason && <span class="muted"> — {REASON[e.disabled_reason]}</span>}</dd>
                 <dt>Failures in a row</dt><dd>{e.failure_count}</dd>
                 {e.disabled_at && <><dt>Disabled</dt><dd>{formatTime(e.disabled_at)}</dd></>}
-                <dt>Event types</dt><dd>{e.event_types.length ? e.event_types.map((t) => <code key={t}>{t}</code>) : 'none'}</dd>
+                <dt>Event types</dt><dd>{e.event_types.length ? e.event_types.map((t) => <code key={t}><TypeName name={t} /></code>) : 'none'}</dd>
                 <dt>Rate limit</dt><dd>{e.rate_limit_rps} per second</dd>
                 <dt>Timeout</dt><dd>{e.timeout_ms / 1000} s</dd>
                 <dt>Created</dt><dd>{formatTime(e.created_at)}</dd>
@@ -179,7 +179,7 @@ function AttemptLog(props: { endpointId: string }) {
           <thead><tr><th scope="col">When</th><th scope="col">Job</th><th scope="col">Event type</th><th scope="col">#</th><th scope="col">Result</th><th scope="col">HTTP</th><th scope="col">Latency</th><th scope="col">Response body</th></tr></thead>
           <tbody>{l.data.map((a) => (
             <tr key={`${a.job_id}-${a.attempted_at}-${a.attempt}`}>
-              <td>{formatTime(a.attempted_at)}</td><td><a href={`#/jobs/${a.job_id}`}><code>{a.job_id}</code></a></td><td>{a.event_type}</td><td>{a.attempt}</td>
+              <td><When iso={a.attempted_at} /></td><td><a href={`#/jobs/${a.job_id}`}><code class="nobreak">{a.job_id}</code></a></td><td><TypeName name={a.event_type} /></td><td>{a.attempt}</td>
               <td class={a.success ? 'ok' : 'failed'}>{a.success ? 'Succeeded' : 'Failed'}</td><td>{a.status_code ?? a.error ?? '—'}</td><td>{a.latency_ms} ms</td>
               <td><pre class="body" tabIndex={0} aria-label="Response body">{a.response_body || '(empty)'}</pre></td>
             </tr>

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, query, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, Notice, TypeName, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 export function EventTypesPage() {
   const { client, can } = useSession();
@@ -31,8 +31,8 @@ export function EventTypesPage() {
             <thead><tr><th scope="col">Name</th><th scope="col">Description</th><th scope="col">Schema</th><th scope="col">Subscribers</th><th scope="col">Updated</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>{l.data.map((t) => (
               <tr key={t.id}>
-                <td><code>{t.name}</code></td><td>{t.description ?? <span class="muted">—</span>}</td>
-                <td>{t.schema ? 'JSON Schema' : <span class="muted">none</span>}</td><td>{t.subscriber_count}</td><td>{formatTime(t.updated_at)}</td>
+                <td><code><TypeName name={t.name} /></code></td><td class="text">{t.description ?? <span class="muted">—</span>}</td>
+                <td>{t.schema ? 'JSON Schema' : <span class="muted">none</span>}</td><td>{t.subscriber_count}</td><td><When iso={t.updated_at} /></td>
                 <td><Action need="event-types:write" label={`Edit ${t.name}`} onClick={() => { setFlash(''); setEditing(t); window.scrollTo(0, 0); }}>Edit</Action></td>
               </tr>
             ))}</tbody>

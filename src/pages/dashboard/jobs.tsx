@@ -4,8 +4,8 @@
 import { useState } from 'preact/hooks';
 import { query, type Job, type JobList } from './api.ts';
 import { JobTable } from './applications.tsx';
-import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction, useWhileShown } from '../shared/ui.tsx';
+import { Action, hashParams, JobStatus, JOB_STATUS_TEXT, Loaded, NeedsScope, setHashParams, useLoad, useRouteDraft, useSession } from './session.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, useAction, useWhileShown, When } from '../shared/ui.tsx';
 
 const FILTERS = ['status', 'event_type', 'application_id', 'endpoint_id', 'created_after', 'created_before'] as const;
 
@@ -14,7 +14,7 @@ export function JobsPage() {
   const params = hashParams();
   const current = Object.fromEntries(FILTERS.map((f) => [f, params.get(f) ?? ''])) as Record<(typeof FILTERS)[number], string>;
   const page = Number(params.get('page') ?? 1) || 1;
-  const [form, setForm] = useState(current);
+  const [form, setForm] = useRouteDraft(current);
   const key = JSON.stringify([current, page]);
   const list = useLoad(() => can('webhooks:read')
     ? client<JobList>('GET', `/v1/webhook-jobs${query({ ...current, page, per_page: 25 })}`) : Promise.resolve(null), [key]);
@@ -111,7 +111,7 @@ export function JobDetailPage(props: { id: string }) {
                     <td><a href={`#/endpoints/${d.endpoint_id}`}><code>{d.endpoint_id}</code></a></td>
                     <td>{d.attempt}</td>
                     <td class={d.success ? 'ok' : 'failed'}>{d.success ? 'Succeeded' : `Failed${d.error && d.error !== 'http_status' ? ` (${d.error.replace('_', ' ')})` : ''}`}</td>
-                    <td>{d.status_code ?? '—'}</td><td>{d.latency_ms} ms</td><td>{formatTime(d.attempted_at)}</td>
+                    <td>{d.status_code ?? '—'}</td><td class="nowrap">{d.latency_ms} ms</td><td><When iso={d.attempted_at} /></td>
                     <td><pre class="body" tabIndex={0} aria-label="Response body">{d.response_body || '(empty)'}</pre></td>
                   </tr>
                 ))}</tbody>

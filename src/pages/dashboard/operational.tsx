@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { allPages, query, type OperationalEndpoint, type OperationalEventList } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, StatusBadge, useAction, useCursorPages } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, Names, Notice, StatusBadge, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 const TYPES = ['endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.disabled',
   'endpoint.enabled', 'endpoint.failing', 'delivery.exhausted'];
@@ -46,8 +46,8 @@ export function OperationalPage() {
             <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>{l.data.map((e) => (
               <tr key={e.id}>
-                <td class="url">{e.url}</td><td class="types">{e.event_types.length ? e.event_types.join(', ') : 'all'}</td>
-                <td><StatusBadge status={e.status} /></td><td>{formatTime(e.created_at)}</td>
+                <td class="url">{e.url}</td><td class="types"><Names names={e.event_types} empty="all" /></td>
+                <td><StatusBadge status={e.status} /></td><td><When iso={e.created_at} /></td>
                 <td><div class="actions">
                   {e.status === 'active'
                     ? <Action need="endpoints:write" busy={act.busy} label={`Pause ${e.url}`} onClick={() => void act.run(e.id, 'pause')}>Pause</Action>
@@ -69,7 +69,7 @@ export function OperationalPage() {
               const about = (v.data['endpoint_id'] ?? v.data['id']) as string | undefined;
               return (
                 <tr key={v.id}>
-                  <td>{formatTime(v.created_at)}</td><td><code>{v.type}</code>{typeof v.data['reason'] === 'string' && <span class="muted"> ({v.data['reason'] as string})</span>}</td>
+                  <td><When iso={v.created_at} /></td><td><code>{v.type}</code>{typeof v.data['reason'] === 'string' && <span class="muted"> ({v.data['reason'] as string})</span>}</td>
                   <td>{about ? <a href={`#/endpoints/${about}`}><code>{about}</code></a> : '—'}
                     {typeof v.data['job_id'] === 'string' && <> · job <a href={`#/jobs/${v.data['job_id'] as string}`}><code>{v.data['job_id'] as string}</code></a></>}</td>
                   <td>{v.deliveries.map((d) => (

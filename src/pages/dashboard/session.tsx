@@ -3,7 +3,7 @@
 // disabled, with the scope it needs).
 import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
-import { useContext, useEffect, useState } from 'preact/hooks';
+import { useContext, useEffect, useRef, useState } from 'preact/hooks';
 import { holds, type Client, type Credential, type Need } from './api.ts';
 import { Busy, ErrorNotice, formatRate, useId } from '../shared/ui.tsx';
 
@@ -80,6 +80,22 @@ export const JOB_STATUS_TEXT: Record<string, string> = {
 export function JobStatus(props: { status: string }) {
   const tone = props.status === 'succeeded' ? 'active' : props.status === 'discarded' ? 'disabled' : props.status === 'awaiting_retry' ? 'paused' : 'neutral';
   return <span class={`badge badge-${tone}`}>{JOB_STATUS_TEXT[props.status] ?? props.status}</span>;
+}
+
+/**
+ * A form's values that follow the route: what the user types is kept until the route's own values
+ * (`fromRoute`, e.g. the filters in the address) change, by a Filter, Back, Forward or a link;
+ * then the form shows the route's. Back showed the list of `status=failed` under a Status
+ * dropdown still saying "Succeeded".
+ */
+export function useRouteDraft<T>(fromRoute: T): [T, (next: T) => void] {
+  const key = JSON.stringify(fromRoute);
+  // Reset in the render that sees the new route (an effect would show the old words for a frame);
+  // any change of route resets, also Back to the values the draft was typed over.
+  const visit = useRef({ key, draft: fromRoute });
+  const [, rerender] = useState(0);
+  if (visit.current.key !== key) visit.current = { key, draft: fromRoute };
+  return [visit.current.draft, (draft: T) => { visit.current.draft = draft; rerender((n) => n + 1); }];
 }
 
 /** The query part of the hash route (`#/jobs?status=failed`). */

@@ -9,10 +9,21 @@ import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList } from './endpoints-list.tsx';
 import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
+type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string; editing?: boolean };
+/**
+ * What a history entry of the portal holds: its view, and the view of the entry below it (the
+ * one Back returns to), so that leaving a view for the one it was opened from goes Back instead
+ * of adding an entry. The address stays the same for every view: no token, no id.
+ */
+type Entry = { portal: View; below?: View };
+const here = () => window.location.pathname + window.location.search;
+const entryOf = (state: unknown): Entry | null =>
+  state && typeof state === 'object' && 'portal' in state ? state as Entry : null;
+
 /** `#<token>` as a portal link's `url` carries it; read once, then gone from the URL. */
 function takeToken(): string {
   const token = decodeURIComponent(window.location.hash.replace(/^#/, '').split('&')[0] ?? '');
-  if (window.location.hash) history.replaceState(null, '', window.location.pathname + window.location.search);
+  if (window.location.hash) history.replaceState({ portal: { kind: 'list' } } satisfies Entry, '', here());
   return token;
 }
 
@@ -28,7 +39,6 @@ window.addEventListener('hashchange', () => {
 /** How often an open page asks whether its link still works. */
 const LINK_CHECK_MS = 5_000;
 
-type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string };
 type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
 
 export function App() {
@@ -38,8 +48,12 @@ export function App() {
   const [session, setSession] = useState<Session | null>(null);
   const [notPortal, setNotPortal] = useState(false);
   const [error, setError] = useState<unknown>(null);
-  const [view, setView] = useState<View>({ kind: 'list' });
+  /** The scopes the key that made the link lacks, of those the portal reads with (a 403 names one at a time). */
+  const [lacking, setLacking] = useState<string[] | null>(null);
+  const [view, setView] = useState<View>(() => entryOf(history.state)?.portal ?? { kind: 'list' });
   const [flash, setFlash] = useState('');
+  /** What to say once the Back that `leaveTo` started has arrived. */
+  const [pending] = useState({ message: '' });
 
   useEffect(() => {
     if (!token) return;
@@ -51,7 +65,19 @@ export function App() {
         allPages<EventType>(client, '/v1/event-types', { limit: 100 }),
       ]);
       setSession({ credential, application, eventTypes: types });
-    })().catch(setError);
+    })().catch(async (caught) => {
+      if (!(caught instanceof ApiError && caught.status === 403 && /made this portal link lacks/.test(caught.message))) { setError(caught); return; }
+      // Every read the portal needs, asked once, so that the page names every scope missing: it
+      // named event-types:read alone, then the next one once that was given (a probe).
+      const credential = await client<Credential>('GET', '/v1/credential');
+      const reads = await Promise.allSettled([
+        client('GET', `/v1/applications/${credential.application_id}`),
+        client('GET', '/v1/event-types?limit=1'),
+        client('GET', `/v1/endpoints?application_id=${credential.application_id}&per_page=1`),
+      ]);
+      const scopes = reads.flatMap((read) => read.status === 'rejected' ? [/lacks the (.+) scope/.exec(String((read.reason as Error).message))?.[1] ?? ''] : []).filter(Boolean);
+      setLacking(scopes.length ? scopes : [/lacks the (.+) scope/.exec(caught.message)?.[1] ?? '']);
+    }).catch(setError);
   }, []);
 
   // Whether the link still works, asked every few seconds on every view (the endpoint view also
@@ -64,25 +90,57 @@ export function App() {
 
   const application = session?.application;
   const readOnly = session?.credential.read_only ?? true;
-  const go = (next: View, message = '') => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
+  const show = (next: View, message: string) => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
+  // Each view is a history entry, so the browser's Back and Forward move between the portal's
+  // views (Back left the portal, and with it the token, which lives in this page's memory only).
+  const go = (next: View, message = '', replace = false) => {
+    const entry: Entry = replace ? { ...(entryOf(history.state) ?? {}), portal: next } : { portal: next, below: view };
+    if (replace) history.replaceState(entry, '', here()); else history.pushState(entry, '', here());
+    show(next, message);
+  };
+  /** Leaves this view for `next`: Back when `next` is the entry below (whence this view was opened), else in this entry's place. */
+  const leaveTo = (next: View, message = '') => {
+    const below = entryOf(history.state)?.below;
+    if (below && JSON.stringify(below) === JSON.stringify(next)) { pending.message = message; history.back(); } else go(next, message, true);
+  };
+  useEffect(() => {
+    const onPop = (event: PopStateEvent) => {
+      const entry = entryOf(event.state);
+      if (!entry) return; // not an entry of the portal's (a link's fragment: the hashchange above)
+      show(entry.portal, pending.message);
+      pending.message = '';
+    };
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
+  }, []);
   let body;
-  if (!token || (ended && /malformed/i.test(ended.message))) {
-    // No token, or one the API cannot even read (a link copied in part): the same advice.
-    body = <Message title="This link is incomplete">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
+  if (!token || (ended && /malformed|Authorization header/i.test(ended.message))) {
+    // No token, or one the API cannot even read (a link copied in part, or with a space in it: the
+    // API's own words about the Authorization header meant nothing to a customer): the same advice.
+    body = <Message title="This link is incomplete or invalid">Open the portal with the full link you were given. Links look like <code>…/portal#pt_…</code>.</Message>;
   } else if (ended) {
     body = <Message title={endedTitle(ended)}>{ended.message} Ask the service that sent you here for a new link.</Message>;
   } else if (notPortal) {
     body = <Message title="This is not a portal link">The portal opens with a portal link, made for one application. Ask the service that sent you here for one.</Message>;
+  } else if (lacking) {
+    body = (
+      <Message title="This link cannot show your webhooks">
+        The API key that made this link lacks {lacking.map((scope, i) => <span key={scope}>{i > 0 ? (i === lacking.length - 1 ? ' and ' : ', ') : ''}<code>{scope}</code></span>)}
+        {lacking.length > 1 ? ' scopes' : ' scope'}, which the portal needs. Ask the service that sent you here for a link made with a key that has them.
+      </Message>
+    );
   } else if (error) {
     body = <ErrorNotice error={error} />;
   } else if (!session || !application) {
     body = <Busy label="Loading your webhooks…" />;
   } else if (view.kind === 'new') {
     body = <EndpointForm client={client} applicationId={application.id} eventTypes={session.eventTypes}
-      onCancel={() => go({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.')} />;
+      onCancel={() => leaveTo({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.', true)} />;
   } else if (view.kind === 'endpoint') {
-    body = <EndpointDetail key={view.id} client={client} applicationId={application.id} endpointId={view.id} readOnly={readOnly} initialMessage={flash}
-      eventTypes={session.eventTypes} onBack={() => go({ kind: 'list' })} onDeleted={(message) => go({ kind: 'list' }, message)} />;
+    const { id } = view;
+    body = <EndpointDetail key={id} client={client} applicationId={application.id} endpointId={id} readOnly={readOnly} initialMessage={flash}
+      editing={!readOnly && view.editing === true} onEdit={() => go({ kind: 'endpoint', id, editing: true })} onEditDone={() => leaveTo({ kind: 'endpoint', id })}
+      eventTypes={session.eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
   } else {
     body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly}
       onOpen={(id) => go({ kind: 'endpoint', id })} onAdd={() => go({ kind: 'new' })} onRestored={(id) => go({ kind: 'endpoint', id }, 'Endpoint restored.')} />;

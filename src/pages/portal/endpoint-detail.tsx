@@ -1,17 +1,19 @@
 // One endpoint: its state and actions (pause/resume, test event, reset a disabled circuit,
 // edit, delete), its signing secret, its chart, recovery of failed deliveries and its attempts.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Application, type Client, type Deleted, type Endpoint, type EventType, type Recovering, type Reset, type Rotated, type TestQueued } from './api.ts';
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { Busy, ErrorNotice, Field, Notice, StatusBadge, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
 type Props = {
   client: Client; applicationId: string; endpointId: string; readOnly: boolean; eventTypes: EventType[];
   onBack: () => void; onDeleted: (message: string) => void;
+  /** Whether the edit form is shown (a view of its own, with its own history entry), and the ways in and out of it. */
+  editing: boolean; onEdit: () => void; onEditDone: () => void;
   /** What brought the customer here ("Endpoint created."), until the next action says more. */
   initialMessage?: string;
 };
@@ -20,7 +22,7 @@ export function EndpointDetail(props: Props) {
   const { client, endpointId, readOnly } = props;
   const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
-  const [editing, setEditing] = useState(false);
+  const { editing } = props;
   useFocusOnChange(editing);
   const [message, setMessage] = useState(props.initialMessage ?? '');
   const [refresh, setRefresh] = useState(0);
@@ -28,13 +30,25 @@ export function EndpointDetail(props: Props) {
   /** The attempts of the last 24 hours, from the chart's statistics: with none, the API's rate is
    * 100 by contract, which the header would show as "100% success" for an endpoint never tried. */
   const [attempts, setAttempts] = useState<number | null>(null);
-  const load = () => Promise.all([
-    client<Endpoint>('GET', `/v1/endpoints/${endpointId}`),
-    client<Application>('GET', `/v1/applications/${props.applicationId}`),
-  ]).then(([one, application]) => {
-    setEndpoint(one);
-    setRate(application.endpoints.find((e) => e.id === endpointId)?.success_rate ?? null);
-  });
+  // Every read and action is numbered as it starts. A read's answer is shown only if no newer read
+  // was shown and no action started since it was asked: a refresh already on its way when the
+  // customer pressed Pause answered after the pause, and the page said "Deliveries are paused"
+  // under an Active badge and a Pause button until the next refresh (a probe).
+  const order = useRef({ next: 0, shown: 0, action: 0 });
+  const load = () => {
+    const asked = ++order.current.next;
+    return Promise.all([
+      client<Endpoint>('GET', `/v1/endpoints/${endpointId}`),
+      client<Application>('GET', `/v1/applications/${props.applicationId}`),
+    ]).then(([one, application]) => {
+      if (asked < order.current.shown || asked < order.current.action) return; // overtaken
+      order.current.shown = asked;
+      setEndpoint(one);
+      setRate(application.endpoints.find((e) => e.id === endpointId)?.success_rate ?? null);
+    });
+  };
+  /** An action's own answer: shown, and every read asked before it (or during it) is dropped. */
+  const acting = () => { order.current.action = ++order.current.next; };
   useEffect(() => { load().catch(setLoadError); }, [endpointId]);
   // Live: the endpoint, its chart and its attempts are read again every few seconds while the
   // page is visible, so a test event, a resend or a recovery shows up without a reload. A failed
@@ -46,8 +60,11 @@ export function EndpointDetail(props: Props) {
   }, [tick]);
 
   const act = useAction(async (kind: 'pause' | 'resume' | 'test' | 'reset' | 'delete') => {
+    acting();
     if (kind === 'pause' || kind === 'resume') {
-      setEndpoint(await client<Endpoint>('PATCH', `/v1/endpoints/${endpointId}`, { status: kind === 'pause' ? 'paused' : 'active' }));
+      const changed = await client<Endpoint>('PATCH', `/v1/endpoints/${endpointId}`, { status: kind === 'pause' ? 'paused' : 'active' });
+      acting(); // a read asked while the change was on its way may have read the state before it
+      setEndpoint(changed);
       setMessage(kind === 'pause' ? 'Deliveries are paused. They wait until you resume.' : 'Deliveries are resumed.');
     } else if (kind === 'test') {
       const queued = await client<TestQueued>('POST', `/v1/endpoints/${endpointId}/test`);
@@ -55,6 +72,7 @@ export function EndpointDetail(props: Props) {
       setRefresh((n) => n + 1);
     } else if (kind === 'reset') {
       const reset = await client<Reset>('POST', `/v1/endpoints/${endpointId}/reset-circuit`);
+      acting();
       setMessage(reset.message);
       await load();
       setRefresh((n) => n + 1);
@@ -68,7 +86,7 @@ export function EndpointDetail(props: Props) {
   if (!endpoint) return <Busy label="Loading endpoint…" />;
   if (editing) {
     return <EndpointForm client={client} applicationId={props.applicationId} eventTypes={props.eventTypes} existing={endpoint}
-      onCancel={() => setEditing(false)} onSaved={() => { setEditing(false); setMessage('Changes saved.'); load().catch(setLoadError); }} />;
+      onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
     if (window.confirm(`Delete the endpoint ${endpoint.url}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
@@ -90,7 +108,7 @@ export function EndpointDetail(props: Props) {
               {endpoint.status === 'paused' && <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>Resume</button>}
               {endpoint.status === 'disabled' && <button type="button" class="primary" disabled={act.busy} onClick={() => void act.run('reset')}>Re-enable endpoint</button>}
               <button type="button" disabled={act.busy} onClick={() => void act.run('test')}>Send test event</button>
-              <button type="button" onClick={() => setEditing(true)}>Edit</button>
+              <button type="button" onClick={props.onEdit}>Edit</button>
               <button type="button" class="danger" disabled={act.busy} onClick={confirmDelete}>Delete</button>
             </div>
           )}
@@ -105,13 +123,13 @@ export function EndpointDetail(props: Props) {
         {message && <Notice kind="success">{message}</Notice>}
         <ErrorNotice error={act.error} />
         <dl class="facts">
-          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}>{t}</code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
+          <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}><TypeName name={t} /></code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
           <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
           <dt>Timeout</dt><dd>{endpoint.timeout_ms} ms</dd>
           <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>
         </dl>
       </section>
-      <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={load} />
+      <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={() => { acting(); return load(); }} />
       <StatsPanel client={client} endpointId={endpointId} refresh={refresh + tick} onAttempts={setAttempts} />
       {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} />}
       <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh + tick} />

@@ -2,7 +2,7 @@
 // can still be restored: each list a page at a time, with a pager when it has more than one.
 import { useEffect, useState } from 'preact/hooks';
 import type { Application, Client, DeletedEndpointList, Endpoint, EndpointList } from './api.ts';
-import { Busy, ErrorNotice, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+import { Busy, ErrorNotice, Names, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
 
 const PER_PAGE = 25;
 
@@ -60,7 +60,7 @@ export function EndpointsList(props: Props) {
                   <td class="url"><a href="#" onClick={(event) => { event.preventDefault(); props.onOpen(endpoint.id); }}>{endpoint.url}</a></td>
                   <td><StatusBadge status={endpoint.status} /></td>
                   <td data-label="Success (24 h)" class={(rates.get(endpoint.id) ?? 100) < 90 ? 'rate low' : 'rate'}>{rates.has(endpoint.id) ? formatRate(rates.get(endpoint.id)!) : '—'}</td>
-                  <td data-label="Event types" class="types">{endpoint.event_types.length ? endpoint.event_types.join(', ') : '—'}</td>
+                  <td data-label="Event types" class="types"><Names names={endpoint.event_types} /></td>
                 </tr>
               ))}
             </tbody>

@@ -4,6 +4,21 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
+/**
+ * A y axis as wide as its widest label (uPlot's own recipe): a fixed 40-44 px cut the count axis
+ * of 47,000 attempts to "0000" (a probe). Measured again while uPlot settles its layout.
+ */
+export function fitAxis(self: uPlot, values: string[] | null, axisIndex: number, cycle: number): number {
+  const axis = self.axes[axisIndex] as unknown as { _size: number; font: [string]; ticks: { size: number }; gap: number };
+  if (cycle > 1) return axis._size;
+  const longest = (values ?? []).reduce((found, value) => (value.length > found.length ? value : found), '');
+  self.ctx.font = axis.font[0];
+  return Math.ceil(axis.ticks.size + axis.gap + (longest ? self.ctx.measureText(longest).width / devicePixelRatio : 0)) + 2;
+}
+
+/** Whole counts with the reader's thousands separator ("47,000"); fractional ticks unlabelled. */
+export const countLabels = (_u: uPlot, ticks: number[]) => ticks.map((t) => (Number.isInteger(t) ? t.toLocaleString() : ''));
+
 /** `attempts` null: no bar (an empty bucket). */
 export type Point = { time: number; attempts: number | null; successRate: number | null };
 
@@ -26,7 +41,7 @@ export function AttemptsChart(props: { points: Point[]; label: string; legend?: 
       scales: { x: { time: true }, count: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
       axes: [
         { stroke: '#475569', grid: { stroke: '#e2e8f0' } },
-        { scale: 'count', stroke: '#475569', grid: { stroke: '#e2e8f0' }, size: 40 },
+        { scale: 'count', stroke: '#475569', grid: { stroke: '#e2e8f0' }, size: fitAxis, values: countLabels },
         { scale: 'pct', side: 1, stroke: '#475569', grid: { show: false }, values: (_u, ticks) => ticks.map((t) => `${t}%`), size: 48 },
       ],
       series: [

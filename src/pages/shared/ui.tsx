@@ -1,7 +1,7 @@
 // Pieces every page uses once: a form field with the API's error under it, a status badge,
 // a notice, a button that shows it is busy, dates as people read them, and the pagers of the
 // API's two kinds of list, so that no list shows its first page as if it were all.
-import type { ComponentChildren } from 'preact';
+import { Fragment, type ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
 import './ui.css';
@@ -67,6 +67,34 @@ export function formatTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const date = new Date(iso);
   return date.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+/**
+ * A date and time in a table cell, as formatTime says it: the day and the time each stay whole,
+ * the line may break only between them ("Nov 30, 2026," / "08:40:53 AM"); a squeezed column split
+ * a date over three lines, mid-word.
+ */
+export function When(props: { iso: string | null | undefined }) {
+  if (!props.iso) return <>{formatTime(props.iso)}</>;
+  const date = new Date(props.iso);
+  const day = date.toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
+  const time = date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return <time class="date" dateTime={props.iso}><span>{day},</span> <span>{time}</span></time>;
+}
+
+/**
+ * An event type's name, which may break only after its dots (`user.` / `signed_up`): broken
+ * anywhere, a narrow column showed "user.sig" / "ned_up". A long segment still fits its cell.
+ */
+export function TypeName(props: { name: string }) {
+  const parts = props.name.split(/(?<=\.)/);
+  return <>{parts.map((part, i) => <Fragment key={i}>{i > 0 && <wbr />}{part}</Fragment>)}</>;
+}
+
+/** Event type names or scopes in a cell: each one whole, the list wrapping between them. */
+export function Names(props: { names: readonly string[]; empty?: string }) {
+  if (props.names.length === 0) return <>{props.empty ?? '—'}</>;
+  return <>{props.names.map((name, i) => <Fragment key={name}><span class="name-item"><TypeName name={name} />{i < props.names.length - 1 ? ',' : ''}</span>{' '}</Fragment>)}</>;
 }
 
 export function formatRate(rate: number): string {
