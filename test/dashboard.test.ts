@@ -651,7 +651,7 @@ browserTest(`the attempts chart's y axis is as wide as its labels, with 47,000 a
   await signIn(page, by.key);
   const chart = page.getByRole('region', { name: 'Attempts per minute' }).locator('.uplot');
   await chart.locator('canvas').waitFor();
-  await page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).getByText('47000').waitFor();
+  await page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).getByText('47,000').waitFor();
   // The plot starts right of the axis: at least the widest label ("40,000" or so, in the axis's font) and its tick.
   // Measured once the plot is laid out (0 px before it is, on a busy machine).
   await until('the plot laid out', () => chart.evaluate((root) => root.querySelector<HTMLElement>('.u-over')!.offsetLeft > 0));

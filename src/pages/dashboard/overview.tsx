@@ -87,7 +87,8 @@ export function Overview() {
 }
 
 function Tile(props: { label: string; value: number | string; detail?: string | undefined; tone?: string | number; href?: string }) {
-  const value = <strong class={`tile-value ${props.tone ? 'bad' : ''}`}>{props.value}</strong>;
+  // Counts with thousands separators, as the charts' axes write them.
+  const value = <strong class={`tile-value ${props.tone ? 'bad' : ''}`}>{typeof props.value === 'number' ? props.value.toLocaleString() : props.value}</strong>;
   return (
     <div class="tile card">
       <p class="tile-label">{props.label}</p>
