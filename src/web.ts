@@ -67,35 +67,37 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     server.listen(deps.config.port, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  // Requests being handled: a stop marks each not yet answered `Connection: close`, and waits
-  // for their handlers to end (res.end) before the pools behind them may close.
-  const inFlight = new Set<http.ServerResponse>();
-  let stopping = false;
+  // At a stop, the requests being handled are marked `Connection: close`, and their handlers
+  // are waited for (res.end) before the pools behind them may close. They are found through the
+  // open connections (each one's current response), which are followed as they open and close:
+  // a listener on every response, on the hot path of job creation, took the web from 375-378 to
+  // 461 µs of CPU per accepted job at the medians of 4 interleaved rounds (bench/accept-ab.ts;
+  // wrapping every response's `end`, as the stop first did, cost as much: docs/performance.md).
+  const sockets = new Set<Duplex>();
+  server.on('connection', (socket: Duplex) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  const handling = new Set<http.ServerResponse>();
   let handlersDone: (() => void) | undefined;
-  const track = (res: http.ServerResponse) => {
-    // A stopping server answers every request with Connection: close, the in-flight ones too:
-    // Node's close() only refuses new connections, and keep-alive clients that kept sending
-    // requests on theirs were answered for the whole shutdown timeout, then cut mid-request.
-    if (stopping) res.setHeader('Connection', 'close');
-    inFlight.add(res);
+  /** A response whose handler a stop waits for: its res.end is followed. */
+  const follow = (res: http.ServerResponse) => {
+    handling.add(res);
     const end = res.end;
-    const done = () => {
-      if (!inFlight.delete(res)) return;
-      if (inFlight.size === 0) handlersDone?.();
-    };
     res.end = function (this: http.ServerResponse, ...args: Parameters<typeof end>) {
-      done();
+      if (handling.delete(res) && handling.size === 0) handlersDone?.();
       return end.apply(this, args);
     } as typeof end;
+  };
+  /** From the stop on: Connection: close on this response, and its handler waited for. */
+  const closing = (res: http.ServerResponse) => {
+    if (!res.headersSent) res.setHeader('Connection', 'close');
+    if (!res.writableEnded && !handling.has(res)) follow(res);
   };
   // The app is made once the port is known: without PUBLIC_URL its links name the port bound
   // (PORT=0 picks one). No request is missed: no socket is read between the listen and here.
   try {
-    const app = makeApp({ ...deps, config: withBoundPort(deps.config, port) });
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      track(res);
-      app(req, res);
-    });
+    server.on('request', makeApp({ ...deps, config: withBoundPort(deps.config, port) }));
   } catch (error) {
     server.close();
     throw error;
@@ -103,8 +105,14 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   deps.logger.info({ port }, 'web listening');
   let stopped: Promise<void> | undefined;
   const stop = async () => {
-    stopping = true;
-    for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+    // A stopping server answers every request with Connection: close, the in-flight ones too:
+    // Node's close() only refuses new connections, and keep-alive clients that kept sending
+    // requests on theirs were answered for the whole shutdown timeout, then cut mid-request.
+    server.prependListener('request', (_req: http.IncomingMessage, res: http.ServerResponse) => closing(res));
+    for (const socket of sockets) {
+      const res = (socket as Duplex & { _httpMessage?: http.ServerResponse | null })._httpMessage;
+      if (res) closing(res);
+    }
     let forced = false;
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
@@ -125,9 +133,9 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     });
     // The connections are closed: every request answered, unless the timeout cut some. Their
     // handlers may still be running; the pools close after this, so give them a moment.
-    if (inFlight.size > 0) {
+    if (handling.size > 0) {
       const left = await new Promise<number>((resolve) => {
-        const timer = setTimeout(() => resolve(inFlight.size), HANDLER_GRACE_MS);
+        const timer = setTimeout(() => resolve(handling.size), HANDLER_GRACE_MS);
         handlersDone = () => {
           clearTimeout(timer);
           resolve(0);
