@@ -4,84 +4,34 @@
 // /health answers 503 quickly, the loss and the recovery are logged once each, and work of a
 // client that gave up never commits once the database is back.
 import test from 'ava';
-import { rm } from 'node:fs/promises';
-import pg from 'pg';
-import { pino } from 'pino';
-import { migrate } from '../src/db/migrate.ts';
-import { startCluster, tempDir, type Cluster } from './helpers/cluster.ts';
-import { runScript, startScript, type Started } from './helpers/process.ts';
+import { startWebOnCluster, type WebOnCluster } from './helpers/web-on-cluster.ts';
 
 const ACQUIRE_TIMEOUT_MS = 1000;
-let root = '';
-let cluster: Cluster;
-let web: Started;
-let base = '';
-let key = '';
+let s: WebOnCluster;
 
 test.before(async () => {
-  root = await tempDir('outage');
-  cluster = await startCluster(root, 'pg');
-  await migrate(cluster.url, pino({ level: 'silent' }));
-  web = startScript('src/main.ts', ['web'], {
-    DATABASE_URL: cluster.url, PORT: '0', DATABASE_POOL_SIZE: '2', DATABASE_ACQUIRE_TIMEOUT_MS: String(ACQUIRE_TIMEOUT_MS),
-  });
-  const { port } = await web.waitForLog((line) => line.msg === 'web listening') as { port: number };
-  base = `http://127.0.0.1:${port}`;
-  const created = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Outage'], { DATABASE_URL: cluster.url });
-  key = (JSON.parse(created.stdout) as { api_key: { key: string } }).api_key.key;
+  s = await startWebOnCluster('outage', { DATABASE_POOL_SIZE: '2', DATABASE_ACQUIRE_TIMEOUT_MS: String(ACQUIRE_TIMEOUT_MS) });
 });
 
 test.after.always(async () => {
-  web?.child.kill('SIGTERM');
-  await web?.exited;
-  await cluster?.destroy();
-  if (root) await rm(root, { recursive: true, force: true });
+  await s?.stop();
 });
 
-const logLines = () => web.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
-const count = (msg: string) => logLines().filter((l) => l.msg === msg).length;
+const count = (msg: string) => s.logLines().filter((l) => l.msg === msg).length;
 const LOST = 'database unavailable: requests answer 503 until it is back';
 const BACK = 'database available again';
 
-async function createApplication(name: string, signal?: AbortSignal) {
-  const started = performance.now();
-  const res = await fetch(`${base}/v1/applications`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name }), ...(signal ? { signal } : {}),
-  });
-  return { status: res.status, headers: res.headers, body: await res.json() as any, ms: performance.now() - started };
-}
-
-/** Once the database is back: the first callers may still meet the lost state (503) until one connection works. */
-async function createOnceBack(name: string) {
-  for (const stop = Date.now() + 20_000; ;) {
-    const res = await createApplication(name);
-    if (res.status !== 503 || Date.now() > stop) return res;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
-async function applicationExists(name: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: cluster.url.replace(/\/postgres$/, '/postgres') });
-  await client.connect();
-  try {
-    return (await client.query('select 1 from applications where name = $1', [name])).rowCount === 1;
-  } finally {
-    await client.end();
-  }
-}
-
 async function health() {
   const started = performance.now();
-  const res = await fetch(`${base}/health`);
+  const res = await fetch(`${s.base}/health`);
   return { status: res.status, ms: performance.now() - started };
 }
 
 test.serial('a stopped database: 503 service_unavailable with Retry-After, fast; logged once each way', async (t) => {
-  t.is((await createApplication('before')).status, 201);
-  await cluster.stop('fast');
+  t.is((await s.createApplication('before')).status, 201);
+  await s.cluster.stop('fast');
 
-  const during = await Promise.all(Array.from({ length: 12 }, (_, i) => createApplication(`down-${i}`)));
+  const during = await Promise.all(Array.from({ length: 12 }, (_, i) => s.createApplication(`down-${i}`)));
   for (const res of during) {
     t.is(res.status, 503);
     t.deepEqual(Object.keys(res.body), ['error']);
@@ -98,27 +48,27 @@ test.serial('a stopped database: 503 service_unavailable with Retry-After, fast;
   t.log(`/health with the database stopped: 503 after ${Math.round(h.ms)} ms`);
 
   // The line reaches this process through a pipe, which a busy machine may deliver after the 503s.
-  await web.waitForLog((line) => line.msg === LOST, 60_000);
+  await s.web.waitForLog((line) => line.msg === LOST, 60_000);
   t.is(count(LOST), 1, 'the loss is logged once');
   t.is(count('unexpected error'), 0, 'no error line per request');
 
-  await cluster.start();
-  t.is((await createOnceBack('after')).status, 201);
+  await s.cluster.start();
+  t.is((await s.createOnceBack('after')).status, 201);
   t.is((await health()).status, 200);
-  await web.waitForLog((line) => line.msg === BACK, 60_000);
+  await s.web.waitForLog((line) => line.msg === BACK, 60_000);
   t.is(count(BACK), 1, 'the recovery is logged once');
   t.is(count(LOST), 1);
-  for (let i = 0; i < 12; i += 1) t.false(await applicationExists(`down-${i}`));
+  for (let i = 0; i < 12; i += 1) t.false(await s.applicationExists(`down-${i}`));
 });
 
 test.serial('a frozen database: waiting callers give up in time, and a client that left commits nothing', async (t) => {
-  t.is((await createOnceBack('warm')).status, 201); // the pool holds live connections
-  await cluster.freeze();
+  t.is((await s.createOnceBack('warm')).status, 201); // the pool holds live connections
+  await s.cluster.freeze();
   try {
     // This client gives up while its request waits on the frozen server.
-    const gone = createApplication('abandoned', AbortSignal.timeout(300)).catch((error: unknown) => error);
+    const gone = s.createApplication('abandoned', AbortSignal.timeout(300)).catch((error: unknown) => error);
     // These wait for one of the two connections, or hang on them: none waits for the outage.
-    const waiting = await Promise.all(Array.from({ length: 4 }, (_, i) => createApplication(`frozen-${i}`, AbortSignal.timeout(ACQUIRE_TIMEOUT_MS * 10))
+    const waiting = await Promise.all(Array.from({ length: 4 }, (_, i) => s.createApplication(`frozen-${i}`, AbortSignal.timeout(ACQUIRE_TIMEOUT_MS * 10))
       .catch(() => ({ status: 0, ms: Infinity }))));
     t.true(waiting.some((r) => r.status === 503), JSON.stringify(waiting.map((r) => r.status)));
     t.true((await gone) instanceof Error);
@@ -126,13 +76,13 @@ test.serial('a frozen database: waiting callers give up in time, and a client th
     t.is(h.status, 503);
     t.log(`/health with the database frozen: 503 after ${Math.round(h.ms)} ms`);
   } finally {
-    await cluster.thaw();
+    await s.cluster.thaw();
   }
   // Back: what the gone client started does not run on after it.
-  t.is((await createOnceBack('thawed')).status, 201);
+  t.is((await s.createOnceBack('thawed')).status, 201);
   await new Promise((resolve) => setTimeout(resolve, 500));
-  t.false(await applicationExists('abandoned'), 'a request whose client left never commits');
-  t.true(await applicationExists('thawed'));
+  t.false(await s.applicationExists('abandoned'), 'a request whose client left never commits');
+  t.true(await s.applicationExists('thawed'));
   t.is(count('unexpected error'), 0);
   t.log(`log lines: ${count(LOST)} × "${LOST}", ${count(BACK)} × "${BACK}"`);
 });
