@@ -145,7 +145,8 @@ export function makeBodyBudget(options: BodyBudgetOptions): BodyBudget {
     };
     const waiter: Waiter = {
       organization, bytes,
-      grant: () => { leave(); hold(); next(); },
+      // The grant comes from another request's close or parser: its handlers go on in a turn of their own.
+      grant: () => { leave(); hold(); setImmediate(next); },
     };
     const timer = setTimeout(() => {
       leave();
