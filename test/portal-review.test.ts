@@ -57,7 +57,8 @@ browserTest(`long names and URLs fit the page at 1440 and 375 px: the list, an e
     }
     await urlCell.click();
     await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
-    t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the new view has the focus');
+    // The focus moves in an effect after the view is drawn: waited for, not read at once (a busy machine read <body>).
+    await until('the new view has the focus', () => page.evaluate(() => document.activeElement?.id === 'main'), 30_000);
     t.is(await page.getByRole('heading', { level: 1 }).count(), 1);
     await page.locator('.attempts summary').first().click();
     await page.getByText('Response body').first().waitFor();
@@ -66,7 +67,7 @@ browserTest(`long names and URLs fit the page at 1440 and 375 px: the list, an e
     await axe(t, page, `an endpoint with long names at ${viewport.width} px`);
     await page.getByRole('button', { name: 'Edit' }).click();
     await page.getByLabel('Endpoint URL').waitFor();
-    t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the form has the focus');
+    await until('the form has the focus', () => page.evaluate(() => document.activeElement?.id === 'main'), 30_000);
     t.is(await page.getByRole('heading', { level: 1 }).textContent(), 'Edit endpoint');
     await shot(page, `long-names-form-${viewport.width}`);
     t.is(await overflow(page), 0, `the form at ${viewport.width} px scrolls sideways`);
@@ -213,7 +214,7 @@ browserTest(`Back and Forward move between the portal's views and keep the link;
   await page.goBack();
   await endpoint.waitFor();
   t.is(await form.count(), 0, 'Back from the form: the endpoint');
-  t.is(await page.evaluate(() => document.activeElement?.id), 'main', 'the view shown by Back has the focus');
+  await until('the view shown by Back has the focus', () => page.evaluate(() => document.activeElement?.id === 'main'), 30_000);
   await page.goBack();
   await list.waitFor();
   await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor(); // the link still works
