@@ -3,26 +3,8 @@
 import type { NextFunction, Request, Response } from 'express';
 import { RequestAbandonedError } from '../../db/availability.ts';
 import type { Logger } from '../../logger.ts';
-import { AppError, internalError, concurrentConflictCode, isStatementCancelled, notFound, payloadTooLarge, translateDatabaseError, unsupportedMediaType, validationError } from '../../errors.ts';
-
-/** body-parser reports client mistakes as errors with a `type`. */
-function fromBodyParser(error: { type?: unknown }): AppError | null {
-  switch (error.type) {
-    case 'entity.parse.failed':
-      return validationError('The request body is not valid JSON.', [{ path: 'body', message: 'is not valid JSON' }]);
-    case 'entity.too.large':
-      return payloadTooLarge('The request body is too large.');
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return unsupportedMediaType();
-    case 'request.aborted':
-    case 'request.size.invalid':
-    case 'stream.encoding.set':
-      return validationError('The request body could not be read.', [{ path: 'body', message: 'could not be read' }]);
-    default:
-      return null;
-  }
-}
+import { AppError, internalError, concurrentConflictCode, isStatementCancelled, notFound, translateDatabaseError } from '../../errors.ts';
+import { bodyParserError } from './json-body.ts';
 
 export function notFoundRoute(req: Request, _res: Response, next: NextFunction): void {
   next(notFound(`Route ${req.method} ${req.path}`));
@@ -43,7 +25,7 @@ export function errorHandler(logger: Logger) {
     let appError = error instanceof AppError ? error : null;
     // The router could not percent-decode a path segment: a malformed id (decisions section 2).
     if (error instanceof URIError) appError = notFound();
-    appError ??= typeof error === 'object' && error !== null ? fromBodyParser(error) : null;
+    appError ??= bodyParserError(error);
     appError ??= translateDatabaseError(error);
     // Answered 503, but an operator wants to know which requests run into the statement timeout,
     // and each conflict left over is a lock order (or a retry) to look at.

@@ -12,7 +12,7 @@
 // them only when the same pass saw a number with an exponent or of more than 308 digits, a
 // `\u` escape of a character of `__proto__`, or those bytes.
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { payloadTooLarge, unsupportedMediaType, validationError } from '../../errors.ts';
+import { payloadTooLarge, unsupportedMediaType, validationError, type AppError } from '../../errors.ts';
 import { settleBody } from './body-budget.ts';
 
 /** Large enough for a 256 KB job payload with its envelope; job payloads have their own limit. */
@@ -149,7 +149,8 @@ const parseJson = express.json({
   },
 });
 
-function hasBody(req: Request): boolean {
+/** Whether the request carries a body: chunked, or a Content-Length other than 0. */
+export function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
@@ -157,10 +158,17 @@ function hasBody(req: Request): boolean {
 /** UTF-8 (or no charset): the raw-byte inspection above reads UTF-8. */
 const UTF8 = /^utf-?8$/i;
 
-/** body-parser's errors, each a client mistake, as the error rows of decisions section 3. */
-function bodyError(error: unknown) {
-  const { type } = error as { type?: unknown };
+const unreadable = () => validationError('The request body could not be read (does it match its Content-Encoding?).', [{ path: 'body', message: 'could not be read' }]);
+
+/**
+ * A body-parser error (one of its `type`s, or our verify hook's RejectedBody) as the error row of
+ * decisions section 3; null for any other error. The API's error handler asks it too; the JSON
+ * parser's other errors (a body its Content-Encoding does not decode) are `unreadable`.
+ */
+export function bodyParserError(error: unknown): AppError | null {
   if (error instanceof RejectedBody) return validationError(error.message, [{ path: 'body', message: error.message }]);
+  const type = typeof error === 'object' && error !== null ? (error as { type?: unknown }).type : undefined;
+  if (typeof type !== 'string') return null;
   switch (type) {
     case 'entity.too.large':
       return payloadTooLarge(`The request body is larger than ${BODY_LIMIT_BYTES} bytes.`);
@@ -170,9 +178,12 @@ function bodyError(error: unknown) {
     case 'entity.parse.failed':
       // The parser's own words say where (`… at position 12 (line 1 column 13)`).
       return validationError('The request body is not valid JSON.', [{ path: 'body', message: (error as Error).message }]);
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return unreadable();
     default:
-      // request.aborted, request.size.invalid, and a body its Content-Encoding does not decode
-      return validationError('The request body could not be read (does it match its Content-Encoding?).', [{ path: 'body', message: 'could not be read' }]);
+      return null;
   }
 }
 
@@ -186,7 +197,7 @@ export function jsonBody(req: Request, res: Response, next: NextFunction): void 
     return next(payloadTooLarge(`The request body is larger than ${BODY_LIMIT_BYTES} bytes.`));
   }
   parseJson(req, res, (error?: unknown) => {
-    if (error !== undefined) return next(bodyError(error));
+    if (error !== undefined) return next(bodyParserError(error) ?? unreadable());
     const found = (req as Request & { [WALK]?: true })[WALK] ? checkParsedJson(req.body) : null;
     if (found) return next(validationError(found.message, [{ path: found.path === '' ? 'body' : found.path, message: found.detail }]));
     next();
