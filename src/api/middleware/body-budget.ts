@@ -15,7 +15,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../errors.ts';
 import { authOf } from './auth.ts';
-import { BODY_LIMIT_BYTES } from './json-body.ts';
+import { BODY_LIMIT_BYTES, hasBody } from './json-body.ts';
 
 export type BodyBudgetOptions = {
   /** Bytes of request bodies the process holds at once. */
@@ -55,13 +55,12 @@ export function settleBody(req: Request, bytes: number): void {
 
 /** The bytes a body will take: its Content-Length, or the limit when it is unknown or encoded (inflated, it may reach the limit). */
 function declaredBytes(req: Request): number {
-  const length = req.headers['content-length'];
+  if (!hasBody(req)) return 0;
   const encoding = req.headers['content-encoding'];
   const encoded = encoding !== undefined && encoding.toLowerCase() !== 'identity';
-  if (req.headers['transfer-encoding'] !== undefined || (encoded && length !== undefined && length !== '0')) return BODY_LIMIT_BYTES;
-  if (length === undefined) return 0; // no body
-  const bytes = Number(length);
-  // 0 is no body; past the limit, the JSON parser answers 413 without reading.
+  if (req.headers['transfer-encoding'] !== undefined || encoded) return BODY_LIMIT_BYTES;
+  const bytes = Number(req.headers['content-length']);
+  // Past the limit, the JSON parser answers 413 without reading.
   return Number.isSafeInteger(bytes) && bytes > 0 && bytes <= BODY_LIMIT_BYTES ? bytes : 0;
 }
 
