@@ -11,16 +11,16 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { BODY_LIMIT_BYTES } from '../src/api/middleware/json-body.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { scrape, valueOf } from './helpers/metrics.ts';
 
 const MiB = 1024 * 1024;
 // Two bodies of the limit an organization, three in all; a wait of 1.5 s before the 503.
 const app = startTestApp({ DATABASE_ACQUIRE_TIMEOUT_MS: '1500' }, { bodyBudget: { totalBytes: 3 * MiB, perOrganizationBytes: 2 * MiB } });
 
 async function metric(on: TestApp, name: string): Promise<number> {
-  const text = await (await fetch(`${on.baseUrl}/metrics`)).text();
-  const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-  if (!match) throw new Error(`no ${name} in /metrics`);
-  return Number(match[1]);
+  const value = valueOf((await scrape(`${on.baseUrl}/metrics`)).exposition, name);
+  if (value === undefined) throw new Error(`no ${name} in /metrics`);
+  return value;
 }
 
 /** Until the gauge reads `bytes` (the server reserved, or gave back, what the test expects). */
