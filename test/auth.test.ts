@@ -4,6 +4,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { accessFor, allows, canGrant, FAMILIES, type Family } from '../src/core/scopes.ts';
+import { deleteApiKey, updateApiKey } from '../src/db/api-keys.ts';
 import { assertError, startTestApp, type Response } from './helpers/app.ts';
 
 const app = startTestApp();
@@ -388,6 +389,64 @@ test('a key cannot change or delete a key holding scopes it lacks (the organizat
   t.is((await app.request('DELETE', `/v1/api-keys/${reader.id}`, { key: writer.key })).status, 200);
   t.is((await app.request('PATCH', `/v1/api-keys/${writer.id}`, { key: writer.key, body: { name: 'writer 2' } })).status, 200);
   t.is((await app.request('DELETE', `/v1/api-keys/${other.id}`, { key: root })).status, 200, 'a "*" key deletes another');
+});
+
+test('a key that expires cannot outlive itself: no key it creates, changes or deletes lives longer than it does', async (t) => {
+  // A probe: a key with api-keys:write and 15 s to live PATCHed its own expires_at to null and
+  // was permanent; one with 2 minutes created a permanent copy of itself. Time is reach, as
+  // scopes are: the refusals below change nothing, within its lifetime everything still works.
+  const { key: root, orgId } = await app.createOrg();
+  const rootId = (await app.request('GET', '/v1/credential', { key: root })).body.id as string;
+  const at = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
+  const temp = await createKey(t, root, { name: 'temp', scopes: ['*'], expires_at: at(10) });
+  const reach = (await getKey(root, temp.id)).body.expires_at as string;
+  const outlives = (doing: string, never = false) =>
+    `This API key expires at ${reach}: it cannot ${doing}${never ? ' (one that never expires)' : ''}.`;
+  const refused = async (res: Response, message: string) => {
+    assertError(t, res, 403, 'forbidden');
+    t.is(res.body.error.message, message);
+  };
+
+  // On itself.
+  await refused(await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: temp.key, body: { expires_at: null } }), outlives('change a key that outlives it', true));
+  await refused(await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: temp.key, body: { expires_at: at(60) } }), outlives('change a key that outlives it'));
+  t.is((await getKey(root, temp.id)).body.expires_at, reach);
+
+  // New keys: its own expiry when the body names none; never, or later, refused.
+  const keysBefore = (await app.request('GET', '/v1/api-keys?limit=100', { key: root })).body.data.length;
+  await refused(await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'copy', expires_at: null } }), outlives('create a key that outlives it', true));
+  await refused(await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'copy', expires_at: at(60) } }), outlives('create a key that outlives it'));
+  t.is((await app.request('GET', '/v1/api-keys?limit=100', { key: root })).body.data.length, keysBefore);
+  const capped = await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'copy', scopes: ['webhooks:read'] } });
+  t.is(capped.status, 201, JSON.stringify(capped.body));
+  t.is(capped.body.expires_at, reach);
+  const sooner = await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'sooner', expires_at: at(5) } });
+  t.is(sooner.status, 201, JSON.stringify(sooner.body));
+
+  // Keys that outlive it (the organization's permanent "*" key, a permanent narrow one) it
+  // neither changes (not even to shorten them) nor deletes.
+  const narrow = await createKey(t, root, { name: 'narrow', scopes: ['webhooks:read'] });
+  for (const id of [rootId, narrow.id]) {
+    for (const body of [{ name: 'renamed' }, { expires_at: at(1) }, { scopes: ['webhooks:read'] }]) {
+      await refused(await app.request('PATCH', `/v1/api-keys/${id}`, { key: temp.key, body }), outlives('change a key that outlives it', true));
+    }
+    await refused(await app.request('DELETE', `/v1/api-keys/${id}`, { key: temp.key }), outlives('delete a key that outlives it', true));
+  }
+  t.like((await getKey(root, rootId)).body, { name: 'root', scopes: ['*'], expires_at: null });
+  t.like((await getKey(root, narrow.id)).body, { name: 'narrow', scopes: ['webhooks:read'], expires_at: null });
+
+  // In the writing statement too: a key lengthened by another request after the check is left alone.
+  t.is(await updateApiKey(app.pool, orgId, narrow.id, { name: 'changed' }, undefined, reach), null);
+  t.is(await deleteApiKey(app.pool, orgId, narrow.id, undefined, reach), null);
+
+  // Within its lifetime: keys expiring by then it changes and deletes; itself it may shorten.
+  t.is((await app.request('PATCH', `/v1/api-keys/${sooner.body.id}`, { key: temp.key, body: { name: 'sooner 2', expires_at: at(8) } })).status, 200);
+  await refused(await app.request('PATCH', `/v1/api-keys/${sooner.body.id}`, { key: temp.key, body: { expires_at: null } }), outlives('change a key that outlives it', true));
+  t.is((await app.request('DELETE', `/v1/api-keys/${sooner.body.id}`, { key: temp.key })).status, 200);
+  t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: temp.key, body: { name: 'temp 2', expires_at: at(9) } })).status, 200);
+  // A key that never expires is not held back.
+  t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: root, body: { expires_at: null } })).status, 200);
+  t.is((await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'now permanent' } })).body.expires_at, null);
 });
 
 test('a key cannot PATCH a key\'s scopes to something it lacks', async (t) => {

@@ -111,8 +111,15 @@ export type ApiKeyPatch = { name?: string; scopes?: readonly string[]; expiresAt
 const withinScopes = (holdingOnly: readonly string[] | undefined) =>
   (holdingOnly === undefined ? sql.fragment`` : sql.fragment`and scopes <@ ${sql.array(holdingOnly, 'text')}`);
 
+/**
+ * `expiringBy`: the caller's expiry; the key is changed (or deleted) only while it expires by
+ * then, in the writing statement, as withinScopes. Null or absent: any key.
+ */
+const withinLifetime = (expiringBy: string | null | undefined) =>
+  (expiringBy == null ? sql.fragment`` : sql.fragment`and expires_at <= ${expiringBy}::timestamptz`);
+
 export async function updateApiKey(
-  db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch, holdingOnly?: readonly string[],
+  db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch, holdingOnly?: readonly string[], expiringBy?: string | null,
 ): Promise<ApiKeyRow | null> {
   const sets = [
     patch.name !== undefined ? sql.fragment`name = ${patch.name}` : null,
@@ -122,15 +129,17 @@ export async function updateApiKey(
   if (sets.length === 0) return findApiKey(db, orgId, id);
   return db.maybeOne(sql.type(apiKeyRow)`
     update api_keys set ${sql.join(sets, sql.fragment`, `)}
-    where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)}
+    where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)} ${withinLifetime(expiringBy)}
     returning ${columns}`);
 }
 
 const deletedRow = z.object({ id: z.string(), deleted_at: z.string() });
 
 /** API keys are deleted for good: the very next request with the key is a 401. */
-export async function deleteApiKey(db: CommonQueryMethods, orgId: string, id: string, holdingOnly?: readonly string[]) {
+export async function deleteApiKey(
+  db: CommonQueryMethods, orgId: string, id: string, holdingOnly?: readonly string[], expiringBy?: string | null,
+) {
   return db.maybeOne(sql.type(deletedRow)`
-    delete from api_keys where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)}
+    delete from api_keys where org_id = ${orgId} and id = ${id} ${withinScopes(holdingOnly)} ${withinLifetime(expiringBy)}
     returning id, now() as deleted_at`);
 }

@@ -6,7 +6,7 @@ import { createApiKey } from '../../core/api-keys.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
 import { deleteApiKey, findApiKey, listApiKeys, updateApiKey } from '../../db/api-keys.ts';
 import { isId } from '../../ids.ts';
-import { forbidden, notFound } from '../../errors.ts';
+import { forbidden, notFound, unauthorized } from '../../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
 import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
@@ -26,13 +26,19 @@ const createBody = z.strictObject({
   name,
   environment: environment.default('live'),
   scopes: scopes.default(['*']),
-  expires_at: futureTimestamp.nullable().default(null),
+  // Absent: never, or the creating key's own expiry when it has one (lifetimeReach).
+  expires_at: futureTimestamp.nullable().optional().meta({
+    description: 'When the key stops working; null for never. Absent: never, or the creating key\'s own expiry when it has one. '
+      + 'A key that expires may not create one that expires later (403).',
+  }),
 });
 
 const patchBody = z.strictObject({
   name: name.optional(),
   scopes: scopes.optional(),
-  expires_at: futureTimestamp.nullable().optional(),
+  expires_at: futureTimestamp.nullable().optional().meta({
+    description: 'Null for never. A key that expires may set no later expiry than its own, and changes only keys that expire by then (403).',
+  }),
 });
 
 const listQuery = z.strictObject({
@@ -64,16 +70,40 @@ function assertHoldsAllOf(auth: Auth, target: { scopes: readonly string[] }, doi
   if (excess.length > 0) throw forbidden(`This API key cannot ${doing} a key holding scopes it does not hold itself: ${excess.join(', ')}.`);
 }
 
+/**
+ * Nor more time than it holds: a key that expires at E creates keys that expire by E (its own
+ * expiry when the body names none), and changes or deletes only keys that expire by E, leaving
+ * them so. A probe made a key with api-keys:write and 15 s to live permanent (`expires_at: null`
+ * on itself), and one with 2 minutes a permanent copy of itself. `reach`: the caller's expiry
+ * as the database has it now, null for never.
+ */
+function assertWithinLifetime(reach: string | null, doing: 'create' | 'change' | 'delete', expiresAt: string | null): void {
+  if (reach === null || (expiresAt !== null && Date.parse(expiresAt) <= Date.parse(reach))) return;
+  const what = doing === 'create' ? 'create a key that outlives it' : `${doing} a key that outlives it`;
+  throw forbidden(`This API key expires at ${reach}: it cannot ${what}${expiresAt === null ? ' (one that never expires)' : ''}.`);
+}
+
+/** The calling key's expiry now (null: never); a key deleted since its request was authenticated reaches nothing. */
+async function lifetimeReach(pool: DatabasePool, auth: Auth): Promise<string | null> {
+  if (auth.kind !== 'api_key') throw forbidden('Only an API key manages API keys.');
+  const self = await findApiKey(pool, auth.orgId, auth.keyId);
+  if (!self) throw unauthorized('This API key was deleted.');
+  return self.expires_at;
+}
+
 /** The scopes `auth` may grant, for the write's own check (undefined: every scope, a "*" key). */
 const grantableBy = (auth: Auth) => (auth.scopes.includes('*') ? undefined : SCOPES.filter((scope) => canGrant(auth.scopes, scope)));
 
 /**
  * After a write that changed nothing: the key is gone (404), or another request widened it
- * past the caller's scopes since the check (403, as the check would now say).
+ * past the caller's scopes or lifetime since the check (403, as the check would now say).
  */
-async function refusalAfterWrite(pool: DatabasePool, auth: Auth, id: string, doing: 'change' | 'delete'): Promise<never> {
+async function refusalAfterWrite(pool: DatabasePool, auth: Auth, id: string, doing: 'change' | 'delete', reach: string | null): Promise<never> {
   const now = await findApiKey(pool, auth.orgId, id);
-  if (now) assertHoldsAllOf(auth, now, doing);
+  if (now) {
+    assertHoldsAllOf(auth, now, doing);
+    assertWithinLifetime(reach, doing, now.expires_at);
+  }
   throw notFound('API key');
 }
 
@@ -99,8 +129,11 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     assertGrantable(auth, body.scopes);
     assertEnvironmentReach(auth, body.environment);
+    const reach = await lifetimeReach(pool, auth);
+    const expiresAt = body.expires_at === undefined ? reach : body.expires_at;
+    assertWithinLifetime(reach, 'create', expiresAt);
     const created = await createApiKey(pool, {
-      orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
+      orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt,
     });
     res.status(201).json(toCreated(created));
   });
@@ -127,10 +160,13 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
     assertHoldsAllOf(auth, target, 'change');
+    const reach = await lifetimeReach(pool, auth);
+    assertWithinLifetime(reach, 'change', target.expires_at);
+    if (body.expires_at !== undefined) assertWithinLifetime(reach, 'change', body.expires_at);
     const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
       name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
-    }, grantableBy(auth));
-    if (!updated) return refusalAfterWrite(pool, auth, req.params.id, 'change');
+    }, grantableBy(auth), reach);
+    if (!updated) return refusalAfterWrite(pool, auth, req.params.id, 'change', reach);
     res.json(toApiKey(updated));
   });
 
@@ -140,8 +176,10 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
     assertHoldsAllOf(auth, target, 'delete');
-    const deleted = await deleteApiKey(pool, auth.orgId, target.id, grantableBy(auth));
-    if (!deleted) return refusalAfterWrite(pool, auth, target.id, 'delete');
+    const reach = await lifetimeReach(pool, auth);
+    assertWithinLifetime(reach, 'delete', target.expires_at);
+    const deleted = await deleteApiKey(pool, auth.orgId, target.id, grantableBy(auth), reach);
+    if (!deleted) return refusalAfterWrite(pool, auth, target.id, 'delete', reach);
     res.json(deletedView(deleted));
   });
 
