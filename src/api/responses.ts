@@ -48,7 +48,7 @@ const successRate = z.number().min(0).max(100)
   .meta({ description: 'Percent of successful delivery attempts in the trailing 24 hours, two decimals; 100 when there were none.', examples: [99.5] });
 /** A string column whose values a CHECK constraint limits: documented as an enum, typed as a string. */
 const oneOf = (values: readonly string[], description: string) => z.string().meta({ enum: [...values], description });
-const headerMap = z.record(z.string(), z.string()).meta({ description: 'Custom HTTP headers sent with each delivery.', examples: [{ 'X-Tenant': 'acme' }] });
+const headerMap = z.record(z.string(), z.string()).meta({ description: 'Custom HTTP headers sent with each delivery. For a read-only portal token each value reads `********`.', examples: [{ 'X-Tenant': 'acme' }] });
 const jsonObject = (description: string, example: Record<string, unknown>) =>
   z.record(z.string(), z.unknown()).meta({ description, examples: [example] });
 

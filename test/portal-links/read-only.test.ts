@@ -34,6 +34,30 @@ test('a read-only token reads the application, endpoints, jobs and event types, 
   t.is(endpoint.body.secret_version, 1, 'every other field is there');
 });
 
+test('a read-only token sees the names of custom headers, never their values (a receiver\'s credentials)', async (t) => {
+  // A probe read an endpoint's "Authorization: Bearer …" through a read-only link.
+  const { key, eventType, a } = await twoApps(app);
+  const credential = 'Bearer receiver-credential-1234';
+  t.is((await app.request('PATCH', `/v1/endpoints/${a.endpointId}`, { key, body: { headers: { Authorization: credential, 'X-Region': 'eu' } } })).status, 200);
+  const job = await app.request('POST', '/v1/webhook-jobs', {
+    key, body: { application_id: a.appId, event_type: eventType, payload: { n: 1 }, headers: { 'X-Job-Token': 'job-credential-5678' } },
+  });
+  t.is(job.status, 201, JSON.stringify(job.body));
+  const token = await tokenFor(t, app, key, a.appId, { read_only: true });
+  const full = await tokenFor(t, app, key, a.appId);
+  const endpoint = await app.request('GET', `/v1/endpoints/${a.endpointId}`, { key: token });
+  t.deepEqual(endpoint.body.headers, { Authorization: '********', 'X-Region': '********' });
+  t.deepEqual((await app.request('GET', `/v1/webhook-jobs/${job.body.id}`, { key: token })).body.headers, { 'X-Job-Token': '********' });
+  for (const path of [`/v1/endpoints/${a.endpointId}`, `/v1/webhook-jobs/${job.body.id}`, `/v1/endpoints?application_id=${a.appId}`, `/v1/applications/${a.appId}`]) {
+    const text = JSON.stringify((await app.request('GET', path, { key: token })).body);
+    t.false(text.includes('credential'), `GET ${path} shows no header value`);
+  }
+  // The API key and a full link see them, and the deliveries still carry them (stored unchanged).
+  t.is((await app.request('GET', `/v1/endpoints/${a.endpointId}`, { key })).body.headers.Authorization, credential);
+  t.is((await app.request('GET', `/v1/endpoints/${a.endpointId}`, { key: full })).body.headers.Authorization, credential);
+  t.is((await app.request('GET', `/v1/webhook-jobs/${job.body.id}`, { key: full })).body.headers['X-Job-Token'], 'job-credential-5678');
+});
+
 test('a read-only token: every write is a 403 and changes nothing', async (t) => {
   const { key, eventType, a } = await twoApps(app);
   const token = await tokenFor(t, app, key, a.appId, { read_only: true });

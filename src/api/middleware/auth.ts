@@ -208,14 +208,24 @@ export function authorize(family: Family | null, alsoBy?: Family) {
   };
 }
 
+/** What a read-only portal link sees in place of each custom header's value. */
+const HIDDEN_HEADER_VALUE = '********';
+
 /**
  * A read-only portal link never receives a signing secret: `secret` is dropped from every
  * object the response sends (the body, or the items of its `data` list), whichever route sends it.
+ * Nor the values of custom headers (an endpoint's or a job's `headers`), the documented place for
+ * a receiver's credentials (an `Authorization` header): their names stay, each value is
+ * HIDDEN_HEADER_VALUE (a probe read a Bearer credential through a read-only link).
  */
 function withoutSecrets(res: Response): void {
   const strip = (value: unknown): unknown => {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
     const { secret: _secret, old_secret: _old, ...rest } = value as Record<string, unknown>;
+    const headers = rest.headers;
+    if (headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
+      rest.headers = Object.fromEntries(Object.keys(headers).map((name) => [name, HIDDEN_HEADER_VALUE]));
+    }
     return rest;
   };
   const send = res.json.bind(res);
