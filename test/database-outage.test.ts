@@ -50,6 +50,11 @@ test.serial('a stopped database: 503 service_unavailable with Retry-After, fast;
   // The line reaches this process through a pipe, which a busy machine may deliver after the 503s.
   await s.web.waitForLog((line) => line.msg === LOST, 60_000);
   t.is(count(LOST), 1, 'the loss is logged once');
+  // Once, with its code: slonik's error repeats its cause's message ("connect ECONNREFUSED
+  // 127.0.0.1:…: connect ECONNREFUSED 127.0.0.1:… (ECONNREFUSED)", a probe).
+  const reason = String(s.logLines().find((line) => line.msg === LOST)?.reason);
+  t.notRegex(reason, /(.{12,}): \1/, reason);
+  t.log(`reason: ${reason}`);
   t.is(count('unexpected error'), 0, 'no error line per request');
 
   await s.cluster.start();

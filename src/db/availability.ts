@@ -97,10 +97,15 @@ export function makeAvailability(logger: Logger | undefined, onChange?: (availab
 
 /** The innermost message and code: enough to tell "refused" from "shutting down" from "timed out". */
 function describe(error: unknown): string {
-  const parts: string[] = [];
+  // slonik's errors repeat their cause's message: "connect ECONNREFUSED …" once, with the code
+  // of whichever link of the chain has one.
+  const parts: Array<{ message: string; code?: string }> = [];
   for (const current of causeChain(error)) {
     const { code, message } = current as { code?: unknown; message?: unknown };
-    if (typeof message === 'string' && message) parts.push(typeof code === 'string' ? `${message} (${code})` : message);
+    if (typeof message !== 'string' || !message) continue;
+    const same = parts.find((part) => part.message === message);
+    if (same) same.code ??= typeof code === 'string' ? code : undefined;
+    else parts.push({ message, code: typeof code === 'string' ? code : undefined });
   }
-  return parts.join(': ') || String(error);
+  return parts.map(({ message, code }) => (code ? `${message} (${code})` : message)).join(': ') || String(error);
 }
