@@ -31,7 +31,8 @@ test('GET /dashboard: the page with a CSP of this origin only, never framed, and
   const csp = res.headers.get('content-security-policy') ?? '';
   for (const part of ["default-src 'none'", "connect-src 'self'", "script-src 'self'", "frame-ancestors 'none'"]) t.true(csp.includes(part), part);
   const html = await res.text();
-  const assets = [...html.matchAll(/(?:href|src)="([^"]+)"/g)].map((m) => m[1]!);
+  const [icon, ...assets] = [...html.matchAll(/(?:href|src)="([^"]+)"/g)].map((m) => m[1]!);
+  t.is(icon, 'data:,', 'an empty icon: no request for /favicon.ico');
   t.deepEqual(assets.map((a) => a.replace(/assets\/[0-9a-f]+/, 'assets/V')), ['/dashboard/assets/V/dashboard.css', '/dashboard/assets/V/dashboard.js']);
   for (const asset of assets) {
     const one = await fetch(`${app.baseUrl}${asset}`);

@@ -17,7 +17,8 @@ test('GET /portal: the page, its CSP with PORTAL_FRAME_ANCESTORS, and hashed ass
   t.regex(csp, /connect-src 'self'/);
   t.regex(csp, /frame-ancestors 'self' http:\/\/127\.0\.0\.1:\*/);
   const html = await res.text();
-  const assets = [...html.matchAll(/(?:href|src)="([^"]+)"/g)].map((m) => m[1]!);
+  const [icon, ...assets] = [...html.matchAll(/(?:href|src)="([^"]+)"/g)].map((m) => m[1]!);
+  t.is(icon, 'data:,', 'an empty icon: no request for /favicon.ico');
   t.is(assets.length, 2);
   for (const asset of assets) {
     const one = await fetch(`${app.baseUrl}${asset}`);

@@ -2,7 +2,8 @@
 // page is public (it holds no data; it calls the /v1 API with the credential the user gives it).
 // The Content-Security-Policy allows this origin only, plus `frameAncestors` for embedding.
 // Script and style carry a content hash in their URL and are cached for good; the page itself
-// is revalidated.
+// is revalidated. An empty icon: without it every browser asks for /favicon.ico, a 404 that
+// shows as an error in the console (a probe).
 import { Router, type Request, type Response, type NextFunction } from 'express';
 import { pageBundle, type PageName } from '../pages/build.ts';
 
@@ -20,6 +21,7 @@ const html = (name: PageName, title: string, version: string) => `<!doctype html
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${title}</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/${name}/assets/${version}/${name}.css">
 </head>
 <body>
