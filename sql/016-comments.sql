@@ -203,10 +203,11 @@ comment on column pgmigrations.id is 'Row number.';
 comment on column pgmigrations.name is 'Migration file name without .sql.';
 comment on column pgmigrations.run_on is 'When it was applied.';
 
-comment on table sql_definitions is 'One row: the hash of the sql/ files last applied, so an unchanged start does not replace triggers (src/db/migrate.ts).';
+comment on table sql_definitions is 'One row: the hash and revision of the sql/ files last applied, so an unchanged start does not replace triggers and an older version does not go back over a newer one (src/db/migrate.ts).';
 comment on column sql_definitions.id is 'Always true: keeps the table to one row.';
 comment on column sql_definitions.hash is 'SHA-256 over the names and texts of sql/*.sql.';
 comment on column sql_definitions.applied_at is 'When those definitions were applied.';
+comment on column sql_definitions.revision is 'The revision of sql/ applied (sql/revision.json): one more with every change; a process whose sql/ is of a lower revision leaves it in place.';
 
 -- ------------------------------------------------------------------ views (015-views.sql)
 

@@ -37,35 +37,78 @@ export async function migrate(url: string, logger: Logger): Promise<void> {
     },
   });
   if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
-  await applySqlDefinitions(databaseUrl);
+  await applySqlDefinitions(databaseUrl, logger);
 }
 
 /**
- * Applies every sql/*.sql file in name order, in one transaction: all current or none.
- * Only when their content changed (a hash is kept in sql_definitions): replacing a trigger
- * locks its table, which would deadlock with running workers on every start. A deploy that
- * does change them may still meet a deadlock with the old processes: it is retried.
+ * sql/revision.json: which revision of sql/ this code carries, and its hash. The revision grows
+ * by one with every change to sql/ (test/sql-revision.test.ts fails until it does), so that a
+ * process of an older version never puts its definitions back over a newer version's: during a
+ * rolling deploy or after a rollback, an old process starting (or an old release) used to
+ * replace the functions and triggers the newer processes run with (a probe).
  */
-export async function applySqlDefinitions(databaseUrl: string): Promise<void> {
+export const SQL_REVISION_FILE = path.join(SQL_DIR, 'revision.json');
+
+export type SqlDefinitions = { files: string[]; texts: string[]; digest: string; revision: number };
+
+/** sql/*.sql in name order, their hash, and the revision this code says they are. */
+export async function readSqlDefinitions(): Promise<SqlDefinitions> {
   const files = (await readdir(SQL_DIR)).filter((f) => f.endsWith('.sql')).sort();
   const texts = await Promise.all(files.map((file) => readFile(path.join(SQL_DIR, file), 'utf8')));
   const hash = createHash('sha256');
   files.forEach((file, i) => hash.update(`${file}\0${texts[i]}\0`));
-  const digest = hash.digest('hex');
+  const { revision } = JSON.parse(await readFile(SQL_REVISION_FILE, 'utf8')) as { revision: number };
+  return { files, texts, digest: hash.digest('hex'), revision };
+}
+
+/**
+ * How long the step waits for any one lock before it lets go of all of them and tries again:
+ * replacing a trigger takes a lock on its table that every write to the table then queues
+ * behind, so a step waiting on a long transaction (or deadlocked with the running processes)
+ * held up job creation for as long (12-13 s behind a 15 s transaction, a probe).
+ */
+export const SQL_LOCK_TIMEOUT_MS = 500;
+/** How long the step keeps trying before the process (or the release) fails. */
+export const SQL_APPLY_DEADLINE_MS = 120_000;
+
+export type SqlApplyResult = 'current' | 'applied' | { newer: number };
+
+/**
+ * Applies every sql/*.sql file in name order, in one transaction: all current or none.
+ * Only when their content changed (a hash is kept in sql_definitions): replacing a trigger
+ * locks its table, which would deadlock with running workers on every start. Never over a newer
+ * revision (SQL_REVISION_FILE): that is left in place, with a warning. Each try waits at most
+ * SQL_LOCK_TIMEOUT_MS for a lock; a try that times out or deadlocks with the running processes
+ * is rolled back (their writes go on) and tried again, until SQL_APPLY_DEADLINE_MS.
+ */
+export async function applySqlDefinitions(
+  databaseUrl: string, logger?: Logger, options: { definitions?: SqlDefinitions; deadlineMs?: number } = {},
+): Promise<SqlApplyResult> {
+  const definitions = options.definitions ?? await readSqlDefinitions();
+  const deadline = Date.now() + (options.deadlineMs ?? SQL_APPLY_DEADLINE_MS);
   for (let tries = 1; ; tries += 1) {
     try {
-      await applyOnce(databaseUrl, files, texts, digest);
-      return;
+      const result = await applyOnce(databaseUrl, definitions);
+      if (typeof result === 'object') {
+        logger?.warn({ database_revision: result.newer, code_revision: definitions.revision },
+          'sql/ not applied: the database has a newer revision of it, applied by a newer version; this process runs with those definitions');
+      } else if (result === 'applied') {
+        logger?.info({ revision: definitions.revision, tries }, 'sql/ definitions applied');
+      }
+      return result;
     } catch (error) {
       const code = ((error as Error).cause as { code?: string } | undefined)?.code ?? (error as { code?: string }).code;
-      if (code !== '40P01' || tries >= 5) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100 * tries));
+      const busy = code === '40P01' || code === '55P03'; // deadlock, lock_timeout
+      if (!busy || Date.now() >= deadline) throw error;
+      logger?.warn({ tries, reason: (error as Error).message }, 'sql/ definitions wait for the running processes\' locks: trying again');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** Math.min(tries, 5)) * (0.5 + Math.random())));
     }
   }
 }
 
-async function applyOnce(databaseUrl: string, files: string[], texts: string[], digest: string): Promise<void> {
+async function applyOnce(databaseUrl: string, { files, texts, digest, revision }: SqlDefinitions): Promise<SqlApplyResult> {
   const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => {}); // a connection lost between statements: the next one rejects with it
   await client.connect();
   try {
     await client.query('begin');
@@ -74,11 +117,15 @@ async function applyOnce(databaseUrl: string, files: string[], texts: string[], 
       id boolean primary key default true constraint sql_definitions_single_row_check check (id),
       hash text not null,
       applied_at timestamptz not null default now())`);
-    const current = await client.query<{ hash: string }>('select hash from sql_definitions');
-    if (current.rows[0]?.hash === digest) {
+    await client.query('alter table sql_definitions add column if not exists revision integer not null default 0');
+    const current = await client.query<{ hash: string; revision: number }>('select hash, revision from sql_definitions');
+    const row = current.rows[0];
+    if (row?.hash === digest || (row && row.revision > revision)) {
       await client.query('commit');
-      return;
+      return row.hash === digest ? 'current' : { newer: row.revision };
     }
+    // From here on every lock is waited for briefly: the running processes' writes queue behind it.
+    await client.query(`set local lock_timeout = ${SQL_LOCK_TIMEOUT_MS}`);
     for (const [i, file] of files.entries()) {
       try {
         await client.query(texts[i] ?? '');
@@ -86,9 +133,10 @@ async function applyOnce(databaseUrl: string, files: string[], texts: string[], 
         throw new Error(`sql/${file}: ${(error as Error).message}`, { cause: error });
       }
     }
-    await client.query(`insert into sql_definitions (hash) values ($1)
-      on conflict (id) do update set hash = excluded.hash, applied_at = now()`, [digest]);
+    await client.query(`insert into sql_definitions (hash, revision) values ($1, $2)
+      on conflict (id) do update set hash = excluded.hash, revision = excluded.revision, applied_at = now()`, [digest, revision]);
     await client.query('commit');
+    return 'applied';
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;

@@ -1,0 +1,90 @@
+// sql/ as a deploy meets it: a revision that only grows, never put back by an older version,
+// and a step that lets go of its locks instead of holding up the running processes' writes.
+import test from 'ava';
+import pg from 'pg';
+import { pino } from 'pino';
+import { applySqlDefinitions, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
+import { createTestDatabase } from './helpers/database.ts';
+
+const silent = pino({ level: 'silent' });
+
+async function connect(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {}); // a connection ended by the database's drop: its query says so
+  await client.connect();
+  return client;
+}
+
+const state = async (client: pg.Client) =>
+  (await client.query<{ hash: string; revision: number; comment: string | null }>(`
+    select hash, revision, obj_description('sql_definitions'::regclass, 'pg_class') as comment from sql_definitions`)).rows[0];
+
+test('sql/revision.json names the hash of sql/ as it is: a change to sql/ comes with the next revision', async (t) => {
+  const definitions = await readSqlDefinitions();
+  const { hash } = (await import('../sql/revision.json', { with: { type: 'json' } })).default as { hash: string };
+  t.is(hash, definitions.digest,
+    `sql/ changed: in sql/revision.json set "revision" to ${definitions.revision + 1} and "hash" to "${definitions.digest}"`);
+  t.true(Number.isInteger(definitions.revision) && definitions.revision >= 1);
+});
+
+test('an older revision never goes back over a newer one; a newer one replaces it', async (t) => {
+  // A probe: an older version's release (and any older process starting) put its own functions
+  // back over the newer ones the running processes used, with exit code 0 and no warning.
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const client = await connect(db.url);
+  t.teardown(() => client.end());
+  const current = await readSqlDefinitions();
+  t.like(await state(client), { hash: current.digest, revision: current.revision });
+
+  const marker = (text: string) => [`comment on table sql_definitions is '${text}'`];
+  const older = { files: ['older.sql'], texts: marker('older'), digest: 'older', revision: current.revision - 1 };
+  const warnings: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(line) });
+  t.deepEqual(await applySqlDefinitions(db.url, logger, { definitions: older }), { newer: current.revision });
+  t.like(await state(client), { hash: current.digest, revision: current.revision });
+  t.not((await state(client))?.comment, 'older');
+  t.is(warnings.length, 1);
+  t.regex(warnings[0] ?? '', /sql\/ not applied: the database has a newer revision/);
+
+  const newer = { files: ['newer.sql'], texts: marker('newer'), digest: 'newer', revision: current.revision + 1 };
+  t.is(await applySqlDefinitions(db.url, silent, { definitions: newer }), 'applied');
+  t.like(await state(client), { hash: 'newer', revision: current.revision + 1, comment: 'newer' });
+  // This code's own sql/ is now the older one: left alone as well.
+  t.deepEqual(await applySqlDefinitions(db.url, silent), { newer: current.revision + 1 });
+  t.like(await state(client), { hash: 'newer', comment: 'newer' });
+  // The same revision with another hash (a database whose row an older version rewrote): applied.
+  await client.query(`update sql_definitions set hash = 'rewritten', revision = ${current.revision}`);
+  t.is(await applySqlDefinitions(db.url, silent), 'applied');
+  t.like(await state(client), { hash: current.digest, revision: current.revision });
+});
+
+test('a step waiting on a long transaction lets go of its locks, so the writes behind it go on', async (t) => {
+  // A probe: a release that changed sql/, run while a session held a write transaction on
+  // deliveries for 15 s, held up job creation for 12-13 s (every write to a table queues behind
+  // the lock that replacing its trigger waits for), and failed the deploy on a deadlock.
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const holder = await connect(db.url);
+  const writer = await connect(db.url);
+  t.teardown(async () => { await holder.end(); await writer.end(); });
+  await holder.query('begin');
+  await holder.query('lock table deliveries in row exclusive mode'); // as any open write to it
+  const current = await readSqlDefinitions();
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+  const step = applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 120_000 });
+  // Until the step has met the held lock at least once (a step that waits for it says nothing).
+  for (const until = Date.now() + 20_000; Date.now() < until && !logged.some((line) => line.includes('trying again'));) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  // A write to the table while the step still waits for it: it must not wait for the holder.
+  const started = Date.now();
+  const wrote = writer.query('begin; lock table deliveries in row exclusive mode; commit').then(() => 'wrote');
+  const held = new Promise<'held'>((resolve) => setTimeout(() => resolve('held'), 30_000));
+  t.is(await Promise.race([wrote, held]), 'wrote', 'the write went on while the transaction was still open');
+  t.log(`the write waited ${Date.now() - started} ms (lock_timeout ${SQL_LOCK_TIMEOUT_MS} ms)`);
+  await holder.query('commit');
+  t.is(await step, 'applied');
+  t.true(logged.length >= 1);
+});
