@@ -50,6 +50,23 @@ function assertFreshRequestId(t: ExecutionContext, res: Response, sent?: string)
 
 // ---------------------------------------------------------------- X-Request-Id
 
+test('every answer says X-Content-Type-Options: nosniff: a 2xx, a 400 echoing what was sent, a 401, a 404, /health', async (t) => {
+  // A probe: error details echo the query's names (`?<script>alert(1)</script>=1`), served as
+  // JSON without nosniff.
+  const { key } = await app.createOrg();
+  const answers = [
+    await app.request('GET', '/v1/api-keys', { key }),
+    await app.request('GET', '/v1/api-keys?%3Cscript%3Ealert(1)%3C%2Fscript%3E=1', { key }),
+    await raw(app, 'GET', '/v1/api-keys'),
+    await app.request('GET', '/v1/nonexistent', { key }),
+    await raw(app, 'GET', STATIC_2XX),
+    await raw(app, 'GET', '/health'),
+  ];
+  t.deepEqual(answers.map((res) => res.status), [200, 400, 401, 404, 200, 200]);
+  t.regex(JSON.stringify(answers[1]?.body), /<script>/, 'the 400 does echo the name');
+  for (const res of answers) t.is(res.headers.get('x-content-type-options'), 'nosniff', String(res.status));
+});
+
 test('a sane caller X-Request-Id is echoed on a 2xx', async (t) => {
   const { key } = await app.createOrg();
   const id = 'client-req_42.abc:XYZ~/+=';

@@ -51,6 +51,9 @@ export function requestContext(logger: Logger, metrics: Metrics) {
     const requestId = given && SANE_REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
+    // Every answer is JSON (or a page that says its type): no browser may read one as anything
+    // else. Error details echo what was sent (a probe's `?<script>…` came back in a 400).
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     trackRoutes(Object.getPrototypeOf(req) as object);
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
