@@ -444,6 +444,9 @@ test('a key that expires cannot outlive itself: no key it creates, changes or de
   await refused(await app.request('PATCH', `/v1/api-keys/${sooner.body.id}`, { key: temp.key, body: { expires_at: null } }), outlives('change a key that outlives it', true));
   t.is((await app.request('DELETE', `/v1/api-keys/${sooner.body.id}`, { key: temp.key })).status, 200);
   t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: temp.key, body: { name: 'temp 2', expires_at: at(9) } })).status, 200);
+  // An expiry written in SQL with microseconds (the API reads it to the millisecond) is still its own.
+  await app.pool.query(sql.unsafe`update api_keys set expires_at = date_trunc('milliseconds', expires_at) + interval '654 microseconds' where id = ${temp.id}`);
+  t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: temp.key, body: { name: 'temp 3' } })).status, 200, 'renames itself');
   // A key that never expires is not held back.
   t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: root, body: { expires_at: null } })).status, 200);
   t.is((await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'now permanent' } })).body.expires_at, null);

@@ -112,11 +112,13 @@ const withinScopes = (holdingOnly: readonly string[] | undefined) =>
   (holdingOnly === undefined ? sql.fragment`` : sql.fragment`and scopes <@ ${sql.array(holdingOnly, 'text')}`);
 
 /**
- * `expiringBy`: the caller's expiry; the key is changed (or deleted) only while it expires by
- * then, in the writing statement, as withinScopes. Null or absent: any key.
+ * `expiringBy`: the caller's expiry as read (to the millisecond, as every timestamp is); the key
+ * is changed (or deleted) only while it expires by then, in the writing statement, as
+ * withinScopes. Compared to the millisecond: an expiry written in SQL with microseconds is
+ * still the caller's own. Null or absent: any key.
  */
 const withinLifetime = (expiringBy: string | null | undefined) =>
-  (expiringBy == null ? sql.fragment`` : sql.fragment`and expires_at <= ${expiringBy}::timestamptz`);
+  (expiringBy == null ? sql.fragment`` : sql.fragment`and date_trunc('milliseconds', expires_at) <= ${expiringBy}::timestamptz`);
 
 export async function updateApiKey(
   db: CommonQueryMethods, orgId: string, id: string, patch: ApiKeyPatch, holdingOnly?: readonly string[], expiringBy?: string | null,
