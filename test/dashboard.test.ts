@@ -321,6 +321,31 @@ browserTest(`a read-only key sees every action disabled with the scope it needs;
   t.deepEqual(errors, []);
 });
 
+browserTest(`a key that expires offers its own expiry, not a later one, and the key it creates expires with it${skip}`, async (t) => {
+  // The API refuses (403) a key that would outlive its creator: the form's "Never" would only
+  // have earned that refusal.
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  const expiresAt = new Date(Date.now() + 10 * 86_400_000).toISOString();
+  const temp = await createApiKey(by, { name: 'contractor', scopes: ['*'], expires_at: expiresAt });
+  const { page, foreign, errors } = await openPage(t);
+  await signIn(page, temp.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, /API keys/);
+  const expires = page.getByLabel('Expires', { exact: true });
+  t.regex((await expires.locator('option').first().textContent()) ?? '', /^With this key \(/);
+  t.deepEqual(await expires.locator('option').evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).disabled)),
+    [false, false, true, true, true], 'in 1 day, not in 30, 90 or 365');
+  await page.getByLabel('Name').fill('helper bot');
+  await page.getByLabel('webhooks: read', { exact: true }).check();
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const shown = (await page.getByLabel('New API key', { exact: true }).textContent())!;
+  t.is((await app.request('GET', '/v1/credential', { key: shown })).body.expires_at, temp.expires_at);
+  await check(t, page, 'api-keys-expiring');
+  t.deepEqual(foreign, []);
+  t.deepEqual(errors, []);
+});
+
 browserTest(`long names, URLs and answers fit every list and page at 1440 and 375 px; a long answer scrolls by keyboard${skip}`, async (t) => {
   // Found by a review of the pages: beside a 95-character event type the endpoints list's URL
   // column was three characters wide, and at 375 px every list pushed the page sideways.

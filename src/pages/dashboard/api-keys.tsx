@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { query, type ApiKey, type ApiKeyCreated, type Cursor } from './api.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 const FAMILIES = ['webhooks', 'endpoints', 'applications', 'event-types', 'api-keys'] as const;
 
@@ -64,9 +64,13 @@ function NewKey(props: { onCreated: (key: ApiKeyCreated) => void }) {
   const [all, setAll] = useState(false);
   const [access, setAccess] = useState<Record<string, '' | 'read' | 'write'>>({});
   const [expiry, setExpiry] = useState('');
+  // A key that expires creates none that outlives it (the API's 403): its own expiry is the
+  // first choice, sent as no expires_at at all, and later ones are not offered.
+  const own = credential.expires_at;
+  const inDays = (days: string) => new Date(Date.now() + Number(days) * 86_400_000).toISOString();
   const create = useAction(async () => {
     const scopes = all ? ['*'] : FAMILIES.filter((f) => access[f]).map((f) => `${f}:${access[f]}`);
-    const expires_at = expiry ? new Date(Date.now() + Number(expiry) * 86_400_000).toISOString() : null;
+    const expires_at = expiry ? inDays(expiry) : own ? undefined : null;
     props.onCreated(await client<ApiKeyCreated>('POST', '/v1/api-keys', { name, environment, scopes, expires_at }));
     setName(''); setAccess({}); setAll(false); setExpiry(''); setEnvironment(credential.environment);
   });
@@ -83,7 +87,10 @@ function NewKey(props: { onCreated: (key: ApiKeyCreated) => void }) {
           )}</Field>
           <Field label="Expires" error={fieldError(create.error, 'expires_at')}>{(id, d) => (
             <select id={id} value={expiry} aria-describedby={d} onChange={(e) => setExpiry((e.target as HTMLSelectElement).value)}>
-              <option value="">Never</option><option value="1">In 1 day</option><option value="30">In 30 days</option><option value="90">In 90 days</option><option value="365">In 1 year</option>
+              <option value="">{own ? `With this key (${formatTime(own)})` : 'Never'}</option>
+              {['1', '30', '90', '365'].map((days) => (
+                <option key={days} value={days} disabled={own !== null && inDays(days) > own}>{days === '1' ? 'In 1 day' : days === '365' ? 'In 1 year' : `In ${days} days`}</option>
+              ))}
             </select>
           )}</Field>
         </div>
