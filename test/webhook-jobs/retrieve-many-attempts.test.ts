@@ -143,3 +143,25 @@ test('an error after the answer has begun closes the connection and is logged; i
   t.true('error' in read, 'the client sees a cut answer, not a whole one');
   t.deepEqual(lines.map((line) => line.msg), ['an error after the answer had begun: its connection is closed']);
 });
+
+test('streamed to a read-only portal link: the job\'s custom header values are hidden there too', async (t) => {
+  // A probe: past 1,000 records the answer is written in parts, not through res.json, and a
+  // read-only link read the job's real header values that a short answer hides.
+  const { key, appId } = await fixtures.createOrgWithApplication(app, t, ['order.created']);
+  const by = { t, on: app, key };
+  await fixtures.createEndpoint(by, { application_id: appId, event_types: ['order.created'] });
+  const job = await fixtures.createJob(by, { application_id: appId, event_type: 'order.created', payload: { n: 1 }, headers: { Authorization: 'Bearer job-credential' } });
+  await app.pool.query(sql.unsafe`
+    insert into delivery_attempts (delivery_id, job_id, endpoint_id, org_id, event_type, attempt, status_code, response_body,
+                                   latency_ms, attempted_at, success, error)
+    select d.id, d.job_id, d.endpoint_id, d.org_id, 'order.created', g, 500, '', 10, now(), false, 'http_status'
+    from deliveries d cross join generate_series(1, 1001) g where d.job_id = ${job.id}`);
+  const link = await app.request('POST', `/v1/applications/${appId}/portal-links`, { key, body: { read_only: true } });
+  t.is(link.status, 201, JSON.stringify(link.body));
+  const res = await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key: link.body.token });
+  t.is(res.status, 200);
+  t.is(res.headers.get('content-length'), null, 'streamed');
+  t.is(res.body.deliveries.length, 1001);
+  t.deepEqual(res.body.headers, { Authorization: '********' });
+  t.is((await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key })).body.headers.Authorization, 'Bearer job-credential', 'the key sees it');
+});

@@ -219,21 +219,35 @@ const HIDDEN_HEADER_VALUE = '********';
  * HIDDEN_HEADER_VALUE (a probe read a Bearer credential through a read-only link).
  */
 function withoutSecrets(res: Response): void {
-  const strip = (value: unknown): unknown => {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
-    const { secret: _secret, old_secret: _old, ...rest } = value as Record<string, unknown>;
-    const headers = rest.headers;
-    if (headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
-      rest.headers = Object.fromEntries(Object.keys(headers).map((name) => [name, HIDDEN_HEADER_VALUE]));
-    }
-    return rest;
-  };
   const send = res.json.bind(res);
-  res.json = (body: unknown) => {
-    const stripped = strip(body) as Record<string, unknown> | unknown;
-    if (stripped && typeof stripped === 'object' && Array.isArray((stripped as { data?: unknown }).data)) {
-      (stripped as { data: unknown[] }).data = (stripped as { data: unknown[] }).data.map(strip);
-    }
-    return send(stripped);
-  };
+  res.json = (body: unknown) => send(readOnlyView(body));
+}
+
+function strip(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const { secret: _secret, old_secret: _old, ...rest } = value as Record<string, unknown>;
+  const headers = rest.headers;
+  if (headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
+    rest.headers = Object.fromEntries(Object.keys(headers).map((name) => [name, HIDDEN_HEADER_VALUE]));
+  }
+  return rest;
+}
+
+/** `body` as a read-only portal link may see it: withoutSecrets' rule. */
+function readOnlyView(body: unknown): unknown {
+  const stripped = strip(body);
+  if (stripped && typeof stripped === 'object' && Array.isArray((stripped as { data?: unknown }).data)) {
+    (stripped as { data: unknown[] }).data = (stripped as { data: unknown[] }).data.map(strip);
+  }
+  return stripped;
+}
+
+/**
+ * For a route that writes its answer itself instead of through res.json (a long answer streamed
+ * in parts): `body` as this request's credential may see it. A probe read a job's header values
+ * through a read-only link once the job had over 1,000 attempt records and was streamed.
+ */
+export function viewFor(res: Response, body: unknown): unknown {
+  const auth = res.locals.auth as Auth | undefined;
+  return auth?.kind === 'portal_token' && auth.readOnly ? readOnlyView(body) : body;
 }

@@ -15,7 +15,7 @@ import { findJob, listJobAttempts, listJobs, type AttemptsAfter, type JobRow } f
 import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { AppError, notFound, rateLimitExceeded, validationError } from '../../errors.ts';
-import { authOf, forgetRecentKey, renewRecentKey } from '../middleware/auth.ts';
+import { authOf, forgetRecentKey, renewRecentKey, viewFor } from '../middleware/auth.ts';
 import { makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
@@ -180,7 +180,7 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
     // More than a batch: the records are written as they are read, a batch at a time, in the
     // organization's turn for heavy reads (src/db/heavy-reads.ts): the web's CPU for 30,000
     // records is seconds.
-    const text = JSON.stringify(body);
+    const text = JSON.stringify(viewFor(res, body));
     if (!text.endsWith(']}')) throw new Error('a job\'s deliveries are not the last member of its answer');
     await heavyRead(pool, async () => {
       res.status(200).type('application/json');
