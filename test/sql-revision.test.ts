@@ -3,7 +3,7 @@
 import test from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
-import { applySqlDefinitions, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
+import { applySqlDefinitions, migrate, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
 import { createTestDatabase } from './helpers/database.ts';
 
 const silent = pino({ level: 'silent' });
@@ -87,4 +87,33 @@ test('a step waiting on a long transaction lets go of its locks, so the writes b
   await holder.query('commit');
   t.is(await step, 'applied');
   t.true(logged.length >= 1);
+});
+
+test('a role with the tables\' privileges but no ownership or CREATE starts when there is nothing to apply', async (t) => {
+  // A probe restored a dump as another owner and granted the service's role what it uses
+  // (usage, table and sequence rights, execute): every process exited 1 at start, on the
+  // bookkeeping's `create table if not exists` (CREATE on the schema) and `alter table` (ownership).
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const admin = await connect(db.url);
+  t.teardown(() => admin.end());
+  const role = `app_${Math.random().toString(36).slice(2, 10)}`;
+  await admin.query(`create role ${role} login password 'app'`);
+  t.teardown(async () => {
+    const cleanup = await connect(db.url);
+    await cleanup.query(`drop owned by ${role}; drop role ${role}`).catch(() => {});
+    await cleanup.end();
+  });
+  const schemas = (await admin.query<{ name: string }>(`select nspname as name from pg_namespace where nspname in ('public', 'pgboss')`)).rows;
+  for (const { name: schema } of schemas) {
+    await admin.query(`grant usage on schema ${schema} to ${role};
+      grant select, insert, update, delete on all tables in schema ${schema} to ${role};
+      grant usage, select on all sequences in schema ${schema} to ${role};
+      grant execute on all functions in schema ${schema} to ${role}`);
+  }
+  const asRole = new URL(db.url);
+  asRole.username = role;
+  asRole.password = 'app';
+  await t.notThrowsAsync(migrate(asRole.toString(), silent));
+  t.is(await applySqlDefinitions(asRole.toString(), silent), 'current');
 });

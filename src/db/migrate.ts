@@ -113,11 +113,20 @@ async function applyOnce(databaseUrl: string, { files, texts, digest, revision }
   try {
     await client.query('begin');
     await client.query(`select pg_advisory_xact_lock(${SQL_DEFINITIONS_LOCK})`);
-    await client.query(`create table if not exists sql_definitions (
-      id boolean primary key default true constraint sql_definitions_single_row_check check (id),
-      hash text not null,
-      applied_at timestamptz not null default now())`);
-    await client.query('alter table sql_definitions add column if not exists revision integer not null default 0');
+    // Created (or given its revision column) only when missing: `create table if not exists`
+    // needs CREATE on the schema and `alter table` ownership even when there is nothing to do,
+    // and a role with the tables' privileges but neither (a restore as another owner) could not
+    // start at all (a probe).
+    const { rows: [bookkeeping] } = await client.query<{ table: boolean; revision: boolean }>(`
+      select to_regclass('sql_definitions') is not null as table,
+             exists (select 1 from pg_attribute where attrelid = to_regclass('sql_definitions') and attname = 'revision' and not attisdropped) as revision`);
+    if (!bookkeeping?.table) {
+      await client.query(`create table sql_definitions (
+        id boolean primary key default true constraint sql_definitions_single_row_check check (id),
+        hash text not null,
+        applied_at timestamptz not null default now())`);
+    }
+    if (!bookkeeping?.revision) await client.query('alter table sql_definitions add column revision integer not null default 0');
     const current = await client.query<{ hash: string; revision: number }>('select hash, revision from sql_definitions');
     const row = current.rows[0];
     if (row?.hash === digest || (row && row.revision > revision)) {
