@@ -55,9 +55,12 @@ begin
                r.attempted_at, r.success, r.error, r.retry_at, d.job_id, d.endpoint_id, d.org_id, d.application_id, d.is_probe,
                (select j.event_type from webhook_jobs j where j.id = d.job_id))::recorded_outcome
     from jsonb_to_recordset(p_results) as r(
-      delivery_id bigint, round integer, attempt integer, status_code integer, response_body text, latency_ms integer,
+      delivery_id bigint, job_id text, round integer, attempt integer, status_code integer, response_body text, latency_ms integer,
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
-    join deliveries d on d.id = r.delivery_id and d.id = any(v_ids));
+    -- Only on the delivery claimed: after the database went back to a backup under a running
+    -- worker, new deliveries (another tenant's) took the ids of attempts still in flight, and
+    -- their outcomes were recorded on them (a probe). A worker of an older version sends no job.
+    join deliveries d on d.id = r.delivery_id and d.id = any(v_ids) and (r.job_id is null or d.job_id = r.job_id));
 
   -- The batch's jobs, locked first, in id order: the update of the deliveries below refreshes
   -- them (and so locks them) after it has locked the deliveries, where a job's cancel or retry,

@@ -90,9 +90,10 @@ begin
   for r in
     select x.*, d.endpoint_id
     from jsonb_to_recordset(p_results) as x(
-      delivery_id bigint, attempt integer, status_code integer, response_body text, latency_ms integer,
+      delivery_id bigint, event_id text, attempt integer, status_code integer, response_body text, latency_ms integer,
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
-    join operational_deliveries d on d.id = x.delivery_id
+    -- Only on the delivery claimed (record_attempts, sql/008-record-attempts.sql).
+    join operational_deliveries d on d.id = x.delivery_id and (x.event_id is null or d.event_id = x.event_id)
     order by d.endpoint_id, x.attempted_at
   loop
     insert into operational_attempts (delivery_id, attempt, status_code, response_body, latency_ms, attempted_at, success, error)

@@ -88,3 +88,34 @@ test.serial('record_outcomes records the attempts, settles their messages, enque
   t.false(fetchedIds.has((messages[0] as { id: string }).id));
   t.like(messages[0], { state: 'created', at_retry: true });
 });
+
+test.serial('an outcome is recorded only on the delivery of the job it was claimed for (a database gone back to a backup)', async (t) => {
+  // A probe restored an older dump under a running worker: delivery ids are a sequence, so new
+  // deliveries (another tenant's) took the ids of attempts still in flight, and those outcomes
+  // (another tenant's receiver's answers) were recorded on them.
+  const { key } = await app.createOrg();
+  const by = { on: app, key };
+  const application = await createApplication(by);
+  await createEventType(by, 'outcome.restored');
+  await createEndpoint(by, { application_id: application.id, url: 'http://127.0.0.1:9/x', event_types: ['outcome.restored'] });
+  const job = await createJob(by, { application_id: application.id, event_type: 'outcome.restored', payload: { n: 1 } });
+  const claimed = (await claimNextDeliveries(app.pool, 100, 1000, 100)).filter((c) => c.claim?.job_id === job.id);
+  t.is(claimed.length, 1);
+  const { claim, message } = claimed[0]!;
+  const outcome = (jobId: string | undefined): AttemptResult => ({
+    delivery_id: claim!.delivery_id, ...(jobId === undefined ? {} : { job_id: jobId }), round: claim!.round, attempt: claim!.attempt,
+    status_code: 200, response_body: 'another tenant\'s answer', latency_ms: 3, attempted_at: new Date().toISOString(),
+    success: true, error: null, retry_at: null,
+  });
+  const state = () => app.pool.one(sql.unsafe`
+    select d.status, (select count(*)::int from delivery_attempts a where a.delivery_id = d.id) as attempts
+    from deliveries d where d.id = ${claim!.delivery_id}`);
+
+  await recordOutcomes(app.pool, [outcome('job_3MpOtherJobOfAnotherTenant0x')], [], 5, 30);
+  t.like(await state(), { status: 'in_flight', attempts: 0 }, 'not on a delivery of another job');
+  // The worker's own outcome (and one of an older worker, which names no job) is recorded.
+  await recordOutcomes(app.pool, [outcome(claim!.job_id)], [message], 5, 30);
+  t.like(await state(), { status: 'succeeded', attempts: 1 });
+  await recordOutcomes(app.pool, [outcome(undefined)], [], 5, 30);
+  t.like(await state(), { attempts: 2 });
+});

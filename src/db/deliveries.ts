@@ -103,6 +103,13 @@ export async function unparkMessages(db: CommonQueryMethods, busy: readonly stri
 
 export type AttemptResult = {
   delivery_id: number;
+  /**
+   * The claimed delivery's job: the recording writes only on a delivery of this job. Delivery ids
+   * are a sequence, and after the database went back to a backup under a running worker, new
+   * deliveries (another tenant's) took the ids of attempts still in flight, which were recorded
+   * on them (a probe). Absent (a worker of an older version): not checked.
+   */
+  job_id?: string;
   round: number;
   attempt: number;
   status_code: number | null;

@@ -32,7 +32,8 @@ export async function touchOperationalDeliveries(db: CommonQueryMethods, deliver
 }
 
 export type OperationalAttemptResult = {
-  delivery_id: number; attempt: number; status_code: number | null; response_body: string; latency_ms: number;
+  /** event_id: the claimed delivery's event, as AttemptResult's job_id (delivery ids are a sequence). */
+  delivery_id: number; event_id?: string; attempt: number; status_code: number | null; response_body: string; latency_ms: number;
   attempted_at: string; success: boolean; error: string | null; retry_at: string | null;
 };
 

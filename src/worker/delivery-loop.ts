@@ -364,6 +364,7 @@ export function startDeliveryLoop(deps: {
       && queue.fresh.take([claimed.org_id], [freshWeight(Buffer.byteLength(claimed.payload))])[0] !== 0;
     return {
       delivery_id: claimed.delivery_id,
+      job_id: claimed.job_id,
       round: claimed.round,
       attempt: claimed.attempt,
       status_code: outcome.statusCode,

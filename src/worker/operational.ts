@@ -60,7 +60,7 @@ export function startOperationalLoop(deps: {
       retryAfterSeconds: outcome.retryAfterSeconds, random: Math.random(),
     });
     return {
-      delivery_id: claim.delivery_id, attempt: claim.attempt, status_code: outcome.statusCode,
+      delivery_id: claim.delivery_id, event_id: claim.event_id, attempt: claim.attempt, status_code: outcome.statusCode,
       response_body: storableBody(outcome.responseBody), latency_ms: outcome.latencyMs,
       attempted_at: started.toISOString(), success: outcome.success, error: outcome.error,
       retry_at: retryAt?.toISOString() ?? null,
