@@ -6,6 +6,7 @@ import { sql } from 'slonik';
 import { accessFor, allows, canGrant, FAMILIES, type Family } from '../src/core/scopes.ts';
 import { deleteApiKey, updateApiKey } from '../src/db/api-keys.ts';
 import { assertError, startTestApp, type Response } from './helpers/app.ts';
+import { session, waitingOn } from './helpers/sessions.ts';
 
 const app = startTestApp();
 
@@ -450,6 +451,35 @@ test('a key that expires cannot outlive itself: no key it creates, changes or de
   // A key that never expires is not held back.
   t.is((await app.request('PATCH', `/v1/api-keys/${temp.id}`, { key: root, body: { expires_at: null } })).status, 200);
   t.is((await app.request('POST', '/v1/api-keys', { key: temp.key, body: { name: 'now permanent' } })).body.expires_at, null);
+});
+
+test('a key\'s own PATCH waiting behind its shortening reads the shorter expiry, not the one it had', async (t) => {
+  // A probe: while a "*" key shortened K (committed), K's own PATCH setting its expiry to what it
+  // had been was checked against that old expiry, read before the shortening, and undid it
+  // (13 of 40 rounds). The caller's expiry is now read under a share lock in the write's
+  // transaction. Made deterministic: a session holds K's row while both PATCHes queue behind it.
+  const { key: root } = await app.createOrg();
+  const later = new Date(Date.now() + 30 * 60_000).toISOString();
+  const k = await createKey(t, root, { name: 'k', scopes: ['*'], expires_at: later });
+  const kExpiry = (await getKey(root, k.id)).body.expires_at as string;
+  // K's use is recorded now, so its PATCH's key lookup writes nothing (once a minute) and reads
+  // K before the shortening commits, as in the probe's rounds.
+  t.is((await app.request('GET', '/v1/credential', { key: k.key })).status, 200);
+  const holder = await session(t, app.databaseUrl);
+  const watcher = await session(t, app.databaseUrl);
+  await holder.query('begin');
+  await holder.query('select 1 from api_keys where id = $1 for update', [k.id]);
+  const shorter = new Date(Date.now() + 5 * 60_000).toISOString();
+  const shortening = app.request('PATCH', `/v1/api-keys/${k.id}`, { key: root, body: { expires_at: shorter } });
+  await waitingOn(watcher, 'api_keys', 1);
+  const undoing = app.request('PATCH', `/v1/api-keys/${k.id}`, { key: k.key, body: { expires_at: kExpiry } });
+  await waitingOn(watcher, 'api_keys', 2);
+  await holder.query('commit');
+  t.is((await shortening).status, 200);
+  const undo = await undoing;
+  assertError(t, undo, 403, 'forbidden');
+  t.regex(undo.body.error.message, /it cannot change a key that outlives it/);
+  t.is(Date.parse((await getKey(root, k.id)).body.expires_at), Date.parse(shorter), 'the shortening stands');
 });
 
 test('a key cannot PATCH a key\'s scopes to something it lacks', async (t) => {

@@ -80,6 +80,12 @@ export async function confirmApiKeys(db: CommonQueryMethods, ids: readonly strin
   return db.any(sql.type(confirmedRow)`select id, scopes, expired from confirm_api_keys(${sql.array(ids, 'text')})`);
 }
 
+/** A key's expiry, its row held (`for share`) until the caller's transaction ends: no other request changes it meanwhile. */
+export async function lockApiKeyLifetime(db: CommonQueryMethods, orgId: string, id: string): Promise<{ expires_at: string | null } | null> {
+  return db.maybeOne(sql.type(z.object({ expires_at: z.string().nullable() }))`
+    select expires_at from api_keys where org_id = ${orgId} and id = ${id} for share`);
+}
+
 export async function findApiKey(db: CommonQueryMethods, orgId: string, id: string): Promise<ApiKeyRow | null> {
   return db.maybeOne(sql.type(apiKeyRow)`
     select ${columns} from api_keys where org_id = ${orgId} and id = ${id}`);

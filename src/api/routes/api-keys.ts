@@ -1,10 +1,10 @@
 // /v1/api-keys: create (the only response that shows `key`), list, retrieve, patch, delete.
 import { Router } from 'express';
-import type { DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { createApiKey } from '../../core/api-keys.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
-import { deleteApiKey, findApiKey, listApiKeys, updateApiKey } from '../../db/api-keys.ts';
+import { deleteApiKey, findApiKey, listApiKeys, lockApiKeyLifetime, updateApiKey } from '../../db/api-keys.ts';
 import { isId } from '../../ids.ts';
 import { forbidden, notFound, unauthorized } from '../../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
@@ -83,10 +83,16 @@ function assertWithinLifetime(reach: string | null, doing: 'create' | 'change' |
   throw forbidden(`This API key expires at ${reach}: it cannot ${what}${expiresAt === null ? ' (one that never expires)' : ''}.`);
 }
 
-/** The calling key's expiry now (null: never); a key deleted since its request was authenticated reaches nothing. */
-async function lifetimeReach(pool: DatabasePool, auth: Auth): Promise<string | null> {
+/**
+ * The calling key's expiry now (null: never), held (`for share`) until the transaction `tx` of
+ * the write ends: read before it and unlocked, another request's shortening of the caller
+ * committed in between, and the caller's own PATCH then set a key (itself) to the expiry it no
+ * longer had (a probe, 13 of 40 rounds). A key deleted since its request was authenticated
+ * reaches nothing.
+ */
+async function lifetimeReach(tx: CommonQueryMethods, auth: Auth): Promise<string | null> {
   if (auth.kind !== 'api_key') throw forbidden('Only an API key manages API keys.');
-  const self = await findApiKey(pool, auth.orgId, auth.keyId);
+  const self = await lockApiKeyLifetime(tx, auth.orgId, auth.keyId);
   if (!self) throw unauthorized('This API key was deleted.');
   return self.expires_at;
 }
@@ -98,7 +104,7 @@ const grantableBy = (auth: Auth) => (auth.scopes.includes('*') ? undefined : SCO
  * After a write that changed nothing: the key is gone (404), or another request widened it
  * past the caller's scopes or lifetime since the check (403, as the check would now say).
  */
-async function refusalAfterWrite(pool: DatabasePool, auth: Auth, id: string, doing: 'change' | 'delete', reach: string | null): Promise<never> {
+async function refusalAfterWrite(pool: CommonQueryMethods, auth: Auth, id: string, doing: 'change' | 'delete', reach: string | null): Promise<never> {
   const now = await findApiKey(pool, auth.orgId, id);
   if (now) {
     assertHoldsAllOf(auth, now, doing);
@@ -129,11 +135,13 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     await enforceRateLimit(pool, res, apiKeyCreation, auth.orgId);
     assertGrantable(auth, body.scopes);
     assertEnvironmentReach(auth, body.environment);
-    const reach = await lifetimeReach(pool, auth);
-    const expiresAt = body.expires_at === undefined ? reach : body.expires_at;
-    assertWithinLifetime(reach, 'create', expiresAt);
-    const created = await createApiKey(pool, {
-      orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt,
+    const created = await pool.transaction(async (tx) => {
+      const reach = await lifetimeReach(tx, auth);
+      const expiresAt = body.expires_at === undefined ? reach : body.expires_at;
+      assertWithinLifetime(reach, 'create', expiresAt);
+      return createApiKey(tx, {
+        orgId: auth.orgId, environment: body.environment, name: body.name, scopes: body.scopes, expiresAt,
+      });
     });
     res.status(201).json(toCreated(created));
   });
@@ -160,13 +168,16 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
     assertHoldsAllOf(auth, target, 'change');
-    const reach = await lifetimeReach(pool, auth);
-    assertWithinLifetime(reach, 'change', target.expires_at);
-    if (body.expires_at !== undefined) assertWithinLifetime(reach, 'change', body.expires_at);
-    const updated = await updateApiKey(pool, auth.orgId, req.params.id, {
-      name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
-    }, grantableBy(auth), reach);
-    if (!updated) return refusalAfterWrite(pool, auth, req.params.id, 'change', reach);
+    const id = req.params.id;
+    const updated = await pool.transaction(async (tx) => {
+      const reach = await lifetimeReach(tx, auth);
+      assertWithinLifetime(reach, 'change', target.expires_at);
+      if (body.expires_at !== undefined) assertWithinLifetime(reach, 'change', body.expires_at);
+      const row = await updateApiKey(tx, auth.orgId, id, {
+        name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
+      }, grantableBy(auth), reach);
+      return row ?? refusalAfterWrite(tx, auth, id, 'change', reach);
+    });
     res.json(toApiKey(updated));
   });
 
@@ -176,10 +187,12 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     if (!target) throw notFound('API key');
     assertEnvironmentReach(auth, target.environment);
     assertHoldsAllOf(auth, target, 'delete');
-    const reach = await lifetimeReach(pool, auth);
-    assertWithinLifetime(reach, 'delete', target.expires_at);
-    const deleted = await deleteApiKey(pool, auth.orgId, target.id, grantableBy(auth), reach);
-    if (!deleted) return refusalAfterWrite(pool, auth, target.id, 'delete', reach);
+    const deleted = await pool.transaction(async (tx) => {
+      const reach = await lifetimeReach(tx, auth);
+      assertWithinLifetime(reach, 'delete', target.expires_at);
+      const row = await deleteApiKey(tx, auth.orgId, target.id, grantableBy(auth), reach);
+      return row ?? refusalAfterWrite(tx, auth, target.id, 'delete', reach);
+    });
     res.json(deletedView(deleted));
   });
 
