@@ -507,6 +507,7 @@ test('a request Node\'s HTTP parser rejects is answered in the API\'s error shap
   t.is(malformed.status, 400);
   t.deepEqual(malformed.body, { error: { code: 'validation_error', message: 'The request is not valid HTTP/1.1.', details: [{ path: 'request', message: 'is not valid HTTP/1.1' }] } });
   t.truthy(malformed.headers['x-request-id']);
+  t.is(malformed.headers['x-content-type-options'], 'nosniff', 'as every answer');
   t.is(malformed.headers.connection, 'close');
 
   const garbage = await sendRaw(quickApp.baseUrl, '\u0001\u0002 nonsense\r\n\r\n');

@@ -55,7 +55,9 @@ test('an older revision never goes back over a newer one; a newer one replaces i
   t.like(await state(client), { hash: 'newer', comment: 'newer' });
   // The same revision with another hash (a database whose row an older version rewrote): applied.
   await client.query(`update sql_definitions set hash = 'rewritten', revision = ${current.revision}`);
-  t.is(await applySqlDefinitions(db.url, silent), 'applied');
+  warnings.length = 0;
+  t.is(await applySqlDefinitions(db.url, logger), 'applied');
+  t.regex(warnings.join(''), /sql\/ of the same revision but other content/, 'said: two versions gave one revision');
   t.like(await state(client), { hash: current.digest, revision: current.revision });
 });
 
@@ -87,6 +89,13 @@ test('a step waiting on a long transaction lets go of its locks, so the writes b
   await holder.query('commit');
   t.is(await step, 'applied');
   t.true(logged.length >= 1);
+
+  // Held past the deadline: the step fails, saying why in one message.
+  await holder.query('begin');
+  await holder.query('lock table deliveries in row exclusive mode');
+  const error = await t.throwsAsync(applySqlDefinitions(db.url, silent, { definitions: { ...current, digest: 'later', revision: current.revision + 2 }, deadlineMs: 1_500 }));
+  await holder.query('commit');
+  t.regex(error?.message ?? '', /^sql\/ definitions were not applied within 2 s \(\d+ tries\): another session kept a lock they need each time\. Last: sql\/\d+-[a-z-]+\.sql: canceling statement due to lock timeout\. /);
 });
 
 test('a role with the tables\' privileges but no ownership or CREATE starts when there is nothing to apply', async (t) => {

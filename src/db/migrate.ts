@@ -94,19 +94,27 @@ export async function applySqlDefinitions(
           'sql/ not applied: the database has a newer revision of it, applied by a newer version; this process runs with those definitions');
       } else if (result === 'applied') {
         logger?.info({ revision: definitions.revision, tries }, 'sql/ definitions applied');
+      } else if (result === 'same revision') {
+        logger?.warn({ revision: definitions.revision },
+          'sql/ of the same revision but other content was in the database: replaced by this one (give each change to sql/ its own revision)');
       }
-      return result;
+      return result === 'same revision' ? 'applied' : result;
     } catch (error) {
       const code = ((error as Error).cause as { code?: string } | undefined)?.code ?? (error as { code?: string }).code;
       const busy = code === '40P01' || code === '55P03'; // deadlock, lock_timeout
-      if (!busy || Date.now() >= deadline) throw error;
+      if (busy && Date.now() >= deadline) {
+        throw new Error(`sql/ definitions were not applied within ${Math.round((options.deadlineMs ?? SQL_APPLY_DEADLINE_MS) / 1000)} s `
+          + `(${tries} tries): another session kept a lock they need each time. Last: ${(error as Error).message}. `
+          + 'Find it in pg_locks / pg_stat_activity, or run the release again.', { cause: error });
+      }
+      if (!busy) throw error;
       logger?.warn({ tries, reason: (error as Error).message }, 'sql/ definitions wait for the running processes\' locks: trying again');
       await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** Math.min(tries, 5)) * (0.5 + Math.random())));
     }
   }
 }
 
-async function applyOnce(databaseUrl: string, { files, texts, digest, revision }: SqlDefinitions): Promise<SqlApplyResult> {
+async function applyOnce(databaseUrl: string, { files, texts, digest, revision }: SqlDefinitions): Promise<SqlApplyResult | 'same revision'> {
   const client = new pg.Client({ connectionString: databaseUrl });
   client.on('error', () => {}); // a connection lost between statements: the next one rejects with it
   await client.connect();
@@ -139,13 +147,14 @@ async function applyOnce(databaseUrl: string, { files, texts, digest, revision }
       try {
         await client.query(texts[i] ?? '');
       } catch (error) {
-        throw new Error(`sql/${file}: ${(error as Error).message}`, { cause: error });
+        // The file's name and the server's words; its code stays on the error for the retry.
+        throw Object.assign(new Error(`sql/${file}: ${(error as Error).message}`), { code: (error as { code?: string }).code });
       }
     }
     await client.query(`insert into sql_definitions (hash, revision) values ($1, $2)
       on conflict (id) do update set hash = excluded.hash, revision = excluded.revision, applied_at = now()`, [digest, revision]);
     await client.query('commit');
-    return 'applied';
+    return row && row.revision === revision && row.revision > 0 ? 'same revision' : 'applied';
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
