@@ -90,10 +90,8 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     }
   } catch (error) {
     const stoppedBySignal = stopping !== undefined; // then the start was cut short on purpose
-    // Why, before the stop's own lines: "stopped" then "failed to start" read as two events (a probe).
-    if (!stoppedBySignal) logger.fatal({ err: error }, 'failed to start');
     await stop('start failed');
-    if (!stoppedBySignal) process.exit(1);
+    if (!stoppedBySignal) throw error;
   }
 }
 
