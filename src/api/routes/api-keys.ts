@@ -104,8 +104,8 @@ const grantableBy = (auth: Auth) => (auth.scopes.includes('*') ? undefined : SCO
  * After a write that changed nothing: the key is gone (404), or another request widened it
  * past the caller's scopes or lifetime since the check (403, as the check would now say).
  */
-async function refusalAfterWrite(pool: CommonQueryMethods, auth: Auth, id: string, doing: 'change' | 'delete', reach: string | null): Promise<never> {
-  const now = await findApiKey(pool, auth.orgId, id);
+async function refusalAfterWrite(db: CommonQueryMethods, auth: Auth, id: string, doing: 'change' | 'delete', reach: string | null): Promise<never> {
+  const now = await findApiKey(db, auth.orgId, id);
   if (now) {
     assertHoldsAllOf(auth, now, doing);
     assertWithinLifetime(reach, doing, now.expires_at);
