@@ -7,7 +7,10 @@ import test from 'ava';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
+import { sql } from 'slonik';
+import { z } from 'zod';
 import { SQL_DIR } from '../../src/db/migrate.ts';
+import { claimOperationalDeliveries, recordOperationalAttempts, type OperationalAttemptResult } from '../../src/db/operational-deliveries.ts';
 import { startTestApp } from '../helpers/app.ts';
 
 const app = startTestApp();
@@ -28,4 +31,27 @@ test('no database function makes a temporary table (docs/deploy.md promises none
     const text = (await readFile(path.join(SQL_DIR, name), 'utf8')).replace(/--.*$/gm, ''); // comments may say the words
     t.notRegex(text, /create\s+(global\s+|local\s+)?(temp|temporary)\s+table/i, name);
   }
+});
+
+test('an operational outcome is recorded only on the delivery of the event it was claimed for (a database gone back to a backup)', async (t) => {
+  // As record_attempts (test/record-outcomes.test.ts): operational delivery ids are a sequence too.
+  const { key } = await app.createOrg();
+  const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: 'https://ops.example.com/hookline' } });
+  t.is(ops.status, 201, JSON.stringify(ops.body));
+  const application = await app.request('POST', '/v1/applications', { key, body: { name: 'Globex' } });
+  await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.checked' } });
+  t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: 'https://hooks.example.com/in', event_types: ['ops.checked'] } })).status, 201);
+  const claims = (await claimOperationalDeliveries(app.pool, 100, 60)).filter((c) => c.endpoint_id === ops.body.id);
+  t.true(claims.length >= 1, 'endpoint.created was claimed');
+  const claim = claims[0]!;
+  const outcome = (eventId: string | undefined): OperationalAttemptResult => ({
+    delivery_id: claim.delivery_id, ...(eventId === undefined ? {} : { event_id: eventId }), attempt: claim.attempt,
+    status_code: 200, response_body: 'another tenant\'s answer', latency_ms: 3, attempted_at: new Date().toISOString(), success: true, error: null, retry_at: null,
+  });
+  const attempts = async () => (await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from operational_attempts where delivery_id = ${claim.delivery_id}`));
+  await recordOperationalAttempts(app.pool, [outcome('opev_3MpOtherEventOfAnotherTenant')], 5, 30);
+  t.is(await attempts(), 0, 'not on a delivery of another event');
+  await recordOperationalAttempts(app.pool, [outcome(claim.event_id)], 5, 30);
+  t.is(await attempts(), 1);
 });
