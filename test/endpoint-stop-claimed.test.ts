@@ -108,9 +108,15 @@ async function behindHangingRequests(t: ExecutionContext) {
   await createEventType(by, 'order.created');
   const application = (await createApplication(by)).id as string;
   const endpointId = (await createEndpoint(by, { application_id: application, url: receiver.at('/hangs'), event_types: ['order.created'], rate_limit_rps: 1000 })).id as string;
+  // Created while the endpoint is paused and released together: sent as they were created, the
+  // last ones were claimed more than a second after the first hung (a busy machine, the full
+  // suite once), when their organization was already slow and so had connections of its own
+  // (src/worker/organization-share.ts): all 70 were sent, none waited, and `until` below never held.
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } })).status, 200);
   for (let n = 0; n < CONNECTIONS_PER_ORIGIN + EXTRA; n += 10) {
     await Promise.all(Array.from({ length: Math.min(10, CONNECTIONS_PER_ORIGIN + EXTRA - n) }, (_, i) => createJob(by, { application_id: application, event_type: 'order.created', payload: { n: n + i } })));
   }
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'active' } })).status, 200);
   const statuses = async () => (await app.pool.anyFirst(sql.type(z.object({ status: z.string() }))`
     select status from deliveries where endpoint_id = ${endpointId}`)).reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
   await until('every connection hanging and the rest claimed', async () => receiver.arrivals.length === CONNECTIONS_PER_ORIGIN && (await statuses()).in_flight === CONNECTIONS_PER_ORIGIN + EXTRA);
