@@ -34,7 +34,8 @@ const html = (name: PageName, title: string, version: string) => `<!doctype html
 export function makePageRouter(name: PageName, page: { title: string; frameAncestors: string; headers?: Record<string, string> }): Router {
   const router = Router();
   const csp = pageCsp(page.frameAncestors);
-  const common = { 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' };
+  // X-Content-Type-Options: nosniff is on every answer (request-context.ts).
+  const common = { 'Referrer-Policy': 'no-referrer' };
   const asset = (kind: 'js' | 'css') => async (req: Request, res: Response, next: NextFunction) => {
     const bundle = await pageBundle(name);
     if (req.params.version !== bundle.version) return next();

@@ -50,16 +50,16 @@ const INIT = `window.ui = SwaggerUIBundle({
 export function makeDocsRouter(): Router {
   const router = Router();
   router.get('/docs', (_req, res) => {
-    res.set({ 'Cache-Control': 'no-cache', 'Content-Security-Policy': CSP, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' });
+    // X-Content-Type-Options: nosniff is on every answer (request-context.ts).
+    res.set({ 'Cache-Control': 'no-cache', 'Content-Security-Policy': CSP, 'Referrer-Policy': 'no-referrer' });
     res.type('html').send(PAGE);
   });
   router.get('/docs/init.js', (_req, res) => {
-    res.set({ 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' });
+    res.set('Cache-Control', 'no-cache');
     res.type('js').send(INIT);
   });
   router.get('/docs/assets/:version/:file', (req, res, next) => {
     if (req.params.version !== version || !ASSETS.has(req.params.file)) return next();
-    res.set('X-Content-Type-Options', 'nosniff');
     res.sendFile(req.params.file, { root: distDir, maxAge: '365d', immutable: true }, (error) => {
       if (error && !res.headersSent) next(error);
     });
