@@ -85,7 +85,8 @@ export async function applySqlDefinitions(
   databaseUrl: string, logger?: Logger, options: { definitions?: SqlDefinitions; deadlineMs?: number } = {},
 ): Promise<SqlApplyResult> {
   const definitions = options.definitions ?? await readSqlDefinitions();
-  const deadline = Date.now() + (options.deadlineMs ?? SQL_APPLY_DEADLINE_MS);
+  const deadlineMs = options.deadlineMs ?? SQL_APPLY_DEADLINE_MS;
+  const deadline = Date.now() + deadlineMs;
   for (let tries = 1; ; tries += 1) {
     try {
       const result = await applyOnce(databaseUrl, definitions);
@@ -100,12 +101,14 @@ export async function applySqlDefinitions(
       }
       return result === 'same revision' ? 'applied' : result;
     } catch (error) {
-      const code = ((error as Error).cause as { code?: string } | undefined)?.code ?? (error as { code?: string }).code;
+      // The server's code, on the error itself (applyOnce keeps it there beside the file's name).
+      const { code } = error as { code?: string };
       const busy = code === '40P01' || code === '55P03'; // deadlock, lock_timeout
       if (busy && Date.now() >= deadline) {
-        throw new Error(`sql/ definitions were not applied within ${Math.round((options.deadlineMs ?? SQL_APPLY_DEADLINE_MS) / 1000)} s `
+        // Its last error in the message, not as a cause the log would print a second time.
+        throw new Error(`sql/ definitions were not applied within ${Math.round(deadlineMs / 1000)} s `
           + `(${tries} tries): another session kept a lock they need each time. Last: ${(error as Error).message}. `
-          + 'Find it in pg_locks / pg_stat_activity, or run the release again.', { cause: error });
+          + 'Find it in pg_locks / pg_stat_activity, or run the release again.');
       }
       if (!busy) throw error;
       logger?.warn({ tries, reason: (error as Error).message }, 'sql/ definitions wait for the running processes\' locks: trying again');
