@@ -1,7 +1,7 @@
 // The overview's two uPlot charts (the last 24 hours, or the last hour): attempts per minute (succeeded and
 // failed, stacked bars) and the success rate per minute (a line; minutes without attempts are
 // gaps). The same numbers are summed up in text beside them for screen readers.
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useMemo, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Stats } from './api.ts';
@@ -40,11 +40,15 @@ function Plot(props: { options: (width: number) => uPlot.Options; data: uPlot.Al
 }
 
 export function AttemptsPerMinute(props: { stats: Stats }) {
-  const m = perMinute(props.stats);
-  // Stacked: the failed bar is drawn from successes up to successes + failures.
-  // Bars are fill only (no outline), so a minute without attempts shows nothing.
-  const total = m.ok.map((v, i) => v + m.failed[i]!);
-  const data: uPlot.AlignedData = [m.time, total, m.ok];
+  // Computed once per answer: new data draws the chart again, and the overview renders again
+  // for each of its other answers (each drew both charts anew, empty for a moment).
+  const { m, data } = useMemo(() => {
+    const m = perMinute(props.stats);
+    // Stacked: the failed bar is drawn from successes up to successes + failures.
+    // Bars are fill only (no outline), so a minute without attempts shows nothing.
+    const total = m.ok.map((v, i) => v + m.failed[i]!);
+    return { m, data: [m.time, total, m.ok] as uPlot.AlignedData };
+  }, [props.stats]);
   return (
     <Plot label={`Attempts per ${props.stats.bucket} since ${new Date(props.stats.since).toLocaleString()}: ${props.stats.totals.attempts} attempts, ${props.stats.totals.failures} failed.`}
       data={data} options={(width) => ({
@@ -63,8 +67,11 @@ export function AttemptsPerMinute(props: { stats: Stats }) {
 }
 
 export function SuccessRate(props: { stats: Stats }) {
-  const m = perMinute(props.stats);
-  const data: uPlot.AlignedData = [m.time, m.rate];
+  // Once per answer, as above.
+  const data = useMemo(() => {
+    const m = perMinute(props.stats);
+    return [m.time, m.rate] as uPlot.AlignedData;
+  }, [props.stats]);
   const { attempts, successes } = props.stats.totals;
   return (
     <Plot label={`Success rate per ${props.stats.bucket} since ${new Date(props.stats.since).toLocaleString()}: ${attempts ? ((100 * successes) / attempts).toFixed(1) : 100}% overall.`}
