@@ -132,6 +132,32 @@ comment on function emit_endpoint_event(text, text, jsonb) is
 
 -- ------------------------------------------------------------------ endpoints
 
+-- Constraint triggers have no `create or replace`, and `drop trigger` waits for an ACCESS
+-- EXCLUSIVE lock on its table: dropped and created at every apply of sql/, they stalled every
+-- read of endpoints behind a release and failed it beside a pg_dump longer than its 2 minutes.
+-- The definition's md5 is kept in the trigger's comment; an apply whose definition has that
+-- md5 leaves the trigger alone, any other drops and creates it (in the apply's transaction).
+create or replace function ensure_constraint_trigger(p_table regclass, p_name text, p_definition text) returns void
+language plpgsql as $$
+declare
+  v_mark text := 'sql/ definition md5 ' || md5(p_definition);
+  v_oid oid;
+begin
+  select t.oid into v_oid from pg_trigger t where t.tgrelid = p_table and t.tgname = p_name;
+  if v_oid is not null and obj_description(v_oid, 'pg_trigger') is not distinct from v_mark then
+    return;
+  end if;
+  if v_oid is not null then
+    execute format('drop trigger %I on %s', p_name, p_table);
+  end if;
+  execute p_definition;
+  execute format('comment on trigger %I on %s is %L', p_name, p_table, v_mark);
+end;
+$$;
+
+comment on function ensure_constraint_trigger(regclass, text, text) is
+  'Creates a constraint trigger from its definition, or replaces it when the definition changed (md5 in its comment): never drops an unchanged one.';
+
 create or replace function endpoints_announce_creation() returns trigger
 language plpgsql as $$
 begin
@@ -144,10 +170,11 @@ $$;
 
 comment on function endpoints_announce_creation() is 'Constraint trigger function (at commit): endpoint.created.';
 
-drop trigger if exists endpoints_announce_creation on endpoints;
+select ensure_constraint_trigger('endpoints', 'endpoints_announce_creation', $trigger$
 create constraint trigger endpoints_announce_creation
   after insert on endpoints deferrable initially deferred
-  for each row execute function endpoints_announce_creation();
+  for each row execute function endpoints_announce_creation()
+$trigger$);
 
 -- Named to sort before endpoints_drop_subscriptions: the event still lists the subscriptions.
 create or replace function endpoints_announce_deletion() returns trigger
@@ -210,7 +237,7 @@ $$;
 comment on function endpoints_announce_changes() is
   'Constraint trigger function (at commit): endpoint.restored, .failing, .disabled, .enabled and .updated.';
 
-drop trigger if exists endpoints_announce_changes on endpoints;
+select ensure_constraint_trigger('endpoints', 'endpoints_announce_changes', $trigger$
 create constraint trigger endpoints_announce_changes
   after update on endpoints deferrable initially deferred
   for each row when (
@@ -221,7 +248,8 @@ create constraint trigger endpoints_announce_changes
       or (old.url, old.headers, old.rate_limit_rps, old.timeout_ms, old.secret_version)
            is distinct from (new.url, new.headers, new.rate_limit_rps, new.timeout_ms, new.secret_version)
       or (new.status = 'disabled' and to_jsonb(old) -> 'disabled_reason' is distinct from to_jsonb(new) -> 'disabled_reason'))))
-  execute function endpoints_announce_changes();
+  execute function endpoints_announce_changes()
+$trigger$);
 
 -- A subscription added or removed is an endpoint.updated (not for an endpoint created, deleted
 -- or restored in the same transaction: its own event says it). One event per endpoint and
@@ -245,10 +273,11 @@ $$;
 
 comment on function endpoint_event_types_announce() is 'Constraint trigger function (at commit): a changed subscription is an endpoint.updated.';
 
-drop trigger if exists endpoint_event_types_announce on endpoint_event_types;
+select ensure_constraint_trigger('endpoint_event_types', 'endpoint_event_types_announce', $trigger$
 create constraint trigger endpoint_event_types_announce
   after insert or delete on endpoint_event_types deferrable initially deferred
-  for each row execute function endpoint_event_types_announce();
+  for each row execute function endpoint_event_types_announce()
+$trigger$);
 
 -- ------------------------------------------------------------------ deliveries
 

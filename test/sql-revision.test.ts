@@ -126,3 +126,46 @@ test('a role with the tables\' privileges but no ownership or CREATE starts when
   await t.notThrowsAsync(migrate(asRole.toString(), silent));
   t.is(await applySqlDefinitions(asRole.toString(), silent), 'current');
 });
+
+test('a step beside a long reader of every table (as pg_dump reads) applies; a constraint trigger is replaced only when its definition changed', async (t) => {
+  // Constraint triggers have no `create or replace`: sql/ dropped and created them at every
+  // apply, and `drop trigger` waits for an ACCESS EXCLUSIVE lock. A pg_dump (ACCESS SHARE on every
+  // table for its whole run) longer than the step's 2 minutes failed the release, and a shorter
+  // one stalled every read of endpoints behind the step (a review of the deploy probe's findings).
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const reader = await connect(db.url);
+  const admin = await connect(db.url);
+  t.teardown(async () => { await reader.query('rollback').catch(() => {}); await reader.end(); await admin.end(); });
+  const triggers = async () => (await admin.query<{ name: string; oid: string }>(`
+    select tgname as name, oid::text from pg_trigger where tgconstraint <> 0 and not tgisinternal order by tgname`)).rows;
+  const before = await triggers();
+  t.deepEqual(before.map((trigger) => trigger.name), ['endpoint_event_types_announce', 'endpoints_announce_changes', 'endpoints_announce_creation']);
+
+  await reader.query('begin isolation level repeatable read');
+  const tables = (await reader.query<{ name: string }>(`
+    select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname in ('public', 'pgboss') and c.relkind in ('r', 'p')`)).rows;
+  t.true(tables.length > 10);
+  for (const { name } of tables) await reader.query(`lock table ${name} in access share mode`);
+  const current = await readSqlDefinitions();
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+  t.is(await applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 5_000 }), 'applied');
+  t.deepEqual(logged, [], 'applied at the first try, without waiting for the reader');
+  await reader.query('commit');
+  t.deepEqual(await triggers(), before, 'the same triggers, not dropped and created again');
+
+  // A definition that changed is applied (the trigger made anew), whatever the rest.
+  const i = current.files.findIndex((file) => file.startsWith('019-'));
+  const texts = current.texts.map((text, j) => (j === i ? text.replace(
+    'after insert or delete on endpoint_event_types deferrable initially deferred',
+    'after insert or delete on endpoint_event_types deferrable initially immediate') : text));
+  t.not(texts[i], current.texts[i]);
+  t.is(await applySqlDefinitions(db.url, silent, { definitions: { ...current, texts, digest: 'changed', revision: current.revision + 2 } }), 'applied');
+  const after = await triggers();
+  t.is(after.find((trigger) => trigger.name === 'endpoint_event_types_announce')?.oid === before.find((trigger) => trigger.name === 'endpoint_event_types_announce')?.oid, false);
+  t.deepEqual(after.filter((trigger) => trigger.name !== 'endpoint_event_types_announce'), before.filter((trigger) => trigger.name !== 'endpoint_event_types_announce'));
+  const { rows: [deferred] } = await admin.query<{ initdeferred: boolean }>(`select tginitdeferred as initdeferred from pg_trigger where tgname = 'endpoint_event_types_announce'`);
+  t.false(deferred?.initdeferred, 'the new definition is the one in the database');
+});
