@@ -346,6 +346,50 @@ browserTest(`a key that expires offers its own expiry, not a later one, and the 
   t.deepEqual(errors, []);
 });
 
+browserTest(`Revoke is off, with the API's reason, for the keys the signed-in key may not revoke${skip}`, async (t) => {
+  // A probe: Revoke was enabled on every key a key with api-keys:write saw, and the click earned
+  // the API's 403 (a key holding more scopes, outliving the signed-in key, or of the other environment).
+  const org = await app.createOrg();
+  const by: By = { on: app, key: org.key, t };
+  const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
+  const contractor = await createApiKey(by, { name: 'contractor', scopes: ['api-keys:write', 'webhooks:read'], expires_at: inDays(10) });
+  const keys = {
+    auditor: await createApiKey(by, { name: 'auditor', scopes: ['webhooks:read'], expires_at: inDays(1) }),
+    forever: await createApiKey(by, { name: 'forever reader', scopes: ['webhooks:read'], expires_at: null }),
+    sandbox: await createApiKey(by, { name: 'sandbox', scopes: ['webhooks:read'], environment: 'test', expires_at: inDays(1) }),
+    wider: await createApiKey(by, { name: 'wider', scopes: ['endpoints:write', 'webhooks:write'], expires_at: inDays(1) }),
+  };
+  const { page, errors } = await openPage(t);
+  await signIn(page, contractor.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, /API keys/);
+  const expected: Record<string, string | null> = {
+    auditor: null,
+    'forever reader': 'Outlives this key',
+    sandbox: 'Only a live key with * revokes test keys',
+    wider: 'Holds endpoints:write, webhooks:write, which this key lacks',
+    root: 'Holds *, which this key lacks',
+    contractor: null,
+  };
+  for (const [name, reason] of Object.entries(expected)) {
+    const button = page.getByRole('button', { name: `Revoke ${name}`, exact: true });
+    await button.waitFor();
+    t.is(await button.isDisabled(), reason !== null, name);
+    if (reason !== null) t.is(await page.getByRole('row').filter({ has: button }).locator('.needs').textContent(), reason, name);
+  }
+  const table = page.locator('table.list').first();
+  t.true(await table.evaluate((el) => el.scrollWidth <= el.parentElement!.clientWidth), 'the reasons wrap inside the list at 1440 px');
+  await check(t, page, 'api-keys-revoke-refused');
+  // The page's rule is the API's: each key it refuses, the API refuses too.
+  for (const key of [keys.forever, keys.sandbox, keys.wider]) {
+    t.is((await app.request('DELETE', `/v1/api-keys/${key.id}`, { key: contractor.key })).status, 403, key.name);
+  }
+  await page.getByRole('button', { name: 'Revoke auditor', exact: true }).click();
+  await page.getByText('Key “auditor” revoked.').waitFor();
+  t.is((await app.request('GET', `/v1/api-keys/${keys.auditor.id}`, { key: org.key })).status, 404);
+  t.deepEqual(errors, []);
+});
+
 browserTest(`long names, URLs and answers fit every list and page at 1440 and 375 px; a long answer scrolls by keyboard${skip}`, async (t) => {
   // Found by a review of the pages: beside a 95-character event type the endpoints list's URL
   // column was three characters wide, and at 375 px every list pushed the page sideways.

@@ -1,7 +1,8 @@
 // Settings → API keys: the organization's keys (both environments), a form to create one with
 // scopes, environment and expiry (the key is shown once, with a copy button), and revoke.
 import { useState } from 'preact/hooks';
-import { query, type ApiKey, type ApiKeyCreated, type Cursor } from './api.ts';
+import { query, type ApiKey, type ApiKeyCreated, type Credential, type Cursor } from './api.ts';
+import { canGrant } from '../../core/scopes.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
@@ -45,7 +46,8 @@ export function ApiKeysPage() {
                 <td><code class="nobreak">{k.prefix}…</code></td><td><span class={`env-tag env-${k.environment}`}>{k.environment}</span></td>
                 <td class="scopes">{k.scopes.map((scope) => <code class="nobreak" key={scope}>{scope}</code>)}</td><td><When iso={k.last_used_at} /></td>
                 <td>{k.expires_at ? <When iso={k.expires_at} /> : 'never'}</td><td><When iso={k.created_at} /></td>
-                <td><Action need="api-keys:write" kind="danger" busy={revoke.busy} label={`Revoke ${k.name}`} onClick={() => void revoke.run(k)}>Revoke</Action></td>
+                <td><Action need="api-keys:write" kind="danger" busy={revoke.busy} label={`Revoke ${k.name}`} refused={whyNotRevoke(credential, k)}
+                  onClick={() => void revoke.run(k)}>Revoke</Action></td>
               </tr>
             ))}</tbody>
           </table>
@@ -55,6 +57,24 @@ export function ApiKeysPage() {
       <NewKey onCreated={(key) => { setFlash(''); setCreated(key); pages.first(); keys.reload(); window.scrollTo(0, 0); }} />
     </>
   );
+}
+
+/**
+ * Why the API would refuse (403) the signed-in key's revoke of `key`, in the API's own rules
+ * (src/api/routes/api-keys.ts): another environment needs a live "*" key, and a key revokes
+ * only keys that hold no scope beyond its own and expire by its own expiry. Null: it may. The
+ * button was enabled for every key, and the click earned the 403's message (a probe).
+ */
+export function whyNotRevoke(self: Credential, key: ApiKey): string | null {
+  if (key.environment !== self.environment && !(self.environment === 'live' && self.scopes.includes('*'))) {
+    return `Only a live key with * revokes ${key.environment} keys`;
+  }
+  const beyond = key.scopes.filter((scope) => !canGrant(self.scopes, scope));
+  if (beyond.length > 0) return `Holds ${beyond.join(', ')}, which this key lacks`;
+  if (self.expires_at !== null && (key.expires_at === null || Date.parse(key.expires_at) > Date.parse(self.expires_at))) {
+    return 'Outlives this key';
+  }
+  return null;
 }
 
 function NewKey(props: { onCreated: (key: ApiKeyCreated) => void }) {

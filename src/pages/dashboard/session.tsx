@@ -19,18 +19,22 @@ export function useSession(): Session {
 export function Action(props: {
   need: Need; onClick?: () => void; children: ComponentChildren; kind?: 'primary' | 'danger' | '';
   busy?: boolean; type?: 'button' | 'submit'; disabled?: boolean; label?: string;
+  /** Why the API would refuse this action to the signed-in key although it holds `need` (shown as the scope is). */
+  refused?: string | null;
 }) {
   const { can } = useSession();
   const allowed = can(props.need);
   const reasonId = useId('needs');
+  const reason = !allowed ? `Needs the ${props.need} scope` : props.refused ?? null;
   return (
     <span class="action">
       <button type={props.type ?? 'button'} class={props.kind ?? ''} onClick={props.onClick}
-        disabled={!allowed || props.busy || props.disabled} aria-label={props.label}
-        aria-describedby={allowed ? undefined : reasonId} title={allowed ? undefined : `Needs the ${props.need} scope`}>
+        disabled={reason !== null || props.busy || props.disabled} aria-label={props.label}
+        aria-describedby={reason === null ? undefined : reasonId} title={reason ?? undefined}>
         {props.children}
       </button>
-      {!allowed && <span class="needs" id={reasonId}>Needs <code>{props.need}</code></span>}
+      {!allowed ? <span class="needs" id={reasonId}>Needs <code>{props.need}</code></span>
+        : reason !== null && <span class="needs refused" id={reasonId}>{reason}</span>}
     </span>
   );
 }
