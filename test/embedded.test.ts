@@ -1,7 +1,7 @@
 // The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
 // DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
@@ -155,4 +155,12 @@ test.serial("the cluster's password is random, kept in DATA_DIR/postgres.passwor
   t.is(admin.code, 0, 'the admin CLI sharing the cluster reads the password too: ' + admin.stderr);
   next.server.child.kill('SIGTERM');
   t.deepEqual(await next.server.exited, { code: 0, signal: null });
+
+  // A copy of DATA_DIR that lost the file's mode (a backup restored, a umask): 0600 again at start.
+  chmodSync(passwordFile, 0o644);
+  const third = await startServer();
+  t.is(statSync(passwordFile).mode & 0o777, 0o600);
+  t.is(readFileSync(passwordFile, 'utf8').trim(), replaced);
+  third.server.child.kill('SIGTERM');
+  t.deepEqual(await third.server.exited, { code: 0, signal: null });
 });

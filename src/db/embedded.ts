@@ -96,12 +96,15 @@ async function readPassword(root: string): Promise<string | null> {
   }
 }
 
-/** The kept password, or a new random one written first (0600, then renamed into place). */
+/** The kept password (its file made 0600 again, as a copy of DATA_DIR may not be), or a new random one written first. */
 async function ownPassword(root: string): Promise<string> {
-  const kept = await readPassword(root);
-  if (kept) return kept;
-  const password = randomBytes(24).toString('hex');
   const file = path.join(root, PASSWORD_FILE);
+  const kept = await readPassword(root);
+  if (kept) {
+    await chmod(file, 0o600);
+    return kept;
+  }
+  const password = randomBytes(24).toString('hex');
   await writeFile(`${file}.${process.pid}`, `${password}\n`, { mode: 0o600 });
   await rename(`${file}.${process.pid}`, file);
   return password;
