@@ -1,5 +1,8 @@
 // sql/ as a deploy meets it: a revision that only grows, never put back by an older version,
 // and a step that lets go of its locks instead of holding up the running processes' writes.
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -7,6 +10,7 @@ import { applySqlDefinitions, migrate, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS }
 import { createTestDatabase } from './helpers/database.ts';
 
 const silent = pino({ level: 'silent' });
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url });
@@ -25,6 +29,41 @@ test('sql/revision.json names the hash of sql/ as it is: a change to sql/ comes 
   t.is(hash, definitions.digest,
     `sql/ changed: in sql/revision.json set "revision" to ${definitions.revision + 1} and "hash" to "${definitions.digest}"`);
   t.true(Number.isInteger(definitions.revision) && definitions.revision >= 1);
+});
+
+// The history of sql/revision.json, when this is a full git clone (a shallow one, or a copy
+// without .git, has none to read).
+const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+const history = (() => {
+  try {
+    return git('rev-parse', '--is-shallow-repository').trim() === 'false' ? git('log', '--format=%H', '--', 'sql/revision.json').split('\n').filter(Boolean) : null;
+  } catch {
+    return null;
+  }
+})();
+const withHistory = history ? test : test.skip;
+
+withHistory(`every revision sql/revision.json ever named names one hash: two branches that each took the next revision are caught${history ? '' : ' (skipped: no full git history here)'}`, (t) => {
+  // Two branches that each bump the revision to the same number pass their own tests, and once
+  // both are merged (the conflict resolved to either hash, or a third) a database that applied
+  // one gets the other at every start (a review): in the merged history that revision names two hashes.
+  const hashes = new Map<number, Map<string, string>>();
+  for (const commit of history ?? []) {
+    let text: string;
+    try {
+      text = git('show', `${commit}:sql/revision.json`);
+    } catch {
+      continue; // the commit deleted it
+    }
+    const { revision, hash } = JSON.parse(text) as { revision: number; hash: string };
+    const seen = hashes.get(revision) ?? new Map<string, string>();
+    if (!seen.has(hash)) seen.set(hash, commit.slice(0, 10));
+    hashes.set(revision, seen);
+  }
+  t.true(hashes.size >= 1);
+  const twice = [...hashes].filter(([, seen]) => seen.size > 1)
+    .map(([revision, seen]) => `revision ${revision}: ${[...seen].map(([hash, commit]) => `${hash.slice(0, 12)} (${commit})`).join(', ')}`);
+  t.deepEqual(twice, [], 'give the later change the next free revision in sql/revision.json');
 });
 
 test('an older revision never goes back over a newer one; a newer one replaces it', async (t) => {
