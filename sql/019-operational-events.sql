@@ -136,15 +136,21 @@ comment on function emit_endpoint_event(text, text, jsonb) is
 -- EXCLUSIVE lock on its table: dropped and created at every apply of sql/, they stalled every
 -- read of endpoints behind a release and failed it beside a pg_dump longer than its 2 minutes.
 -- The definition's md5 is kept in the trigger's comment; an apply whose definition has that
--- md5 leaves the trigger alone, any other drops and creates it (in the apply's transaction).
+-- md5 leaves the trigger alone (enabling it again if someone disabled it, as the drop did and as
+-- `create or replace trigger` does for the others), any other drops and creates it (in the
+-- apply's transaction).
 create or replace function ensure_constraint_trigger(p_table regclass, p_name text, p_definition text) returns void
 language plpgsql as $$
 declare
   v_mark text := 'sql/ definition md5 ' || md5(p_definition);
   v_oid oid;
+  v_enabled "char";
 begin
-  select t.oid into v_oid from pg_trigger t where t.tgrelid = p_table and t.tgname = p_name;
+  select t.oid, t.tgenabled into v_oid, v_enabled from pg_trigger t where t.tgrelid = p_table and t.tgname = p_name;
   if v_oid is not null and obj_description(v_oid, 'pg_trigger') is not distinct from v_mark then
+    if v_enabled <> 'O' then
+      execute format('alter table %s enable trigger %I', p_table, p_name);
+    end if;
     return;
   end if;
   if v_oid is not null then
