@@ -307,6 +307,7 @@ comment on column operational_deliveries.event_id is 'The event delivered.';
 comment on column operational_deliveries.endpoint_id is 'The operational endpoint it goes to.';
 comment on column operational_deliveries.status is 'pending, in_flight (claimed; next_attempt_at is the lease end), succeeded, failed (attempts or window used up) or dropped (endpoint deleted).';
 comment on column operational_deliveries.attempt_count is 'Attempts made.';
+comment on column operational_deliveries.is_probe is 'This is the one delivery sent to a disabled operational endpoint to test whether it recovered: only its failure doubles the cooldown.';
 comment on column operational_deliveries.next_attempt_at is 'When it is due (pending), or when its claim lapses (in_flight).';
 comment on column operational_deliveries.expires_at is 'End of its 48 h window.';
 comment on column operational_deliveries.created_at is 'When it was written (with its event).';

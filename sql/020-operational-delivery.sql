@@ -26,6 +26,7 @@ declare
   -- planned all their statements again (pg_stat_statements counted ~56 plans of each recording
   -- statement in 75 recordings of a 15,000-delivery drain, under generic plans as under custom).
   v_ids bigint[];
+  v_probe_ids bigint[] := '{}';
 begin
   update operational_deliveries d set status = case when e.deleted_at is not null then 'dropped' else 'failed' end,
          updated_at = v_now
@@ -53,6 +54,7 @@ begin
       for update skip locked;
     if found then
       v_ids := v_ids || v_probe_id;
+      v_probe_ids := v_probe_ids || v_probe_id;
       update operational_endpoints set next_probe_at = v_now + p_lease_seconds * interval '1 second' where id = v_probe.id;
     end if;
   end loop;
@@ -60,7 +62,7 @@ begin
   return query
   with claimed as (
     update operational_deliveries d set status = 'in_flight', next_attempt_at = v_now + p_lease_seconds * interval '1 second',
-           updated_at = v_now
+           is_probe = d.id = any(v_probe_ids), updated_at = v_now
     where d.id = any(v_ids)
     returning d.id, d.attempt_count, d.event_id, d.endpoint_id, d.expires_at
   )
@@ -79,7 +81,8 @@ comment on function claim_operational_deliveries(integer, integer) is
 -- attempted_at, success, error, retry_at}; retry_at null on a failure means give up), then the
 -- circuit of each operational endpoint, in attempt order: a success closes it (failure_count 0),
 -- p_threshold consecutive failures open it for p_cooldown seconds, a failed probe doubles the
--- cooldown (at most 1 h).
+-- cooldown (at most 1 h). A failure of an attempt claimed before the circuit opened (in flight
+-- then) is not a probe: it only counts.
 create or replace function record_operational_attempts(p_results jsonb, p_threshold integer, p_cooldown integer)
 returns void
 language plpgsql as $$
@@ -88,7 +91,7 @@ declare
   e operational_endpoints;
 begin
   for r in
-    select x.*, d.endpoint_id
+    select x.*, d.endpoint_id, d.is_probe
     from jsonb_to_recordset(p_results) as x(
       delivery_id bigint, event_id text, attempt integer, status_code integer, response_body text, latency_ms integer,
       attempted_at timestamptz, success boolean, error text, retry_at timestamptz)
@@ -103,6 +106,7 @@ begin
       status = case when status <> 'in_flight' then status when r.success then 'succeeded'
                     when r.retry_at is null then 'failed' else 'pending' end,
       next_attempt_at = case when status = 'in_flight' and not r.success and r.retry_at is not null then r.retry_at else next_attempt_at end,
+      is_probe = false,
       updated_at = now()
     where id = r.delivery_id;
 
@@ -111,11 +115,13 @@ begin
       update operational_endpoints set status = case when status = 'disabled' then 'active' else status end,
              failure_count = 0, disabled_at = null, cooldown_seconds = null, next_probe_at = null
         where id = e.id and (failure_count <> 0 or status = 'disabled');
-    elsif e.status = 'disabled' then
+    elsif e.status = 'disabled' and r.is_probe then
       update operational_endpoints set failure_count = failure_count + 1,
              cooldown_seconds = least(coalesce(cooldown_seconds, p_cooldown) * 2, 3600),
              next_probe_at = now() + least(coalesce(cooldown_seconds, p_cooldown) * 2, 3600) * interval '1 second'
         where id = e.id;
+    elsif e.status = 'disabled' then
+      update operational_endpoints set failure_count = failure_count + 1 where id = e.id;
     elsif e.status = 'active' and e.failure_count + 1 >= p_threshold then
       update operational_endpoints set failure_count = failure_count + 1, status = 'disabled', disabled_at = now(),
              cooldown_seconds = p_cooldown, next_probe_at = now() + p_cooldown * interval '1 second'

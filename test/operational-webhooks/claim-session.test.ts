@@ -55,3 +55,39 @@ test('an operational outcome is recorded only on the delivery of the event it wa
   await recordOperationalAttempts(app.pool, [outcome(claim.event_id)], 5, 30);
   t.is(await attempts(), 1);
 });
+
+// Serial: the claims here take every due operational delivery of the database, as the test above's do.
+test.serial('failures of attempts in flight when an operational circuit opens are not failed probes: the first probe comes after the cooldown, and only its failure doubles it', async (t) => {
+  // A probe: 25 quick changes, 16 failed attempts in flight at once against threshold 10 and a
+  // 30 s cooldown; each failure recorded after the circuit opened doubled the cooldown, to 32
+  // minutes (tenant endpoints count only their probe's failure: deliveries.is_probe).
+  const { key } = await app.createOrg();
+  const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: 'https://ops.example.com/down' } });
+  t.is(ops.status, 201, JSON.stringify(ops.body));
+  const application = await app.request('POST', '/v1/applications', { key, body: { name: 'Initech' } });
+  await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.burst' } });
+  for (let i = 0; i < 5; i += 1) {
+    t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${i}`, event_types: ['ops.burst'] } })).status, 201);
+  }
+  const claims = (await claimOperationalDeliveries(app.pool, 100, 60)).filter((c) => c.endpoint_id === ops.body.id);
+  t.is(claims.length, 5, 'five endpoint.created in flight at once');
+  const failed = (claim: (typeof claims)[number], at: Date): OperationalAttemptResult => ({
+    delivery_id: claim.delivery_id, event_id: claim.event_id, attempt: claim.attempt, status_code: 503, response_body: 'down',
+    latency_ms: 3, attempted_at: at.toISOString(), success: false, error: 'http_status', retry_at: new Date(Date.now() + 3_600_000).toISOString(),
+  });
+  const circuit = async () => app.pool.one(sql.type(z.object({ status: z.string(), failure_count: z.number(), cooldown_seconds: z.number().nullable(), probe_in: z.number().nullable() }))`
+    select status, failure_count, cooldown_seconds,
+           round(extract(epoch from next_probe_at - disabled_at))::int as probe_in
+    from operational_endpoints where id = ${ops.body.id}`);
+  const started = new Date();
+  await recordOperationalAttempts(app.pool, claims.map((claim) => failed(claim, started)), 3, 30);
+  t.like(await circuit(), { status: 'disabled', failure_count: 5, cooldown_seconds: 30, probe_in: 30 });
+
+  // The cooldown over: one probe, and its failure doubles the cooldown.
+  await app.pool.query(sql.unsafe`update operational_endpoints set next_probe_at = now(), disabled_at = now() where id = ${ops.body.id}`);
+  await app.pool.query(sql.unsafe`update operational_deliveries set next_attempt_at = now() where endpoint_id = ${ops.body.id}`);
+  const probes = (await claimOperationalDeliveries(app.pool, 100, 60)).filter((c) => c.endpoint_id === ops.body.id);
+  t.is(probes.length, 1, 'one probe');
+  await recordOperationalAttempts(app.pool, [failed(probes[0]!, new Date())], 3, 30);
+  t.like(await circuit(), { status: 'disabled', failure_count: 6, cooldown_seconds: 60 });
+});
