@@ -88,9 +88,12 @@ comment on function lock_webhook_job(text, text, text, text) is
 
 -- Retry, allowed from succeeded, discarded (failed or cancelled), awaiting_retry and archived:
 -- every target that has not succeeded (or all, when all had) starts a new round
--- (start_delivery_round). One row per delivery to enqueue (delivery_id, round, start_after),
--- each with the job's columns; one row with delivery_id null when there is none (or for
--- not_found, invalid_state).
+-- (start_delivery_round). A target is a delivery to an endpoint not deleted: one to a deleted
+-- endpoint would only be dropped by the claim, and a probe turned a succeeded job whose only
+-- endpoint had been deleted into a failed one, with no attempt, as often as it liked. With no
+-- target left the outcome is no_targets and nothing changes. One row per delivery to enqueue
+-- (delivery_id, round, start_after), each with the job's columns; one row with delivery_id null
+-- when there is none (or for not_found, invalid_state, no_targets).
 create or replace function retry_webhook_job(p_org_id text, p_environment text, p_job_id text, p_application_id text default null)
 returns table (
   outcome text, id text, status text, attempt_count integer,
@@ -99,6 +102,7 @@ returns table (
 language plpgsql as $$
 declare
   v_status text;
+  v_targets bigint[];
   v_ids bigint[];
   v_rounds integer[];
   v_starts timestamptz[];
@@ -116,14 +120,25 @@ begin
     return;
   end if;
 
+  v_targets := array(
+    select d.id from deliveries d
+    where d.job_id = p_job_id
+      and exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is null)
+      and (d.status <> 'succeeded' or not exists (
+            select 1 from deliveries o join endpoints oe on oe.id = o.endpoint_id and oe.deleted_at is null
+            where o.job_id = p_job_id and o.status <> 'succeeded'))
+    order by d.id);
+  if cardinality(v_targets) = 0 then
+    outcome := 'no_targets';
+    status := v_status;
+    return next;
+    return;
+  end if;
+
   select coalesce(array_agg(r.delivery_id order by r.delivery_id), '{}'), coalesce(array_agg(r.round order by r.delivery_id), '{}'),
          coalesce(array_agg(r.start_after order by r.delivery_id), '{}')
     into v_ids, v_rounds, v_starts
-    from start_delivery_round(array(
-      select d.id from deliveries d
-      where d.job_id = p_job_id
-        and (d.status <> 'succeeded' or not exists (select 1 from deliveries o where o.job_id = p_job_id and o.status <> 'succeeded'))
-      order by d.id)) r;
+    from start_delivery_round(v_targets) r;
 
   return query
     select 'retried'::text, j.id, j.status, j.attempt_count, r.delivery_id, r.round, r.start_after
@@ -135,7 +150,7 @@ end;
 $$;
 
 comment on function retry_webhook_job(text, text, text, text) is
-  'Retries a job if its status allows (succeeded, discarded, awaiting_retry, archived): a new round for its unsucceeded targets (all, if all succeeded); returns the deliveries to enqueue.';
+  'Retries a job if its status allows (succeeded, discarded, awaiting_retry, archived): a new round for its unsucceeded targets (all, if all succeeded), deliveries to deleted endpoints not counted (none left: no_targets); returns the deliveries to enqueue.';
 
 -- Cancel, allowed from created and awaiting_retry: waiting deliveries stop (cancelled); an
 -- attempt in flight finishes and is recorded. The job is discarded at once, with reason cancelled.

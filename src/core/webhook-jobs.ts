@@ -547,6 +547,7 @@ export async function retryJob(pool: DatabasePool, queue: Queue, tenant: Tenant,
     const row = rows[0] as (typeof rows)[number]; // many() returns at least one
     if (row.outcome === 'not_found') throw notFound('Webhook job');
     if (row.outcome === 'invalid_state') throw invalidState(`A job in status ${row.status} cannot be retried.`);
+    if (row.outcome === 'no_targets') throw invalidState('Every endpoint this job was sent to has been deleted: there is nothing to retry (restore one first).');
     const items = queueItemsOf(rows);
     if (items.length > 0) await enqueueFresh(tx, queue, items, tenant.orgId, freshWeight(await payloadBytes(tx, id)));
     if (row.id === null || row.status === null || row.attempt_count === null) throw new Error(`retry_webhook_job answered ${row.outcome} without a job`);

@@ -298,7 +298,7 @@ export async function listJobs(db: CommonQueryMethods, tenant: Tenant, filters: 
 }
 
 const retriedRow = z.object({
-  outcome: z.enum(['retried', 'not_found', 'invalid_state']),
+  outcome: z.enum(['retried', 'not_found', 'invalid_state', 'no_targets']),
   id: z.string().nullable(),
   status: status.nullable(),
   attempt_count: z.number().nullable(),

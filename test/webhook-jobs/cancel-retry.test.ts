@@ -164,6 +164,33 @@ test('retry when every target had succeeded re-delivers to all of them', async (
   }
 });
 
+test('retry counts no delivery to a deleted endpoint: with none left it is a 409 that changes nothing; with one restored it delivers again', async (t) => {
+  // A probe: a succeeded job whose only endpoint was deleted answered 200 to a retry and, once
+  // the claim dropped the delivery, became discarded and listed as failed, with no attempt; as
+  // often as it was retried.
+  const { key, appId } = await setup(t);
+  const { job, good, bad } = await twoTargetJob(t, key, appId, ['succeeded', 1], ['failed', 7]);
+  ok(t, await app.request('DELETE', `/v1/endpoints/${bad}`, { key }), 200, 'delete the failed target');
+  // The failed target gone, the one left had succeeded: it is sent again, and only it.
+  ok(t, await retry(key, job.id), 200, 'retry');
+  const rows = await deliveriesOf(job.id);
+  t.like(rows.find((r) => r.endpoint_id === good), { status: 'pending', round: 2 });
+  t.not(rows.find((r) => r.endpoint_id === bad)?.status, 'pending');
+
+  await setState(t, key, job.id, 'succeeded');
+  ok(t, await app.request('DELETE', `/v1/endpoints/${good}`, { key }), 200, 'delete the other');
+  const before = await getJob(key, job.id);
+  const res = await retry(key, job.id);
+  assertError(t, res, 409, 'invalid_state');
+  t.regex(res.body.error.message, /endpoint this job was sent to has been deleted/);
+  t.deepEqual((await getJob(key, job.id)).body, before.body, 'nothing changed');
+  t.deepEqual(ids(await list(key, `application_id=${appId}&status=failed`)), []);
+
+  ok(t, await app.request('POST', `/v1/endpoints/${good}/restore`, { key }), 200, 'restore');
+  ok(t, await retry(key, job.id), 200, 'retry after the restore');
+  t.like((await deliveriesOf(job.id)).find((r) => r.endpoint_id === good), { status: 'pending', round: 3 });
+});
+
 test('retry from created or executing: 409 invalid_state, nothing changes', async (t) => {
   const { key, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');

@@ -326,7 +326,7 @@ export const paths: ZodOpenApiPathsObject = {
   '/v1/webhook-jobs/{id}/retry': {
     post: operation('post', {
       ...JOBS, operationId: 'retryWebhookJob', summary: 'Retry a webhook job',
-      description: 'From `succeeded`, `discarded`, `awaiting_retry` or `archived`: re-delivers to every target that has not succeeded (all of them when all had), in a new 48 h window.',
+      description: 'From `succeeded`, `discarded`, `awaiting_retry` or `archived`: re-delivers to every target that has not succeeded (all of them when all had), in a new 48 h window. A target is an endpoint not deleted; when every endpoint of the job has been deleted, 409 and nothing changes.',
       path: jobId, responses: { 200: ok('The job restarted: status `created`, `attempt_count` 0.', r.webhookJobRetried) }, errors: [404, 409, 413, 415],
       conflict: invalidState('A job in status executing cannot be retried.'),
     }),
