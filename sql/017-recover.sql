@@ -33,6 +33,9 @@ create or replace trigger deliveries_mark_gave_up
 -- deliveries it covers, counted in the snapshot it keeps. The batches take exactly the failures
 -- that snapshot saw, so the count is exact and a delivery failing after the request is never
 -- swept in. p_until null: now, by the database's clock (the one gave_up_at is written by).
+-- A p_until given (by the API, in milliseconds, as it shows every time) takes in its whole
+-- millisecond: gave_up_at has microseconds, and a delivery that gave up at .901486 was missed by
+-- an until of .901, the time the API showed for it (a probe).
 -- No row: no such live endpoint. The caller checks the tenant.
 create or replace function recover_endpoint(p_endpoint_id text, p_since timestamptz, p_until timestamptz)
 returns table (recovery_id bigint, deliveries bigint)
@@ -45,7 +48,7 @@ language sql as $$
          p_since
   from endpoints e
     -- A since a moment ahead of this clock gives an empty range, not a broken one.
-    cross join (select coalesce(p_until, greatest(now(), p_since + interval '1 microsecond')) as until) r
+    cross join (select coalesce(p_until + interval '999 microseconds', greatest(now(), p_since + interval '1 microsecond')) as until) r
   where e.id = p_endpoint_id and e.deleted_at is null
   returning id, deliveries;
 $$;

@@ -219,3 +219,16 @@ test.serial('recovered deliveries are fetched after every fresh one, of any tena
   t.deepEqual(await fetchDue(1), await deliveryIds(newer), 'a newer fresh delivery still first');
   t.deepEqual(sorted(await fetchDue(1000)), again);
 });
+
+test.serial('an until the API showed (milliseconds) takes a delivery that gave up within that millisecond', async (t) => {
+  // A probe: a job completed at 15:00:04.901Z (as GET shows it) whose delivery gave up at
+  // 15:00:04.901486 (as stored) was not recovered by until = 15:00:04.901Z: 202, deliveries 0.
+  const ctx = await setup(t);
+  const endpointId = await createEndpoint(t, ctx);
+  const job = await createJob(t, ctx);
+  await fail([job]);
+  const gaveUp = await app.pool.oneFirst(sql.type(z.object({ at: z.string() }))`
+    update deliveries set gave_up_at = date_trunc('milliseconds', gave_up_at) + interval '486 microseconds'
+    where job_id = ${job} returning to_char(gave_up_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at`);
+  t.is(await recover(t, ctx, endpointId, { since: new Date(Date.parse(gaveUp) - 60_000).toISOString(), until: gaveUp }), 1);
+});
