@@ -760,6 +760,29 @@ browserTest(`the overview's charts are drawn once for their figures: an answer f
   await page.unrouteAll({ behavior: 'wait' });
 });
 
+browserTest(`the overview's tiles name the period of the figures they show, not of the answer still on its way${skip}`, async (t) => {
+  // A probe: "Last hour" pressed while its answer was slow, the tiles read "Attempts (1 h)" over
+  // the 24 hours' figures until it came.
+  const { by } = await oneEndpoint(t);
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  const label = page.locator('.tile-label').first();
+  await page.locator('.tile-label', { hasText: 'Attempts (24 h)' }).waitFor();
+  const held: Array<() => void> = [];
+  await page.route(/\/v1\/stats\?since=/, async (route) => {
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+  });
+  await page.getByRole('button', { name: 'Last hour' }).click();
+  await until('the hour\'s statistics asked for and held', () => held.length === 1);
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  t.is(await label.textContent(), 'Attempts (24 h)', 'the 24 hours\' figures are still shown: so says the label');
+  for (const release of held) release();
+  await page.locator('.tile-label', { hasText: 'Attempts (1 h)' }).waitFor();
+  await page.unrouteAll({ behavior: 'wait' });
+});
+
 browserTest(`a revoked key is told it may be invalid, revoked or expired; after sign-in the focus is on the page's heading${skip}`, async (t) => {
   // A probe: a revoked key read "Invalid API key. Check that you pasted the whole key" (it was
   // whole), and after sign-in the keyboard focus was on the body.

@@ -45,8 +45,8 @@ export function Overview() {
           <section class="tiles" aria-label="At a glance">
             <Loaded state={stats}>{(s) => s && (
               <>
-                <Tile label={`Attempts (${hours === 24 ? '24 h' : '1 h'})`} value={s.totals.attempts} />
-                <Tile label={`Success rate (${hours === 24 ? '24 h' : '1 h'})`} value={s.totals.attempts ? `${((100 * s.totals.successes) / s.totals.attempts).toFixed(1)}%` : '—'}
+                <Tile label={`Attempts (${period(s)})`} value={s.totals.attempts} />
+                <Tile label={`Success rate (${period(s)})`} value={s.totals.attempts ? `${((100 * s.totals.successes) / s.totals.attempts).toFixed(1)}%` : '—'}
                   tone={s.totals.attempts && s.totals.failures / s.totals.attempts > 0.05 ? 'bad' : ''} />
               </>
             )}</Loaded>
@@ -85,6 +85,13 @@ export function Overview() {
     </>
   );
 }
+
+/**
+ * The period an answer of /v1/stats covers, from the answer itself: labelled from the chosen
+ * period, the tiles said "(1 h)" over the 24 hours' figures while the hour's answer was on its
+ * way (a probe).
+ */
+const period = (s: Stats) => (Date.parse(s.until) - Date.parse(s.since) > 2 * 3_600_000 ? '24 h' : '1 h');
 
 function Tile(props: { label: string; value: number | string; detail?: string | undefined; tone?: string | number; href?: string }) {
   // Counts with thousands separators, as the charts' axes write them.
