@@ -387,6 +387,20 @@ browserTest(`Revoke is off, with the API's reason, for the keys the signed-in ke
   await page.getByRole('button', { name: 'Revoke auditor', exact: true }).click();
   await page.getByText('Key “auditor” revoked.').waitFor();
   t.is((await app.request('GET', `/v1/api-keys/${keys.auditor.id}`, { key: org.key })).status, 404);
+
+  // Changed by another key while signed in (a probe: the page kept the sign-in's verdicts until a
+  // reload): read again at the next page.
+  const reader = await createApiKey(by, { name: 'reader', scopes: ['webhooks:read'], expires_at: inDays(5) });
+  const writerSoon = await createApiKey(by, { name: 'writer soon', scopes: ['webhooks:write'], expires_at: inDays(0.5) });
+  t.is((await app.request('PATCH', `/v1/api-keys/${contractor.id}`, { key: org.key, body: { scopes: ['api-keys:write', 'webhooks:write'], expires_at: inDays(1) } })).status, 200);
+  await nav(page, 'Overview');
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, /API keys/);
+  const revokeOf = (name: string) => page.getByRole('button', { name: `Revoke ${name}`, exact: true });
+  await until('the page read the key again', async () => (await revokeOf('reader').isDisabled()) && !(await revokeOf('writer soon').isDisabled()));
+  t.is(await page.getByRole('row').filter({ has: revokeOf('reader') }).locator('.needs').textContent(), 'Outlives this key');
+  t.is((await app.request('DELETE', `/v1/api-keys/${reader.id}`, { key: contractor.key })).status, 403);
+  t.is((await app.request('DELETE', `/v1/api-keys/${writerSoon.id}`, { key: contractor.key })).status, 200);
   t.deepEqual(errors, []);
 });
 

@@ -66,6 +66,18 @@ export function App() {
     });
   }, [client, credential]);
 
+  // Read again at each change of page: another key may have changed this one's scopes or expiry
+  // since sign-in, and the actions the pages offer follow them (a probe found Revoke offered
+  // where the API now refused it, and the reverse, until a reload). A 401 signs out (the client).
+  useEffect(() => {
+    if (!client || !credential) return;
+    let live = true;
+    client<Credential>('GET', '/v1/credential').then((found) => {
+      if (live && JSON.stringify(found) !== JSON.stringify(credential)) setCredential(found);
+    }, () => {});
+    return () => { live = false; };
+  }, [route]);
+
   // After sign-in the keyboard focus goes to the page's heading (it was left on the body).
   useEffect(() => {
     if (!credential) return;
