@@ -96,6 +96,12 @@ browserTest(`failures: filter and response body, re-enable a disabled endpoint, 
   await page.getByRole('button', { name: 'Recover' }).click();
   await page.getByText('1 failed delivery is being sent again.').waitFor();
   await until(`${exhausted[1]} delivered after the recovery`, async () => (await jobStatus(exhausted[1]!)) === 'succeeded');
+  // Refused after that success: the error alone, not beside the earlier answer (a probe).
+  await since.fill(toLocalInput(new Date(Date.now() - 20 * 24 * 3600_000)));
+  await page.getByRole('button', { name: 'Recover' }).click();
+  await sinceError.waitFor();
+  t.is(await page.getByText('1 failed delivery is being sent again.').count(), 0, 'the earlier answer is gone');
+  await since.fill(defaultSince);
 
   // Every attempt is in the log and the chart: 7 + 7 + 1 failed, then 3 successes.
   await page.getByRole('button', { name: 'All', exact: true }).click();

@@ -194,6 +194,7 @@ function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: 
   const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 24 * 3600_000)));
   const [result, setResult] = useState('');
   const recover = useAction(async () => {
+    setResult(''); // an earlier recover's answer stayed beside this one's error (a probe)
     const date = new Date(since);
     if (Number.isNaN(date.getTime())) throw new Error('Enter a date and time.');
     const answer = await props.client<Recovering>('POST', `/v1/endpoints/${props.endpointId}/recover`, { since: date.toISOString() });
