@@ -128,7 +128,8 @@ begin
             select 1 from deliveries o join endpoints oe on oe.id = o.endpoint_id and oe.deleted_at is null
             where o.job_id = p_job_id and o.status <> 'succeeded'))
     order by d.id);
-  if cardinality(v_targets) = 0 then
+  -- (A job that never had a target, sent to no endpoint, is retried as before: it succeeds again at once.)
+  if cardinality(v_targets) = 0 and exists (select 1 from deliveries d where d.job_id = p_job_id) then
     outcome := 'no_targets';
     status := v_status;
     return next;

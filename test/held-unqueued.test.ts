@@ -128,13 +128,16 @@ test.serial('a retry whose every target is held leaves the job open (created), n
   await allHeldAndOpen(t, who.key, job.id);
 });
 
-test.serial('a retry\'s new round to a deleted endpoint stays pending and queued, for the claim to drop', async (t) => {
+test.serial('a retry starts no new round to a deleted endpoint: its delivery stays as it was, unqueued', async (t) => {
+  // It was reopened pending and queued, for the claim to drop: with no other target the job then
+  // counted as failed without an attempt (a probe; docs/api.md, retry).
   const who = await tenant(t);
   const job = await fixtures.createJob(who.by, { application_id: who.appId, event_type: 'order.created', payload: { n: 5 } });
   t.is((await app.request('POST', `/v1/webhook-jobs/${job.id}/cancel`, { key: who.key })).status, 200);
   t.is((await app.request('DELETE', `/v1/endpoints/${who.paused}`, { key: who.key })).status, 200);
   t.is((await app.request('POST', `/v1/webhook-jobs/${job.id}/retry`, { key: who.key })).status, 200);
-  t.deepEqual((await deliveriesOf(job.id))[who.paused], { status: 'pending', round: 2, queued: 1 });
+  t.deepEqual((await deliveriesOf(job.id))[who.paused], { status: 'cancelled', round: 1, queued: 0 });
+  t.is((await deliveriesOf(job.id))[who.active]?.round, 2, 'the live targets start again');
 });
 
 test.serial('a recovery\'s batch holds the paused and the disabled endpoint\'s deliveries, unqueued, and counts them recovered', async (t) => {
