@@ -112,7 +112,7 @@ test('the operations of the document are exactly the routes of the app', (t) => 
     ['/v1/endpoints', makeEndpointActivityRouter(pool)],
     ['/v1/stats', makeStatsRouter(pool)],
     ['/v1/event-types', makeEventTypesRouter(pool)],
-    ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue)],
+    ['/v1/webhook-jobs', makeWebhookJobsRouter(pool, queue, config)],
     // The app's own /v1 routes (job creation, mounted ahead of everything else), as the app has them;
     // its GET /metrics is not an API operation.
     ['', { stack: (makeApp({ pool, config, queue, logger: makeLogger('silent') }).router.stack as Json[]).filter((layer) => layer.route?.path.startsWith('/v1/')) } as unknown as Router],

@@ -151,6 +151,38 @@ test('endpoint test: limited per endpoint per minute; another endpoint has its o
   t.is((await fire(two)).status, 202);
 });
 
+test('test events and retries count against the organization\'s job creation limit, as the jobs they send again are', async (t) => {
+  // A probe: from a portal link, 150 test events of 200 KB in 2.6 s over 15 endpoints and 62
+  // retries of one job in 10 s, none counted (the next job saw 99 of 100 left).
+  const { key, appId } = await setupJobs(lowPinned);
+  const endpoints: string[] = [];
+  for (let i = 0; i < 3; i += 1) {
+    endpoints.push((await lowPinned.request('POST', '/v1/endpoints', { key, body: { application_id: appId, url: `https://example.com/hook/${i}` } })).body.id as string);
+  }
+  const first = await lowPinned.request('POST', `/v1/endpoints/${endpoints[0]}/test`, { key });
+  t.is(first.status, 202);
+  t.deepEqual(rateHeaders(first), { limit: 2, remaining: 1, reset: windowEnd(60) }, 'the endpoint\'s own limit in the headers');
+  t.is((await lowPinned.request('POST', `/v1/endpoints/${endpoints[1]}/test`, { key })).status, 202);
+  const job = await postJob(lowPinned, key, appId);
+  t.is(job.status, 201);
+  t.is(rateHeaders(job).remaining, 0, 'two test events and this job: the second\'s three');
+  const refused = await lowPinned.request('POST', `/v1/endpoints/${endpoints[2]}/test`, { key });
+  assertLimited(t, refused);
+  t.is(rateHeaders(refused).limit, 3, 'refused by the organization\'s job limit, which the headers name');
+  assertLimited(t, await lowPinned.request('POST', `/v1/webhook-jobs/${job.body.id}/retry`, { key }));
+  t.is(await lowPinned.pool.oneFirst(sql.type(count)`select count(*)::int as n from deliveries where endpoint_id = ${endpoints[2]!}`), 0, 'the refused test created nothing');
+
+  // A retry counts as a job does, even one refused (404), as a malformed job creation does.
+  const other = await setupJobs(lowPinned);
+  const created = await postJob(lowPinned, other.key, other.appId); // no endpoint: succeeded at once
+  t.is(created.status, 201);
+  const retries = [];
+  retries.push(await lowPinned.request('POST', `/v1/webhook-jobs/${created.body.id}/retry`, { key: other.key }));
+  retries.push(await lowPinned.request('POST', '/v1/webhook-jobs/job_3MpNoSuchJobAnywhereInTheDb00/retry', { key: other.key }));
+  retries.push(await lowPinned.request('POST', `/v1/webhook-jobs/${created.body.id}/retry`, { key: other.key }));
+  t.deepEqual(retries.map((r) => r.status), [200, 404, 429]);
+});
+
 test('limits are configuration: the headers and the 429 follow the configured limit', async (t) => {
   const { key, appId } = await setupJobs(lowPinned);
   const responses = [];

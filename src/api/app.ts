@@ -107,7 +107,7 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
   const statistics = (router: Router) => guarded(authenticated, 'endpoints', [router], 'applications');
   v1.use('/stats', ...statistics(makeStatsRouter(pool)));
   v1.use('/operational-webhooks', ...resource('endpoints', makeOperationalWebhooksRouter(pool, config)));
-  v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue)));
+  v1.use('/webhook-jobs', ...resource('webhooks', makeWebhookJobsRouter(pool, queue, config)));
   // The overview counts (endpoints by health, open deliveries): statistics too.
   v1.use('/summary', ...statistics(makeSummaryRouter(pool)));
   // What the caller's key or token is: any valid credential may read itself.

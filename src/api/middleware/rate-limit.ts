@@ -19,9 +19,16 @@ export function rateLimitRules(config: Config) {
   } satisfies Record<string, RateLimitRule>;
 }
 
-/** Counts this request against `rule` for `subject` (an organization or endpoint id); 429 past it. */
-export async function enforceRateLimit(pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string): Promise<void> {
+/**
+ * Counts this request against `rule` for `subject` (an organization or endpoint id); 429 past it.
+ * `headers: 'refused'`: a second limit of the request, whose X-RateLimit-* headers are written
+ * only when it refuses (the answer otherwise keeps the first limit's).
+ */
+export async function enforceRateLimit(
+  pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string, options: { headers?: 'always' | 'refused' } = {},
+): Promise<void> {
   const taken = await takeRateLimit(pool, rateLimitKey(rule, subject), rule.limit, rule.periodSeconds, requestTime(res));
+  if (taken.allowed && options.headers === 'refused') return;
   setRateLimitHeaders(res, rule, taken);
   if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
 }

@@ -16,7 +16,7 @@ import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { AppError, notFound, rateLimitExceeded, validationError } from '../../errors.ts';
 import { authOf, forgetRecentKey, renewRecentKey, viewFor } from '../middleware/auth.ts';
-import { makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
+import { enforceRateLimit, makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
   deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
@@ -138,7 +138,8 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
 }
 
 /** The rest of /v1/webhook-jobs: list, retrieve, retry, cancel. */
-export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router {
+export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
+  const { jobCreation } = rateLimitRules(config);
   const router = Router();
 
   router.get('/', async (req, res) => {
@@ -195,6 +196,9 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue): Router 
   });
 
   router.post('/:id/retry', noQuery, async (req, res) => {
+    // A retry sends a job again: it counts against the organization's job creation limit. A probe
+    // retried one job 62 times in 10 s from a portal link (each a delivery to every target).
+    await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
     res.json(toRetried(await retryJob(pool, queue, authOf(res), req.params.id)));
   });
 
