@@ -171,6 +171,17 @@ test('bad ranges and bodies: 400 validation_error naming the field; nothing is r
   }
   const raw = await ctx.on.request('POST', `/v1/endpoints/${endpointId}/recover`, { key: ctx.key, rawBody: '{"since":', headers: { 'content-type': 'application/json' } });
   assertError(t, raw, 400, 'validation_error');
+  // A day that does not exist is said to be no date, and only that (a probe read "must be at
+  // most 14 days ago" beside it: 30 February was read as 2 March).
+  const noDay = await recover(ctx, endpointId, { since: '2026-02-30T10:00:00Z' });
+  assertError(t, noDay, 400, 'validation_error');
+  t.deepEqual(noDay.body.error.details.map((d: { message: string }) => d.message), ['must be an ISO 8601 date-time with a time zone, e.g. 2026-11-22T10:00:00Z']);
+  // Valid JSON that is not an object: said so, not "is not valid JSON" (a probe).
+  for (const bare of ['null', '3', '"since"', 'true']) {
+    const res = await ctx.on.request('POST', `/v1/endpoints/${endpointId}/recover`, { key: ctx.key, rawBody: bare, headers: { 'content-type': 'application/json' } });
+    assertError(t, res, 400, 'validation_error');
+    t.is(res.body.error.message, 'The request body must be a JSON object.', bare);
+  }
   t.deepEqual(await recoveriesOf(ctx, endpointId), []);
   // 14 days ago, and an explicit until: fine.
   const okRes = await recover(ctx, endpointId, { since: iso(now - 14 * DAY_MS + 60_000), until: iso(now + DAY_MS) });

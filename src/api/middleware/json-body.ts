@@ -176,6 +176,11 @@ export function bodyParserError(error: unknown): AppError | null {
     case 'charset.unsupported':
       return unsupportedMediaType();
     case 'entity.parse.failed':
+      // Valid JSON that is not an object (`null`, `3`, `"text"`): refused by the parser's strict
+      // mode, whose words ("\"null\" is not valid JSON") said the JSON was wrong (a probe).
+      if (isBareJsonValue((error as { body?: unknown }).body)) {
+        return validationError('The request body must be a JSON object.', [{ path: 'body', message: 'must be a JSON object, not a bare value' }]);
+      }
       // The parser's own words say where (`… at position 12 (line 1 column 13)`).
       return validationError('The request body is not valid JSON.', [{ path: 'body', message: (error as Error).message }]);
     case 'request.aborted':
@@ -184,6 +189,17 @@ export function bodyParserError(error: unknown): AppError | null {
       return unreadable();
     default:
       return null;
+  }
+}
+
+/** Whether a body the parser refused is valid JSON all the same: then it was a value, not an object or array. */
+function isBareJsonValue(body: unknown): boolean {
+  if (typeof body !== 'string' || /^\s*[[{]/.test(body)) return false;
+  try {
+    JSON.parse(body);
+    return true;
+  } catch {
+    return false;
   }
 }
 

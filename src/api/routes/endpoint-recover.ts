@@ -23,11 +23,22 @@ const CLOCK_SLACK_MS = 60_000;
 
 const DAY_MS = 86_400_000;
 
+/** A timestamp as the schema normalises it (an input it refused reads back otherwise, or not at all). */
+const normalised = (value: string) => {
+  const date = new Date(value);
+  return !Number.isNaN(date.getTime()) && date.toISOString() === value;
+};
+
 /** The request body (also what the OpenAPI document says the operation accepts). */
 export const recoverBody = z.strictObject({
   since: timestamp.meta({ description: `Start of the range (inclusive) of the times deliveries gave up; at most ${RECOVER_MAX_AGE_DAYS} days ago.` }),
   until: timestamp.optional().meta({ description: 'End of the range (inclusive); after `since`. Default: now.' }),
 }).superRefine((body, ctx) => {
+  // Only the fields that passed as timestamps (normalised, so they read back the same): a
+  // refused `since` of 2026-02-30 was read as 2 March, and the answer said it was also more than
+  // 14 days ago (a probe).
+  if (!normalised(body.since)) return;
+  if (body.until !== undefined && !normalised(body.until)) return;
   const now = Date.now();
   const since = Date.parse(body.since);
   if (since < now - RECOVER_MAX_AGE_DAYS * DAY_MS - CLOCK_SLACK_MS) {
