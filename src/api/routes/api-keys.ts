@@ -3,6 +3,7 @@ import { Router } from 'express';
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { createApiKey } from '../../core/api-keys.ts';
+import { reachesEnvironment, scopesBeyond, withinLifetime } from '../../core/key-reach.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
 import { deleteApiKey, findApiKey, listApiKeys, lockApiKeyLifetime, updateApiKey } from '../../db/api-keys.ts';
 import { isId } from '../../ids.ts';
@@ -53,7 +54,7 @@ const toApiKey = shaper(apiKey);
 const toCreated = shaper(apiKeyCreated);
 
 /** The scopes among `scopes` that `auth` may not grant (decisions section 4: none beyond its own). */
-const beyondReach = (auth: Auth, scopes: readonly string[]) => scopes.filter((scope) => !canGrant(auth.scopes, scope));
+const beyondReach = (auth: Auth, scopes: readonly string[]) => scopesBeyond(auth.scopes, scopes);
 
 /** No key can hand out more than it holds (decisions section 4). */
 function assertGrantable(auth: Auth, requested: readonly string[]): void {
@@ -78,7 +79,7 @@ function assertHoldsAllOf(auth: Auth, target: { scopes: readonly string[] }, doi
  * as the database has it now, null for never.
  */
 function assertWithinLifetime(reach: string | null, doing: 'create' | 'change' | 'delete', expiresAt: string | null): void {
-  if (reach === null || (expiresAt !== null && Date.parse(expiresAt) <= Date.parse(reach))) return;
+  if (withinLifetime(reach, expiresAt)) return;
   const what = doing === 'create' ? 'create a key that outlives it' : `${doing} a key that outlives it`;
   throw forbidden(`This API key expires at ${reach}: it cannot ${what}${expiresAt === null ? ' (one that never expires)' : ''}.`);
 }
@@ -118,7 +119,7 @@ async function refusalAfterWrite(db: CommonQueryMethods, auth: Auth, id: string,
  * may create, change or delete them, so a test key can never reach a live key's powers.
  */
 function assertEnvironmentReach(auth: Auth, environment: 'live' | 'test'): void {
-  if (environment === auth.environment || (auth.environment === 'live' && auth.scopes.includes('*'))) return;
+  if (reachesEnvironment(auth, environment)) return;
   throw forbidden(`Only a live API key with the "*" scope can create, change or delete ${environment} API keys from a ${auth.environment} key.`);
 }
 

@@ -2,7 +2,7 @@
 // scopes, environment and expiry (the key is shown once, with a copy button), and revoke.
 import { useState } from 'preact/hooks';
 import { query, type ApiKey, type ApiKeyCreated, type Credential, type Cursor } from './api.ts';
-import { canGrant } from '../../core/scopes.ts';
+import { reachesEnvironment, scopesBeyond, withinLifetime } from '../../core/key-reach.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
 import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
@@ -60,20 +60,16 @@ export function ApiKeysPage() {
 }
 
 /**
- * Why the API would refuse (403) the signed-in key's revoke of `key`, in the API's own rules
- * (src/api/routes/api-keys.ts): another environment needs a live "*" key, and a key revokes
- * only keys that hold no scope beyond its own and expire by its own expiry. Null: it may. The
+ * Why the API would refuse (403) the signed-in key's revoke of `key`, by the API's own rules
+ * (src/core/key-reach.ts): another environment needs a live "*" key, and a key revokes only
+ * keys that hold no scope beyond its own and expire by its own expiry. Null: it may. The
  * button was enabled for every key, and the click earned the 403's message (a probe).
  */
 export function whyNotRevoke(self: Credential, key: ApiKey): string | null {
-  if (key.environment !== self.environment && !(self.environment === 'live' && self.scopes.includes('*'))) {
-    return `Only a live key with * revokes ${key.environment} keys`;
-  }
-  const beyond = key.scopes.filter((scope) => !canGrant(self.scopes, scope));
+  if (!reachesEnvironment(self, key.environment)) return `Only a live key with * revokes ${key.environment} keys`;
+  const beyond = scopesBeyond(self.scopes, key.scopes);
   if (beyond.length > 0) return `Holds ${beyond.join(', ')}, which this key lacks`;
-  if (self.expires_at !== null && (key.expires_at === null || Date.parse(key.expires_at) > Date.parse(self.expires_at))) {
-    return 'Outlives this key';
-  }
+  if (!withinLifetime(self.expires_at, key.expires_at)) return 'Outlives this key';
   return null;
 }
 
