@@ -70,6 +70,17 @@ async function check(t: ExecutionContext, page: Page, name: string) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }
 
+/** Holds each answer to a request matching `pattern` (fetched from the app) until its release in the returned list is called. */
+async function holdAnswers(page: Page, pattern: RegExp): Promise<Array<() => void>> {
+  const held: Array<() => void> = [];
+  await page.route(pattern, async (route) => {
+    const response = await route.fetch();
+    await new Promise<void>((release) => held.push(release));
+    await route.fulfill({ response });
+  });
+  return held;
+}
+
 async function signIn(page: Page, key: string) {
   await page.goto(`${app.baseUrl}/dashboard`);
   await page.getByLabel('API key').fill(key);
@@ -624,12 +635,7 @@ browserTest(`Back and Forward bring the filter form along with the list, also pa
   t.is(await status.inputValue(), 'succeeded', 'Forward: the same');
 
   // A slow answer overtaken by Back: the succeeded list is held, Back is pressed, then it arrives.
-  const held: Array<() => void> = [];
-  await page.route(/\/v1\/webhook-jobs\?status=succeeded/, async (route) => {
-    const response = await route.fetch();
-    await new Promise<void>((release) => held.push(release));
-    await route.fulfill({ response });
-  });
+  const held = await holdAnswers(page, /\/v1\/webhook-jobs\?status=succeeded/);
   await page.goBack();
   await page.getByText('No jobs match.').waitFor();
   await page.goForward();
@@ -756,13 +762,8 @@ browserTest(`the overview's charts are drawn once for their figures: an answer f
   // so a chart read while the others arrived was an empty one, 0 px wide (the test above, once,
   // on a busy machine). /v1/summary is held here until the charts are drawn, then let go.
   const { by } = await oneEndpoint(t);
-  const held: Array<() => void> = [];
   const { page } = await openPage(t);
-  await page.route(/\/v1\/summary$/, async (route) => {
-    const response = await route.fetch();
-    await new Promise<void>((release) => held.push(release));
-    await route.fulfill({ response });
-  });
+  const held = await holdAnswers(page, /\/v1\/summary$/);
   await signIn(page, by.key);
   const charts = page.locator('.grid2 .uplot');
   await until('both charts drawn, the summary held', async () => held.length === 1 && (await charts.count()) === 2);
@@ -782,12 +783,7 @@ browserTest(`the overview's tiles name the period of the figures they show, not 
   await signIn(page, by.key);
   const label = page.locator('.tile-label').first();
   await page.locator('.tile-label', { hasText: 'Attempts (24 h)' }).waitFor();
-  const held: Array<() => void> = [];
-  await page.route(/\/v1\/stats\?since=/, async (route) => {
-    const response = await route.fetch();
-    await new Promise<void>((release) => held.push(release));
-    await route.fulfill({ response });
-  });
+  const held = await holdAnswers(page, /\/v1\/stats\?since=/);
   await page.getByRole('button', { name: 'Last hour' }).click();
   await until('the hour\'s statistics asked for and held', () => held.length === 1);
   await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
