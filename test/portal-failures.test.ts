@@ -67,6 +67,16 @@ browserTest(`failures: filter and response body, re-enable a disabled endpoint, 
   await until(`${held} delivered after the reset`, async () => (await jobStatus(held)) === 'succeeded');
   await page.getByRole('button', { name: 'Pause' }).waitFor(); // active again
 
+  // The message was said of the endpoint's status: once a refresh finds another (here a pause by
+  // the API's key; a receiver that fails again disables it the same way), it goes.
+  const closed = page.getByText('Circuit closed: the endpoint is active again.');
+  t.true(await closed.isVisible());
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'paused' } })).status, 200);
+  await page.getByRole('button', { name: 'Resume' }).waitFor();
+  t.is(await closed.count(), 0);
+  t.is((await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { status: 'active' } })).status, 200);
+  await page.getByRole('button', { name: 'Pause' }).waitFor();
+
   // Resend the first exhausted job from one of its failed attempts.
   const attemptOfFirst = failed.getByRole('listitem').filter({ hasText: exhausted[0]! }).first();
   const resendFirst = attemptOfFirst.getByRole('button', { name: `Resend job ${exhausted[0]}` });

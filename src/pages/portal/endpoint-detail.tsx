@@ -24,7 +24,12 @@ export function EndpointDetail(props: Props) {
   const [loadError, setLoadError] = useState<unknown>(null);
   const { editing } = props;
   useFocusOnChange(editing);
-  const [message, setMessage] = useState(props.initialMessage ?? '');
+  /** What the last action said, and the status it said it of (pause, resume, re-enable): a later
+   * read that finds the endpoint in another status drops it. "Circuit closed: the endpoint is active
+   * again." stayed beside a Disabled badge when the receiver failed again (a probe). */
+  const [notice, setNotice] = useState<{ text: string; status?: Endpoint['status'] }>({ text: props.initialMessage ?? '' });
+  const setMessage = (text: string, status?: Endpoint['status']) => setNotice({ text, status });
+  const message = notice.text;
   const [refresh, setRefresh] = useState(0);
   const [rate, setRate] = useState<number | null>(null);
   /** The attempts of the last 24 hours, from the chart's statistics: with none, the API's rate is
@@ -44,6 +49,7 @@ export function EndpointDetail(props: Props) {
       if (asked < order.current.shown || asked < order.current.action) return; // overtaken
       order.current.shown = asked;
       setEndpoint(one);
+      setNotice((said) => (said.status && said.status !== one.status ? { text: '' } : said));
       setRate(application.endpoints.find((e) => e.id === endpointId)?.success_rate ?? null);
     });
   };
@@ -65,7 +71,7 @@ export function EndpointDetail(props: Props) {
       const changed = await client<Endpoint>('PATCH', `/v1/endpoints/${endpointId}`, { status: kind === 'pause' ? 'paused' : 'active' });
       acting(); // a read asked while the change was on its way may have read the state before it
       setEndpoint(changed);
-      setMessage(kind === 'pause' ? 'Deliveries are paused. They wait until you resume.' : 'Deliveries are resumed.');
+      setMessage(kind === 'pause' ? 'Deliveries are paused. They wait until you resume.' : 'Deliveries are resumed.', changed.status);
     } else if (kind === 'test') {
       const queued = await client<TestQueued>('POST', `/v1/endpoints/${endpointId}/test`);
       setMessage(`Test event sent (${queued.job_id}). It appears in the attempts below once delivered.`);
@@ -73,7 +79,7 @@ export function EndpointDetail(props: Props) {
     } else if (kind === 'reset') {
       const reset = await client<Reset>('POST', `/v1/endpoints/${endpointId}/reset-circuit`);
       acting();
-      setMessage(reset.message);
+      setMessage(reset.message, reset.status);
       await load();
       setRefresh((n) => n + 1);
     } else {
