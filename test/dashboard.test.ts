@@ -757,6 +757,40 @@ browserTest(`the attempts chart's y axis is as wide as its labels, with 47,000 a
   t.deepEqual(errors, []);
 });
 
+browserTest(`over 24 hours a minute's failures are a bar a few pixels wide, not hidden under the next minute's successes${skip}`, async (t) => {
+  // A probe: over 24 hours one minute's bar was about 1 px wide (1,440 minutes in ~500 px), and a
+  // minute of failures beside a minute of successes was drawn over by the successes' bar.
+  const { by, acme, endpoint } = await oneEndpoint(t);
+  await app.pool.query(sql.unsafe`
+    insert into endpoint_attempt_stats (endpoint_id, application_id, minute, attempts, successes)
+    values (${endpoint.id}, ${acme.id}, date_trunc('minute', now()) - interval '3 hours', 10, 0),
+           (${endpoint.id}, ${acme.id}, date_trunc('minute', now()) - interval '3 hours' + interval '1 minute', 10, 10),
+           (${endpoint.id}, ${acme.id}, date_trunc('minute', now()) - interval '2 hours', 5, 5)`);
+  const { page, errors } = await openPage(t);
+  await signIn(page, by.key);
+  await page.locator('.tile').filter({ hasText: 'Attempts (24 h)' }).getByText('25').waitFor();
+  const chart = page.getByRole('region', { name: 'Attempts per minute' }).locator('.uplot canvas');
+  // Columns of the plot holding the failed bars' red, and the succeeded bars' blue (over white).
+  const columns = () => chart.evaluate((canvas: HTMLCanvasElement) => {
+    const { width, height } = canvas;
+    const pixels = canvas.getContext('2d')!.getImageData(0, 0, width, height).data;
+    const found = { red: new Set<number>(), blue: new Set<number>() };
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        const [r, g, b] = pixels.subarray(4 * (y * width + x), 4 * (y * width + x) + 3);
+        if (r! > 150 && r! - g! > 80 && r! - b! > 80) found.red.add(x); // anti-aliased edges included
+        if (b! > 150 && b! - r! > 60) found.blue.add(x);
+      }
+    }
+    return { red: found.red.size, blue: found.blue.size, ratio: devicePixelRatio };
+  });
+  const seen = await until('both bars drawn', async () => { const c = await columns(); return c.red && c.blue ? c : undefined; });
+  t.true(seen.red >= 3 * seen.ratio, `the failed minute is ${seen.red} px wide`);
+  t.true(seen.blue >= 3 * seen.ratio, `a minute of successes alone, an hour later, is ${seen.blue} px wide`);
+  await check(t, page, 'overview-one-failed-minute');
+  t.deepEqual(errors, []);
+});
+
 browserTest(`the overview's charts are drawn once for their figures: an answer for the tiles that comes later does not draw them again${skip}`, async (t) => {
   // Each of the overview's six answers drew both charts again (new uPlot, the old one destroyed),
   // so a chart read while the others arrived was an empty one, 0 px wide (the test above, once,

@@ -44,10 +44,13 @@ export function AttemptsPerMinute(props: { stats: Stats }) {
   // for each of its other answers (each drew both charts anew, empty for a moment).
   const { m, data } = useMemo(() => {
     const m = perMinute(props.stats);
-    // Stacked: the failed bar is drawn from successes up to successes + failures.
-    // Bars are fill only (no outline), so a minute without attempts shows nothing.
+    // Stacked: the succeeded bar is drawn from failures up to failures + successes, and the
+    // failed bar, drawn last, from 0 up. Over 24 hours a minute's column is a fraction of a pixel
+    // and each bar at least 3 px wide, so neighbouring minutes' bars overlap: drawn last, no
+    // minute's failures are hidden under another minute's successes. Bars are fill only (no
+    // outline), so a minute without attempts shows nothing.
     const total = m.ok.map((v, i) => v + m.failed[i]!);
-    return { m, data: [m.time, total, m.ok] as uPlot.AlignedData };
+    return { m, data: [m.time, total, m.failed] as uPlot.AlignedData };
   }, [props.stats]);
   return (
     <Plot label={`Attempts per ${props.stats.bucket} since ${new Date(props.stats.since).toLocaleString()}: ${props.stats.totals.attempts} attempts, ${props.stats.totals.failures} failed.`}
@@ -57,10 +60,10 @@ export function AttemptsPerMinute(props: { stats: Stats }) {
         axes: [AXIS, { ...AXIS, size: fitAxis, values: countLabels }],
         series: [
           {},
-          { label: 'Failed', stroke: '#b91c1c', width: 0, fill: 'rgba(220,38,38,0.7)', paths: uPlot.paths.bars!({ size: [0.9, 12, 2], align: 1 }), points: { show: false },
-            value: (_u, _v, _s, i) => (i == null ? '—' : String(m.failed[i])) },
-          { label: 'Succeeded', stroke: '#1d4ed8', width: 0, fill: 'rgba(37,99,235,0.7)', paths: uPlot.paths.bars!({ size: [0.9, 12, 2], align: 1 }), points: { show: false },
+          { label: 'Succeeded', stroke: '#1d4ed8', width: 0, fill: 'rgba(37,99,235,0.7)', paths: uPlot.paths.bars!({ size: [0.9, 12, 3], align: 1 }), points: { show: false },
             value: (_u, _v, _s, i) => (i == null ? '—' : String(m.ok[i])) },
+          { label: 'Failed', stroke: '#b91c1c', width: 0, fill: 'rgb(220,38,38)', paths: uPlot.paths.bars!({ size: [0.9, 12, 3], align: 1 }), points: { show: false },
+            value: (_u, _v, _s, i) => (i == null ? '—' : String(m.failed[i])) },
         ],
       })} />
   );

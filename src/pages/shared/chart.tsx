@@ -28,8 +28,12 @@ export function AttemptsChart(props: { points: Point[]; label: string; legend?: 
   useEffect(() => {
     const element = box.current;
     if (!element) return;
+    // Half a bucket of room at each end: bars are centred on their bucket, and the x scale fitted
+    // to the first and last times cut the oldest and the current bucket's bars in half (a probe).
+    const times = props.points.map((p) => p.time);
+    const half = times.length > 1 ? (times[1]! - times[0]!) / 2 : 1800;
     const data: uPlot.AlignedData = [
-      props.points.map((p) => p.time),
+      times,
       props.points.map((p) => p.attempts),
       props.points.map((p) => p.successRate),
     ];
@@ -38,7 +42,7 @@ export function AttemptsChart(props: { points: Point[]; label: string; legend?: 
       width, height: 180,
       legend: { show: props.legend ?? true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true }, count: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
+      scales: { x: { time: true, range: (_u, min, max) => [min - half, max + half] }, count: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
       axes: [
         { stroke: '#475569', grid: { stroke: '#e2e8f0' } },
         { scale: 'count', stroke: '#475569', grid: { stroke: '#e2e8f0' }, size: fitAxis, values: countLabels },
