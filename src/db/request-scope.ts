@@ -16,6 +16,12 @@ export class RequestScope {
    * organization's requests to a share of its connections (pool-guard.ts).
    */
   organization: string | undefined;
+  /**
+   * Who in the organization calls: an API key, or a portal link's application (all its links
+   * together). The organization's heavy reads take turns between callers (heavy-reads.ts), so
+   * one customer's burst through a portal link does not queue its operator's reads behind it.
+   */
+  caller: string | undefined;
 
   get aborted(): boolean {
     return this.#aborted;

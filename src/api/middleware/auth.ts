@@ -117,7 +117,10 @@ export type AuthenticateOptions = {
 function authenticated(res: Response, auth: Auth): void {
   res.locals.auth = auth;
   const scope = res.locals.requestScope as RequestScope | undefined;
-  if (scope) scope.organization = auth.orgId;
+  if (scope) {
+    scope.organization = auth.orgId;
+    scope.caller = auth.kind === 'api_key' ? `key:${auth.keyId}` : `application:${auth.applicationId}`;
+  }
 }
 
 export function authenticate(pool: DatabasePool, options: AuthenticateOptions = {}) {
