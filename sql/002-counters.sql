@@ -23,9 +23,11 @@ $$;
 comment on function endpoints_maintain_counts() is
   'Trigger function: keeps applications.endpoints_count equal to the number of live endpoints.';
 
+select ensure_trigger('endpoints', 'endpoints_maintain_counts', $trigger$
 create or replace trigger endpoints_maintain_counts
   after insert or update of deleted_at or delete on endpoints
-  for each row execute function endpoints_maintain_counts();
+  for each row execute function endpoints_maintain_counts()
+$trigger$);
 
 create or replace function endpoint_event_types_maintain_counts() returns trigger
 language plpgsql as $$
@@ -55,13 +57,17 @@ $$;
 comment on function endpoint_event_types_maintain_counts() is
   'Trigger function: keeps event_types.subscriber_count equal to its number of subscriptions, and moves endpoints.updated_at when an endpoint''s subscriptions change.';
 
+select ensure_trigger('endpoint_event_types', 'endpoint_event_types_count_inserts', $trigger$
 create or replace trigger endpoint_event_types_count_inserts
   after insert on endpoint_event_types referencing new table as changed
-  for each statement execute function endpoint_event_types_maintain_counts();
+  for each statement execute function endpoint_event_types_maintain_counts()
+$trigger$);
 
+select ensure_trigger('endpoint_event_types', 'endpoint_event_types_count_deletes', $trigger$
 create or replace trigger endpoint_event_types_count_deletes
   after delete on endpoint_event_types referencing old table as changed
-  for each statement execute function endpoint_event_types_maintain_counts();
+  for each statement execute function endpoint_event_types_maintain_counts()
+$trigger$);
 
 -- applications.webhook_jobs_count: jobs ever created for the application. accept_webhook_jobs
 -- (sql/005-accept-job.sql) counts its own jobs, once per application for its whole group, and
@@ -81,6 +87,8 @@ $$;
 
 comment on function webhook_jobs_count_insert() is 'Trigger function: counts created jobs into applications.webhook_jobs_count.';
 
+select ensure_trigger('webhook_jobs', 'webhook_jobs_count_insert', $trigger$
 create or replace trigger webhook_jobs_count_insert
   after insert on webhook_jobs referencing new table as changed
-  for each statement execute function webhook_jobs_count_insert();
+  for each statement execute function webhook_jobs_count_insert()
+$trigger$);

@@ -52,10 +52,12 @@ $$;
 comment on function applications_cascade_soft_delete() is
   'Trigger function: soft-deleting an application soft-deletes its endpoints (and so their subscriptions).';
 
+select ensure_trigger('applications', 'applications_cascade_soft_delete', $trigger$
 create or replace trigger applications_cascade_soft_delete
   after update of deleted_at on applications
   for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function applications_cascade_soft_delete();
+  execute function applications_cascade_soft_delete()
+$trigger$);
 
 -- Deleting an endpoint (soft) drops its waiting deliveries, the first 1,000 here, the rest in
 -- the upkeep; in an application's delete (its cascade), all of them in the upkeep, so that the
@@ -119,10 +121,12 @@ $$;
 
 comment on function endpoints_drop_deliveries() is 'Trigger function: a soft-deleted endpoint drops up to 1,000 of its pending and held deliveries (those of jobs another transaction holds are left to the claims; the rest to the upkeep).';
 
+select ensure_trigger('endpoints', 'endpoints_drop_deliveries', $trigger$
 create or replace trigger endpoints_drop_deliveries
   after update of deleted_at on endpoints
   for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function endpoints_drop_deliveries();
+  execute function endpoints_drop_deliveries()
+$trigger$);
 
 -- The start of an upkeep step that works in batches, one call at a time across workers: its
 -- p_batch checked, then its advisory lock tried for the transaction. False: another worker's
@@ -265,10 +269,12 @@ $$;
 comment on function endpoints_remember_subscriptions() is
   'Trigger function: a soft-deleted endpoint keeps the names of its subscriptions in deleted_event_types (for restore).';
 
+select ensure_trigger('endpoints', 'endpoints_remember_subscriptions', $trigger$
 create or replace trigger endpoints_remember_subscriptions
   before update of deleted_at on endpoints
   for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function endpoints_remember_subscriptions();
+  execute function endpoints_remember_subscriptions()
+$trigger$);
 
 -- A deleted endpoint subscribes to nothing: its subscriptions go (and their counts with them,
 -- by the triggers of endpoint_event_types), in the statement that deletes it.
@@ -282,7 +288,9 @@ $$;
 
 comment on function endpoints_drop_subscriptions() is 'Trigger function: a soft-deleted endpoint loses its subscriptions.';
 
+select ensure_trigger('endpoints', 'endpoints_drop_subscriptions', $trigger$
 create or replace trigger endpoints_drop_subscriptions
   after update of deleted_at on endpoints
   for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function endpoints_drop_subscriptions();
+  execute function endpoints_drop_subscriptions()
+$trigger$);

@@ -77,9 +77,11 @@ comment on function current_status(webhook_jobs) is
 -- A job whose recomputed state equals the stored one is not rewritten (PostgreSQL's own
 -- suppress_redundant_updates_trigger): no new row version, no index entries and, for a job
 -- inserted in the same transaction, no second round of its foreign-key checks.
+select ensure_trigger('webhook_jobs', 'webhook_jobs_skip_unchanged', $trigger$
 create or replace trigger webhook_jobs_skip_unchanged
   before update on webhook_jobs
-  for each row execute function suppress_redundant_updates_trigger();
+  for each row execute function suppress_redundant_updates_trigger()
+$trigger$);
 
 -- A job's stored state is a function of its deliveries' attempt counts and of which of three
 -- kinds each status is: open (pending, in_flight, held), given up (failed, dropped) or done
@@ -124,6 +126,8 @@ comment on function deliveries_refresh_jobs() is 'Trigger function: refreshes th
 -- No trigger on insert: deliveries are inserted only with their job, pending or held at attempt
 -- 0 (both open), which is the job's status from its own insert ('created'); a job with no targets is
 -- completed by accept_webhook_job itself. Refreshing there cost more than the rest of accepting a job.
+select ensure_trigger('deliveries', 'deliveries_refresh_jobs_on_update', $trigger$
 create or replace trigger deliveries_refresh_jobs_on_update
   after update on deliveries referencing old table as before new table as changed
-  for each statement execute function deliveries_refresh_jobs();
+  for each statement execute function deliveries_refresh_jobs()
+$trigger$);

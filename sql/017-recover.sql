@@ -24,10 +24,12 @@ comment on function deliveries_mark_gave_up() is
   'Trigger function: a delivery becoming failed records gave_up_at and gave_up_xact; leaving failed clears them.';
 
 -- Only rows whose status enters or leaves failed run it (every claim and recording updates status).
+select ensure_trigger('deliveries', 'deliveries_mark_gave_up', $trigger$
 create or replace trigger deliveries_mark_gave_up
   before update of status on deliveries
   for each row when (new.status is distinct from old.status and (new.status = 'failed' or old.status = 'failed'))
-  execute function deliveries_mark_gave_up();
+  execute function deliveries_mark_gave_up()
+$trigger$);
 
 -- The request: records a recovery of this (live) endpoint and returns it with the number of
 -- deliveries it covers, counted in the snapshot it keeps. The batches take exactly the failures

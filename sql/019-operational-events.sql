@@ -132,37 +132,10 @@ comment on function emit_endpoint_event(text, text, jsonb) is
 
 -- ------------------------------------------------------------------ endpoints
 
--- Constraint triggers have no `create or replace`, and `drop trigger` waits for an ACCESS
--- EXCLUSIVE lock on its table: dropped and created at every apply of sql/, they stalled every
--- read of endpoints behind a release and failed it beside a pg_dump longer than its 2 minutes.
--- The definition's md5 is kept in the trigger's comment; an apply whose definition has that
--- md5 leaves the trigger alone (enabling it again if someone disabled it, as the drop did and as
--- `create or replace trigger` does for the others), any other drops and creates it (in the
--- apply's transaction).
-create or replace function ensure_constraint_trigger(p_table regclass, p_name text, p_definition text) returns void
-language plpgsql as $$
-declare
-  v_mark text := 'sql/ definition md5 ' || md5(p_definition);
-  v_oid oid;
-  v_enabled "char";
-begin
-  select t.oid, t.tgenabled into v_oid, v_enabled from pg_trigger t where t.tgrelid = p_table and t.tgname = p_name;
-  if v_oid is not null and obj_description(v_oid, 'pg_trigger') is not distinct from v_mark then
-    if v_enabled <> 'O' then
-      execute format('alter table %s enable trigger %I', p_table, p_name);
-    end if;
-    return;
-  end if;
-  if v_oid is not null then
-    execute format('drop trigger %I on %s', p_name, p_table);
-  end if;
-  execute p_definition;
-  execute format('comment on trigger %I on %s is %L', p_name, p_table, v_mark);
-end;
-$$;
-
-comment on function ensure_constraint_trigger(regclass, text, text) is
-  'Creates a constraint trigger from its definition, or replaces it when the definition changed (md5 in its comment): never drops an unchanged one.';
+-- Its constraint triggers are made through ensure_trigger() (sql/001-updated-at.sql), which
+-- replaced ensure_constraint_trigger() and keeps its md5 marks: drop trigger would lock out every
+-- read of endpoints during a release, and failed it beside a pg_dump longer than its 2 minutes.
+drop function if exists ensure_constraint_trigger(regclass, text, text);
 
 create or replace function endpoints_announce_creation() returns trigger
 language plpgsql as $$
@@ -176,7 +149,7 @@ $$;
 
 comment on function endpoints_announce_creation() is 'Constraint trigger function (at commit): endpoint.created.';
 
-select ensure_constraint_trigger('endpoints', 'endpoints_announce_creation', $trigger$
+select ensure_trigger('endpoints', 'endpoints_announce_creation', $trigger$
 create constraint trigger endpoints_announce_creation
   after insert on endpoints deferrable initially deferred
   for each row execute function endpoints_announce_creation()
@@ -193,10 +166,12 @@ $$;
 
 comment on function endpoints_announce_deletion() is 'Trigger function: endpoint.deleted, with the endpoint as it was.';
 
+select ensure_trigger('endpoints', 'endpoints_announce_deletion', $trigger$
 create or replace trigger endpoints_announce_deletion
   after update of deleted_at on endpoints
   for each row when (old.deleted_at is null and new.deleted_at is not null)
-  execute function endpoints_announce_deletion();
+  execute function endpoints_announce_deletion()
+$trigger$);
 
 -- At commit, with the endpoint as the transaction left it.
 create or replace function endpoints_announce_changes() returns trigger
@@ -243,7 +218,7 @@ $$;
 comment on function endpoints_announce_changes() is
   'Constraint trigger function (at commit): endpoint.restored, .failing, .disabled, .enabled and .updated.';
 
-select ensure_constraint_trigger('endpoints', 'endpoints_announce_changes', $trigger$
+select ensure_trigger('endpoints', 'endpoints_announce_changes', $trigger$
 create constraint trigger endpoints_announce_changes
   after update on endpoints deferrable initially deferred
   for each row when (
@@ -279,7 +254,7 @@ $$;
 
 comment on function endpoint_event_types_announce() is 'Constraint trigger function (at commit): a changed subscription is an endpoint.updated.';
 
-select ensure_constraint_trigger('endpoint_event_types', 'endpoint_event_types_announce', $trigger$
+select ensure_trigger('endpoint_event_types', 'endpoint_event_types_announce', $trigger$
 create constraint trigger endpoint_event_types_announce
   after insert or delete on endpoint_event_types deferrable initially deferred
   for each row execute function endpoint_event_types_announce()
@@ -320,7 +295,9 @@ $$;
 
 comment on function deliveries_announce_exhausted() is 'Trigger function: a delivery that gave up (failed) is a delivery.exhausted.';
 
+select ensure_trigger('deliveries', 'deliveries_announce_exhausted', $trigger$
 create or replace trigger deliveries_announce_exhausted
   after update of status on deliveries
   for each row when (new.status = 'failed' and old.status is distinct from 'failed')
-  execute function deliveries_announce_exhausted();
+  execute function deliveries_announce_exhausted()
+$trigger$);

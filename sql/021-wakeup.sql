@@ -22,16 +22,20 @@ $$;
 comment on function notify_deliveries_due() is
   'NOTIFY hookline_deliveries (sent at commit, one per transaction): deliveries are due now, workers fetch at once instead of at their next poll.';
 
+select ensure_trigger('deliveries', 'deliveries_inserted_notify', $trigger$
 create or replace trigger deliveries_inserted_notify
   after insert on deliveries
-  for each statement execute function notify_deliveries_due();
+  for each statement execute function notify_deliveries_due()
+$trigger$);
 
+select ensure_trigger('deliveries', 'deliveries_due_notify', $trigger$
 create or replace trigger deliveries_due_notify
   after update of status, round, next_attempt_at on deliveries
   for each row
   when (new.status = 'pending' and (new.next_attempt_at is null or new.next_attempt_at <= now())
         and (old.status <> 'pending' or old.round <> new.round))
-  execute function notify_deliveries_due();
+  execute function notify_deliveries_due()
+$trigger$);
 
 -- Tells the workers that an endpoint stopped taking deliveries (paused, disabled by its circuit
 -- or a 410, deleted, with its application too): a NOTIFY on channel hookline_endpoints_stopped
@@ -51,8 +55,10 @@ $$;
 comment on function notify_endpoint_stopped() is
   'NOTIFY hookline_endpoints_stopped with the endpoint''s id (sent at commit): it stopped taking deliveries, so workers hand back those they claimed for it and have not started.';
 
+select ensure_trigger('endpoints', 'endpoints_stopped_notify', $trigger$
 create or replace trigger endpoints_stopped_notify
   after update of status, deleted_at on endpoints
   for each row
   when ((old.status = 'active' and new.status <> 'active') or (old.deleted_at is null and new.deleted_at is not null))
-  execute function notify_endpoint_stopped();
+  execute function notify_endpoint_stopped()
+$trigger$);

@@ -51,6 +51,8 @@ $$;
 comment on function api_keys_revoke_portal_tokens() is
   'Trigger: a deleted API key revokes the portal tokens it made.';
 
+select ensure_trigger('api_keys', 'api_keys_revoke_portal_tokens', $trigger$
 create or replace trigger api_keys_revoke_portal_tokens
   before delete on api_keys
-  for each row execute function api_keys_revoke_portal_tokens();
+  for each row execute function api_keys_revoke_portal_tokens()
+$trigger$);

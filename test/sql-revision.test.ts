@@ -19,6 +19,15 @@ async function connect(url: string): Promise<pg.Client> {
   return client;
 }
 
+/** sql/ with `deliveries_refresh_jobs_on_update`'s definition changed (by `mark`, a comment in it), so an apply replaces that trigger. */
+function withChangedTrigger(current: Awaited<ReturnType<typeof readSqlDefinitions>>, mark: string) {
+  const i = current.files.findIndex((file) => file.startsWith('004-'));
+  const texts = current.texts.map((text, j) => (j === i ? text.replace(
+    'for each statement execute function deliveries_refresh_jobs()', `for each statement execute function deliveries_refresh_jobs() -- ${mark}`) : text));
+  if (texts[i] === current.texts[i]) throw new Error('the trigger\'s definition was not found in sql/004');
+  return { ...current, texts, digest: mark, revision: current.revision + 1 };
+}
+
 const state = async (client: pg.Client) =>
   (await client.query<{ hash: string; revision: number; comment: string | null }>(`
     select hash, revision, obj_description('sql_definitions'::regclass, 'pg_class') as comment from sql_definitions`)).rows[0];
@@ -114,7 +123,8 @@ test('a step waiting on a long transaction lets go of its locks, so the writes b
   const current = await readSqlDefinitions();
   const logged: string[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
-  const step = applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 120_000 });
+  // A trigger of deliveries whose definition changed: only then does the step lock the table.
+  const step = applySqlDefinitions(db.url, logger, { definitions: withChangedTrigger(current, 'next'), deadlineMs: 120_000 });
   // Until the step has met the held lock at least once (a step that waits for it says nothing).
   for (const until = Date.now() + 20_000; Date.now() < until && !logged.some((line) => line.includes('trying again'));) {
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -132,7 +142,7 @@ test('a step waiting on a long transaction lets go of its locks, so the writes b
   // Held past the deadline: the step fails, saying why in one message.
   await holder.query('begin');
   await holder.query('lock table deliveries in row exclusive mode');
-  const error = await t.throwsAsync(applySqlDefinitions(db.url, silent, { definitions: { ...current, digest: 'later', revision: current.revision + 2 }, deadlineMs: 1_500 }));
+  const error = await t.throwsAsync(applySqlDefinitions(db.url, silent, { definitions: { ...withChangedTrigger(current, 'later'), revision: current.revision + 2 }, deadlineMs: 1_500 }));
   await holder.query('commit');
   t.regex(error?.message ?? '', /^sql\/ definitions were not applied within 2 s \(\d+ tries\): another session kept a lock they need each time\. Last: sql\/\d+-[a-z-]+\.sql: canceling statement due to lock timeout\. /);
 });
@@ -214,4 +224,43 @@ test('a step beside a long reader of every table (as pg_dump reads) applies; a c
   t.deepEqual(after.filter((trigger) => trigger.name !== 'endpoint_event_types_announce'), before.filter((trigger) => trigger.name !== 'endpoint_event_types_announce'));
   const { rows: [deferred] } = await admin.query<{ initdeferred: boolean }>(`select tginitdeferred as initdeferred from pg_trigger where tgname = 'endpoint_event_types_announce'`);
   t.false(deferred?.initdeferred, 'the new definition is the one in the database');
+});
+
+test('a step beside open writes to every table applies at the first try when no trigger changed; a changed trigger is replaced in place', async (t) => {
+  // Every trigger was replaced at each apply of sql/ (`create or replace trigger` locks its table
+  // against writes), so a release that changed only functions held up job creation for up to
+  // 500 ms a try, and waited for every open write transaction (docs/deploy.md).
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const writer = await connect(db.url);
+  const admin = await connect(db.url);
+  t.teardown(async () => { await writer.query('rollback').catch(() => {}); await writer.end(); await admin.end(); });
+  const triggers = async () => (await admin.query<{ name: string; oid: string; definition: string; comment: string | null }>(`
+    select tgname as name, oid::text, pg_get_triggerdef(oid) as definition, obj_description(oid, 'pg_trigger') as comment
+    from pg_trigger where not tgisinternal and tgrelid::regclass::text not like 'pgboss.%' order by tgname`)).rows;
+  const before = await triggers();
+  t.true(before.length >= 20);
+  t.deepEqual(before.filter((trigger) => !trigger.comment?.startsWith('sql/ definition md5 ')), [], 'every trigger made through ensure_trigger()');
+
+  await writer.query('begin');
+  const tables = (await writer.query<{ name: string }>(`
+    select distinct tgrelid::regclass::text as name from pg_trigger where not tgisinternal`)).rows;
+  for (const { name } of tables) await writer.query(`lock table ${name} in row exclusive mode`); // as open writes hold
+  const current = await readSqlDefinitions();
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+  t.is(await applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 5_000 }), 'applied');
+  t.deepEqual(logged, [], 'applied at the first try, without waiting for the writes');
+  await writer.query('commit');
+  t.deepEqual(await triggers(), before, 'no trigger touched');
+
+  // One whose definition changed is replaced (`create or replace trigger`: the same row, the new
+  // definition, the new mark); the others stay as they were.
+  t.is(await applySqlDefinitions(db.url, silent, { definitions: { ...withChangedTrigger(current, 'changed'), revision: current.revision + 2 } }), 'applied');
+  const after = await triggers();
+  const name = 'deliveries_refresh_jobs_on_update';
+  const [was, is] = [before.find((trigger) => trigger.name === name)!, after.find((trigger) => trigger.name === name)!];
+  t.is(is.oid, was.oid);
+  t.not(is.comment, was.comment, 'marked with the new definition\'s md5');
+  t.deepEqual(after.filter((trigger) => trigger.name !== name), before.filter((trigger) => trigger.name !== name));
 });
