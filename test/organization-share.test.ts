@@ -365,6 +365,17 @@ test('payload bytes are shared as the slots: a slow organization holding its sha
   t.deepEqual(share.limits(20_000), { share: 200, holding: { org_a: 2 }, busy: [], excess: 0, excessBytes: 0 }, '40 bytes: under its share again');
 });
 
+test('the byte share is whole bytes: with two slow organizations a third of the budget, rounded down', (t) => {
+  // A probe: with two slow organizations the share was 16 MiB / 3, its fraction went to the
+  // claim as a bigint, and every claim of the worker failed ("invalid input syntax for type
+  // bigint") until their attempts timed out: no tenant was delivered meanwhile.
+  const share = makeOrganizationShare(400, 100);
+  for (const [orgId, bytes] of [['org_a', 60], ['org_c', 10]] as const) share.claimed(orgId, bytes).started(0);
+  const limits = share.limits(HELD_AFTER_MS);
+  t.deepEqual(limits, { share: 133, holding: { org_a: 1, org_c: 1 }, busy: ['org_a'], excess: 0, excessBytes: 27 }, 'a share of 33 bytes: 60 - 33 lent');
+  t.true(Number.isInteger(limits.excessBytes));
+});
+
 // The default slots (800), and a worker's whole payload budget within reach of one tenant.
 const bytesApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
 
@@ -387,4 +398,31 @@ test.serial('hanging attempts of large payloads that fill the worker\'s payload 
   // Within 60 s, while A's attempts hang for 120: before, B came only after they timed out.
   const { exposition } = await scrape(`${bytesApp.baseUrl}/metrics`);
   t.is(valueOf(exposition, 'hookline_worker_organizations_at_share'), 1, 'A is passed over for its bytes');
+});
+
+// A worker of its own: the tenants the tests above make slow stay slow for ten minutes.
+const twoSlowApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT_JOBS_PER_SECOND: '100000' }, { worker: true });
+
+test.serial('with two slow tenants, one holding large payloads, a third tenant is still delivered while their attempts hang', async (t) => {
+  t.timeout(180_000);
+  // The probe's case: A's hanging attempts of 250 KB payloads and C's one hanging attempt made
+  // both slow; the byte share was then a third of the budget, fractional, and every claim failed
+  // until the attempts timed out. B's job waited for them.
+  const { hanging, answering, b, byA } = await hangingAndAnswering(t, twoSlowApp);
+  const c = await twoSlowApp.createOrg();
+  await fixtures.createJobWithTargets({ t, on: twoSlowApp, key: c.key }, { urls: [hanging.at('/c')], endpoint: { timeout_ms: 120_000 } });
+  const big = 'x'.repeat(250_000);
+  const first = await fixtures.createJobWithTargets(byA, {
+    urls: [hanging.at('/big2')], endpoint: { timeout_ms: 120_000, rate_limit_rps: 10_000 }, payload: { big, n: 1 },
+  });
+  // Created together, so that A's first claims take most of the payload budget before it is
+  // found slow (as the probe's four at a time did); once it and C are, a third of the budget is
+  // its share, and what it holds past it is lent.
+  await Promise.all(Array.from({ length: 69 }, (_, i) => fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { big, n: i + 2 } })));
+  await until('A\'s and C\'s attempts hanging', () => hanging.arrivals.length >= 40, 60_000);
+  await sleep(HELD_AFTER_MS + 500); // both slow by now
+  const jobB = await fixtures.createJobWithTargets({ t, on: twoSlowApp, key: b.key }, { urls: [answering.at('/b2')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  const { exposition } = await scrape(`${twoSlowApp.baseUrl}/metrics`);
+  t.is(valueOf(exposition, 'hookline_worker_slow_organizations'), 2, 'A and C both slow');
 });

@@ -50,7 +50,7 @@ export async function claimDeliveries(
 ): Promise<readonly Claim[]> {
   const json = items.map((i) => ({ delivery_id: i.deliveryId, round: i.round }));
   return db.any(sql.type(claimRow)`
-    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs}, ${maxBytes})`);
+    select * from claim_deliveries(${sql.jsonb(json)}, ${horizonMs}, ${lateMs}, ${Math.floor(maxBytes)})`);
 }
 
 const messageColumns = {
@@ -83,7 +83,7 @@ export async function claimNextDeliveries(
   organizations: { share: number; holding: Record<string, number> } | null = null,
 ): Promise<NextClaim[]> {
   const rows = await db.any(sql.type(nextRow)`
-    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${maxBytes},
+    select * from claim_next_deliveries(${DELIVERY_QUEUE}, ${limit}, ${horizonMs}, ${lateMs}, ${Math.floor(maxBytes)},
                                         ${organizations?.share ?? null}, ${sql.jsonb(organizations?.holding ?? {})})`);
   return rows.map(({ message_id, retry_count, message_delivery_id, message_round, message_priority, ...claim }) => ({
     message: { id: message_id, retryCount: retry_count, priority: message_priority, data: { deliveryId: message_delivery_id, round: message_round } },

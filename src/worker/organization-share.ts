@@ -103,7 +103,9 @@ export function makeOrganizationShare(concurrency: number, byteBudget = Number.P
         }
       }
       const share = Math.max(1, Math.floor(concurrency / (Math.max(1, slow.size) + 1)));
-      const byteShare = byteBudget / (Math.max(1, slow.size) + 1);
+      // Whole bytes: the room a claim is given goes to SQL as a bigint, and a third of 16 MiB (two
+      // slow organizations) failed every claim of the worker, for every tenant (a probe).
+      const byteShare = Math.floor(byteBudget / (Math.max(1, slow.size) + 1));
       const busy = Object.keys(holding).filter((orgId) => (holding[orgId] ?? 0) >= share || (bytes.get(orgId) ?? 0) >= byteShare).sort();
       let excess = 0;
       let excessBytes = 0;
