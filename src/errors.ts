@@ -60,8 +60,8 @@ export const notFound = (what = 'Resource') => new AppError(404, 'not_found', `$
 export const conflict = (message: string) => new AppError(409, 'conflict', message);
 export const invalidState = (message: string) => new AppError(409, 'invalid_state', message);
 export const payloadTooLarge = (message: string) => new AppError(413, 'payload_too_large', message);
-export const unsupportedMediaType = () =>
-  new AppError(415, 'unsupported_media_type', 'Request bodies must be JSON with Content-Type: application/json.');
+export const unsupportedMediaType = (message = 'Request bodies must be JSON with Content-Type: application/json.') =>
+  new AppError(415, 'unsupported_media_type', message);
 export const rateLimitExceeded = (retryAfter: number) =>
   new AppError(429, 'rate_limit_exceeded', `Rate limit exceeded; retry after ${retryAfter} s.`, { retryAfter });
 /** Seconds a client is asked to wait when the database cannot be reached (Retry-After). */
