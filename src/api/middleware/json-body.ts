@@ -244,7 +244,10 @@ export function jsonBody(req: Request, res: Response, next: NextFunction): void 
   }
   readBody(req, res, (error?: unknown) => {
     if (error !== undefined) return next(bodyParserError(error) ?? unreadable());
-    const bytes = req.body as Buffer;
+    const bytes: unknown = req.body;
+    // Nothing read: the request had ended (its client gone) before its body was read. It goes on
+    // without one, as before, and its scope refuses its database work.
+    if (!Buffer.isBuffer(bytes)) return next();
     const done = (parsed: { value: unknown } | { error: AppError }) => {
       if ('error' in parsed) return next(parsed.error);
       req.body = parsed.value;
