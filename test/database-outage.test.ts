@@ -18,7 +18,7 @@ test.after.always(async () => {
 });
 
 const count = (msg: string) => s.logLines().filter((l) => l.msg === msg).length;
-const LOST = 'database unavailable: requests answer 503 until it is back';
+const LOST = 'database unavailable: API requests answer 503 and deliveries wait until it is back';
 const BACK = 'database available again';
 
 async function health() {

@@ -13,6 +13,7 @@ const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
 const started: Started[] = [];
 
 const postmasterPid = () => Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+const postmasterPort = () => Number(readFileSync(pidFile, 'utf8').split('\n')[3]);
 
 test.after.always(async () => {
   for (const server of started) server.child.kill('SIGKILL');
@@ -55,8 +56,10 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
   await server.exited;
   t.true(alive(orphan));
 
+  const portBefore = postmasterPort();
   const restarted = await startServer();
   t.truthy(await restarted.server.waitForLog((line) => line.msg === 'stopping an embedded PostgreSQL left behind by a killed process', 1));
+  t.is(postmasterPort(), portBefore, 'restarted on the port it had: processes that shared it reconnect on their own');
   // Raw text: JSON.parse keeps the last of two equal keys, so a duplicated `pid` would hide.
   const orphanLine = restarted.server.stdout().split('\n').find((line) => line.includes('left behind by a killed process')) ?? '';
   t.is(orphanLine.match(/"pid":/g)?.length, 1, orphanLine);
@@ -222,4 +225,54 @@ test.serial("initdb's password file is 0600 from before initdb runs, when its na
   t.true([...seen.keys()].every((file) => file.startsWith(path.join(freshDir, 'initdb-tmp'))), 'under DATA_DIR, not the system temporary directory');
   server.child.kill('SIGTERM');
   t.deepEqual(await server.exited, { code: 0, signal: null });
+});
+
+test.serial('a web and a worker on one DATA_DIR: restarts of the web leave the worker its database; the last process to stop stops it', async (t) => {
+  // A probe ran `npm run web` and `npm run worker` on one DATA_DIR: a SIGKILL or SIGTERM of the
+  // web stopped the cluster, the next web started it on another port, and the worker, cut off for
+  // good, delivered nothing until it was restarted by hand.
+  t.timeout(6 * STARTUP_TIMEOUT_MS + 240_000);
+  const start = async (role: 'web' | 'worker') => {
+    const server = startScript('src/main.ts', [role], { DATA_DIR: dataDir, PORT: '0' });
+    started.push(server);
+    await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started'));
+    return server;
+  };
+  const stopped = async (server: Started, signal: NodeJS.Signals) => {
+    server.child.kill(signal);
+    const exit = await server.exited;
+    if (signal === 'SIGTERM') t.deepEqual(exit, { code: 0, signal: null });
+  };
+  const web = await start('web');
+  const worker = await start('worker');
+  const postmaster = postmasterPid();
+
+  await stopped(web, 'SIGKILL');
+  const web2 = await start('web');
+  t.truthy(await web2.waitForLog((line) => line.msg === 'taking over the embedded PostgreSQL of a process that is gone: other processes use it', 1));
+  t.is(postmasterPid(), postmaster, 'taken over as it was, not restarted');
+
+  await stopped(web2, 'SIGTERM');
+  t.truthy(await web2.waitForLog((line) => typeof line.msg === 'string' && line.msg.startsWith('embedded PostgreSQL left running: other processes use it'), 1));
+  t.true(alive(postmaster), 'left running for the worker');
+  const web3 = await start('web');
+  t.is(postmasterPid(), postmaster);
+
+  // Throughout, the worker never lost its database.
+  t.is(worker.stdout().split('\n').filter((line) => line.includes('database unavailable')).length, 0, worker.stdout().slice(-2000));
+  await stopped(worker, 'SIGTERM');
+  t.true(alive(postmaster), 'a worker beside a live owner leaves the cluster to it');
+  await stopped(web3, 'SIGTERM');
+  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+
+  // The owner stops first: the worker, the last one out, stops the cluster.
+  const web4 = await start('web');
+  const worker2 = await start('worker');
+  const second = postmasterPid();
+  await stopped(web4, 'SIGTERM');
+  t.true(alive(second));
+  await stopped(worker2, 'SIGTERM');
+  t.truthy(await worker2.waitForLog((line) => line.msg === 'embedded PostgreSQL stopped: the last process using it stopped', 1));
+  t.false(alive(second));
+  t.false(existsSync(pidFile));
 });

@@ -152,6 +152,6 @@ test('slow: a promoted synchronous replica takes over; no acknowledged job is lo
   // The one error a failover may log is the outage itself (each process once per outage); any
   // other error record (a crash in a handler, a queue error with pg internals) is a defect.
   const unexpected = [web, worker].flatMap((p) => p.stdout().split('\n'))
-    .filter((line) => /"level":(50|60)/.test(line) && !line.includes('"msg":"database unavailable: requests answer 503 until it is back"'));
+    .filter((line) => /"level":(50|60)/.test(line) && !line.includes('"msg":"database unavailable: API requests answer 503 and deliveries wait until it is back"'));
   t.deepEqual(unexpected, [], 'no error log line but the outage itself');
 });

@@ -50,6 +50,6 @@ test('a request on a pooled connection when the database freezes answers 503, co
   t.false(await s.applicationExists('frozen'), 'the request answered 503 never commits once the database is back');
   t.true(await s.applicationExists('thawed'));
   const lines = s.logLines();
-  t.deepEqual(lines.filter((l) => (l.level as number) >= 50 && l.msg !== 'database unavailable: requests answer 503 until it is back').map((l) => l.msg), []);
-  t.is(lines.filter((l) => l.msg === 'database unavailable: requests answer 503 until it is back').length, 1);
+  t.deepEqual(lines.filter((l) => (l.level as number) >= 50 && l.msg !== 'database unavailable: API requests answer 503 and deliveries wait until it is back').map((l) => l.msg), []);
+  t.is(lines.filter((l) => l.msg === 'database unavailable: API requests answer 503 and deliveries wait until it is back').length, 1);
 });

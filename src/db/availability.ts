@@ -89,7 +89,7 @@ export function makeAvailability(logger: Logger | undefined, onChange?: (availab
       if (!available || !isDatabaseUnavailable(error)) return;
       available = false;
       lostAt = Date.now();
-      logger?.error({ reason: describe(error) }, 'database unavailable: requests answer 503 until it is back');
+      logger?.error({ reason: describe(error) }, 'database unavailable: API requests answer 503 and deliveries wait until it is back');
       onChange?.(false);
     },
   };

@@ -1,6 +1,13 @@
 // The zero-setup default: a PostgreSQL cluster under DATA_DIR, started by this process or,
 // when one is already running on that directory, shared with it (`npm run admin` while
-// `npm start` runs). A postmaster orphaned by a SIGKILLed owner is stopped and restarted.
+// `npm start` runs; `npm run worker` beside `npm run web`). A postmaster orphaned by a SIGKILLed
+// owner is stopped and restarted, unless other processes still use it: then this process takes
+// it over as it is. An owner stopping while other processes use the cluster leaves it running
+// for them; the last of them to stop, its owner gone, stops it. A cluster starts on the port it
+// had before when that port is free, so the processes that shared it reconnect on their own
+// after its restart. (A probe ran `npm run web` and `npm run worker` on one DATA_DIR: each
+// restart of the web stopped the cluster and started it on another port, and the worker, cut
+// off for good, delivered nothing until it was restarted by hand.)
 import childProcess from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, readFileSync } from 'node:fs';
@@ -156,16 +163,30 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const running = await readPostmaster(clusterDir);
   if (running) {
     const owner = await readPid(ownerFile);
-    if (options.shareOrphan || (owner !== null && owner !== process.pid && isAlive(owner))) {
+    const url = urlFor(running.port, (await readPassword(root)) || LEGACY_PASSWORD);
+    if (options.shareOrphan) {
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
-      return { url: urlFor(running.port, (await readPassword(root)) || LEGACY_PASSWORD), owned: false, stop: async () => {} };
+      return { url, owned: false, stop: async () => {} };
+    }
+    if (owner !== null && owner !== process.pid && isAlive(owner)) {
+      logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
+      return { url, owned: false, stop: () => stopIfLast(running.pid, url, ownerFile, logger) };
+    }
+    const others = await otherClients(url);
+    if (others > 0) {
+      // Its owner is gone, but other processes (a worker beside a web) use it: taken over as it is.
+      await writeFile(ownerFile, `${process.pid}\n`);
+      logger.warn({ port: running.port, postmaster_pid: running.pid, connections: others },
+        'taking over the embedded PostgreSQL of a process that is gone: other processes use it');
+      return { url, owned: true, stop: () => stopIfLast(running.pid, url, ownerFile, logger) };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
   }
   await removeStaleLock(clusterDir);
 
-  const port = await freePort();
+  const portFile = path.join(root, 'postgres.port');
+  const port = await freePort(await readPid(portFile));
   const lines: string[] = [];
   const remember = (message: unknown) => {
     const text = String(message).trim();
@@ -216,6 +237,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     throw error;
   });
   await writeFile(ownerFile, `${process.pid}\n`);
+  await writeFile(portFile, `${port}\n`);
   logger.info({ port, dir: clusterDir }, 'embedded PostgreSQL started');
 
   // Should this process die without stop() (an uncaught error), fast-stop the cluster on the
@@ -242,6 +264,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
         // that postmaster is gone (an operator stopped or killed it, and perhaps started the
         // cluster by hand since): SIGTERM then never logged `stopped`, and a cluster started by
         // hand was left running. Whatever now runs this cluster is stopped instead.
+        // A throw-away cluster (tests, benchmarks) goes with its owner, whoever else is connected.
+        const others = !options.ephemeral && isAlive(postmasterPid) ? await otherClients(urlFor(port, password)) : 0;
+        if (others > 0) {
+          await rm(ownerFile, { force: true });
+          logger.info({ connections: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
+          return;
+        }
         if (isAlive(postmasterPid)) {
           await postgres.stop();
         } else {
@@ -317,6 +346,44 @@ async function replaceLegacyPassword(port: number, root: string, password: strin
 }
 
 /** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
+/**
+ * Connections of other processes to the cluster at `url` (client backends but the one asking;
+ * this process has closed its own pools by the time it stops). 0 when it cannot be asked.
+ */
+async function otherClients(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ n: number }>(`
+      select count(*)::int as n from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`);
+    return rows[0]?.n ?? 0;
+  } catch {
+    return 0;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * The stop of a process that shares a cluster it did not start (or took over): the cluster is
+ * stopped only when its owner is gone and no other process uses it (the last one out).
+ */
+async function stopIfLast(postmasterPid: number, url: string, ownerFile: string, logger: Logger): Promise<void> {
+  const owner = await readPid(ownerFile);
+  if (owner !== null && owner !== process.pid && isAlive(owner)) return;
+  if (!isAlive(postmasterPid)) return;
+  const others = await otherClients(url);
+  if (others > 0) {
+    if (owner === process.pid) await rm(ownerFile, { force: true });
+    logger.info({ connections: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
+    return;
+  }
+  await stopPostmaster(postmasterPid);
+  await rm(ownerFile, { force: true });
+  logger.info('embedded PostgreSQL stopped: the last process using it stopped');
+}
+
 async function readPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | null> {
   let text: string;
   try {
@@ -377,12 +444,16 @@ async function exists(file: string): Promise<boolean> {
   return access(file).then(() => true, () => false);
 }
 
-function freePort(): Promise<number> {
+/** `preferred` (the cluster's port before) when it is free, else any free port. */
+function freePort(preferred: number | null = null): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.on('error', (error) => {
+      if (preferred !== null) freePort().then(resolve, reject);
+      else reject(error);
+    });
+    server.listen(preferred ?? 0, '127.0.0.1', () => {
       const { port } = server.address() as net.AddressInfo;
       server.close(() => resolve(port));
     });
