@@ -98,6 +98,10 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // (PORT=0 picks one). No request is missed: no socket is read between the listen and here.
   try {
     server.on('request', makeApp({ ...deps, config: withBoundPort(deps.config, port) }));
+    // An Expect other than 100-continue: Node answered 417 itself, empty, without the API's
+    // error body or X-Request-Id (a probe). The expectation is ignored (RFC 9110 allows either)
+    // and the request served as any other.
+    server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => server.emit('request', req, res));
   } catch (error) {
     server.close();
     throw error;

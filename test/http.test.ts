@@ -1,5 +1,6 @@
 // The HTTP layer over real HTTP (decisions sections 1, 2 and 3): X-Request-Id, JSON 404s,
 // body parsing (415, 400, 413), the bare 500 and GET /health.
+import http from 'node:http';
 import net from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
@@ -583,4 +584,25 @@ test('every validation_error names where, in details (decisions section 3), thos
   }
   const gzip = await app.request('POST', '/v1/applications', { key, rawBody: 'not gzip', headers: { ...json, 'content-encoding': 'gzip' } });
   t.deepEqual(gzip.body.error.details, [{ path: 'body', message: 'could not be read' }]);
+});
+
+test('an Expect header other than 100-continue is ignored: the request is served, with the API\'s headers and error body', async (t) => {
+  // A probe: Node answered `Expect: foo` itself with an empty 417, without X-Request-Id or the
+  // API's error body.
+  const ask = (path: string, headers: Record<string, string>) => new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+    const req = http.request(`${app.baseUrl}${path}`, { headers: { expect: 'foo', ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  const served = await ask(STATIC_2XX, {});
+  t.is(served.status, 200);
+  t.regex(String(served.headers['x-request-id']), SANE_ID);
+  const refused = await ask('/v1/credential', { authorization: 'Bearer sk_live_nope' });
+  t.is(refused.status, 401);
+  t.is(JSON.parse(refused.body).error.code, 'unauthorized');
+  t.regex(String(refused.headers['x-request-id']), SANE_ID);
 });
