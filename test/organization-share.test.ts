@@ -405,22 +405,27 @@ const twoSlowApp = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RATE_LIMIT
 
 test.serial('with two slow tenants, one holding large payloads, a third tenant is still delivered while their attempts hang', async (t) => {
   t.timeout(180_000);
-  // The probe's case: A's hanging attempts of 250 KB payloads and C's one hanging attempt made
-  // both slow; the byte share was then a third of the budget, fractional, and every claim failed
-  // until the attempts timed out. B's job waited for them.
+  // The probe's case: A's hanging attempts of 250 KB payloads, taken before A was found slow,
+  // and C's one hanging attempt made both slow; the byte share was then a third of the budget,
+  // fractional, what A held past it was lent, and every claim failed until the attempts timed
+  // out. B's job waited for them. A's deliveries are held on a paused endpoint and released
+  // together, so that one claim takes them before any has waited a second, however busy the
+  // machine (created one by one, A was found slow before it held past its share).
   const { hanging, answering, b, byA } = await hangingAndAnswering(t, twoSlowApp);
   const c = await twoSlowApp.createOrg();
   await fixtures.createJobWithTargets({ t, on: twoSlowApp, key: c.key }, { urls: [hanging.at('/c')], endpoint: { timeout_ms: 120_000 } });
+  const appA = (await fixtures.createApplication(byA)).id as string;
+  await fixtures.createEventType(byA, 'big.payload');
+  const endpointA = (await fixtures.createEndpoint(byA, {
+    application_id: appA, url: hanging.at('/big'), event_types: ['big.payload'], timeout_ms: 120_000, rate_limit_rps: 10_000,
+  })).id as string;
+  t.is((await twoSlowApp.request('PATCH', `/v1/endpoints/${endpointA}`, { key: byA.key, body: { status: 'paused' } })).status, 200);
   const big = 'x'.repeat(250_000);
-  const first = await fixtures.createJobWithTargets(byA, {
-    urls: [hanging.at('/big2')], endpoint: { timeout_ms: 120_000, rate_limit_rps: 10_000 }, payload: { big, n: 1 },
-  });
-  // Created together, so that A's first claims take most of the payload budget before it is
-  // found slow (as the probe's four at a time did); once it and C are, a third of the budget is
-  // its share, and what it holds past it is lent.
-  await Promise.all(Array.from({ length: 69 }, (_, i) => fixtures.createJob(byA, { application_id: first.appId, event_type: first.eventType, payload: { big, n: i + 2 } })));
-  await until('A\'s and C\'s attempts hanging', () => hanging.arrivals.length >= 40, 60_000);
-  await sleep(HELD_AFTER_MS + 500); // both slow by now
+  for (let n = 1; n <= 70; n += 1) await fixtures.createJob(byA, { application_id: appA, event_type: 'big.payload', payload: { big, n } });
+  t.is((await twoSlowApp.request('PATCH', `/v1/endpoints/${endpointA}`, { key: byA.key, body: { status: 'active' } })).status, 200);
+  // Claimed at once up to the payload budget (about 64 of 250 KB); they arrive as they are sent.
+  await until('A\'s attempts hanging', () => hanging.arrivals.filter((arrival) => arrival.url === '/big').length >= 40, 60_000);
+  await sleep(HELD_AFTER_MS + 500); // A and C both slow by now
   const jobB = await fixtures.createJobWithTargets({ t, on: twoSlowApp, key: b.key }, { urls: [answering.at('/b2')] });
   await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
   const { exposition } = await scrape(`${twoSlowApp.baseUrl}/metrics`);
