@@ -128,3 +128,16 @@ test('one organization\'s large parses take turns of the event loop: another\'s,
   await Promise.all([...a, b]);
   t.deepEqual(order, ['a1', 'b1', 'other', 'a2', 'a3']);
 });
+
+test('a body of whitespace alone is not valid JSON; an empty chunked one is no body ({}), as express.json() had them', async (t) => {
+  const { key } = await fixtures.createOrgWithApplication(app, t, []);
+  const blank = await post('/v1/applications', key, '   ');
+  t.is(blank.status, 400);
+  t.is(blank.body.error.message, 'The request body is not valid JSON.');
+  const res = await fetch(`${app.baseUrl}/v1/applications`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: new ReadableStream({ start: (controller) => controller.close() }), duplex: 'half',
+  } as RequestInit);
+  t.is(res.status, 400);
+  t.regex(JSON.stringify(await res.json()), /name/, 'an empty object: the name is missing');
+});

@@ -345,7 +345,6 @@ async function replaceLegacyPassword(port: number, root: string, password: strin
   logger.warn({ file: PASSWORD_FILE }, "embedded PostgreSQL's fixed password replaced by a random one, kept in DATA_DIR");
 }
 
-/** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
 /**
  * Connections of other processes to the cluster at `url` (client backends but the one asking;
  * this process has closed its own pools by the time it stops). 0 when it cannot be asked.
@@ -384,6 +383,7 @@ async function stopIfLast(postmasterPid: number, url: string, ownerFile: string,
   logger.info('embedded PostgreSQL stopped: the last process using it stopped');
 }
 
+/** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
 async function readPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | null> {
   let text: string;
   try {

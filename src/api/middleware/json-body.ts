@@ -174,9 +174,9 @@ function parseBody(bytes: Buffer): { value: unknown } | { error: AppError } {
   const problem = inspectJson(bytes, MAX_JSON_DEPTH, marks);
   if (problem) return { error: validationError(problem, [{ path: 'body', message: problem }]) };
   const text = UTF8_DECODER.decode(bytes);
+  if (text.length === 0) return { value: {} }; // an empty chunked body (or a byte order mark alone)
   let first = 0;
   while (first < text.length && WHITESPACE.has(text.charCodeAt(first))) first++;
-  if (first === text.length && bytes.length === text.length) return { value: {} };
   const opening = text[first];
   let value: unknown;
   try {
