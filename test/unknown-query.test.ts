@@ -190,3 +190,14 @@ test('thirty unknown parameters or body fields: the first 20 named, and "and 10 
   t.is(body.status, 400);
   t.deepEqual(body.body.error.details, expected);
 });
+
+test('a parameter given twice is a 400 saying so, not that its value is wrong', async (t) => {
+  // A probe: `?type=endpoint.created&type=endpoint.deleted` was answered "must be one of …".
+  const { key } = await app.createOrg();
+  const res = await app.request('GET', '/v1/operational-webhooks/events?type=endpoint.created&type=endpoint.deleted', { key });
+  t.is(res.status, 400);
+  t.deepEqual(res.body.error.details, [{ path: 'type', message: 'is given 2 times: give it once' }]);
+  const perPage = await app.request('GET', '/v1/applications?per_page=5&per_page=6&per_page=7', { key });
+  t.is(perPage.status, 400);
+  t.deepEqual(perPage.body.error.details, [{ path: 'per_page', message: 'is given 3 times: give it once' }]);
+});

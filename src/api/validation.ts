@@ -50,7 +50,17 @@ export function parseQueryString(text: string): Record<string, string | string[]
 
 export function parseQuery<S extends z.ZodType>(schema: S, query: unknown): z.output<S> {
   const result = schema.safeParse(query);
-  if (!result.success) throw validationError('The query string is invalid.', details(result.error.issues, 'query'));
+  if (!result.success) {
+    // A parameter given twice (`?type=a&type=b`) arrives as an array, which the schema's own
+    // words ("must be one of …") did not say (a probe).
+    const given = (query ?? {}) as Record<string, unknown>;
+    const issues = result.error.issues.map((issue) => {
+      const name = issue.path[0];
+      const value = typeof name === 'string' && Object.hasOwn(given, name) ? given[name] : undefined;
+      return Array.isArray(value) && issue.path.length === 1 ? { ...issue, message: `is given ${value.length} times: give it once` } : issue;
+    });
+    throw validationError('The query string is invalid.', details(issues, 'query'));
+  }
   return result.data;
 }
 

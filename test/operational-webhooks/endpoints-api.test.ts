@@ -64,6 +64,13 @@ test('validation: unknown event type names, bad URLs, unknown fields, disabled i
   assertError(t, await strict.request('PATCH', `${OP_PATH}/${op.id}`, { key, body: { event_types: 'endpoint.created' } }), 400, 'validation_error');
   assertError(t, await strict.request('GET', `${OP_PATH}?limit=0`, { key }), 400, 'validation_error');
   assertError(t, await strict.request('GET', `${OP_PATH}?cursor=nonsense`, { key }), 400, 'validation_error');
+  // Too many names (a name repeated counts each time) is said as such, not "must be an array"
+  // (a probe); a few repeats are accepted and stored once.
+  const many = await strict.request('PATCH', `${OP_PATH}/${op.id}`, { key, body: { event_types: Array.from({ length: 100 }, () => 'endpoint.created') } });
+  assertError(t, many, 400, 'validation_error');
+  t.regex(many.body.error.details[0].message, /^must list at most \d+ names/);
+  const repeated = await strict.request('PATCH', `${OP_PATH}/${op.id}`, { key, body: { event_types: ['endpoint.created', 'endpoint.created'] } });
+  t.deepEqual(repeated.body.event_types, ['endpoint.created']);
 });
 
 test('scope endpoints:*: read may list, only write may change; other families are refused', async (t) => {

@@ -23,7 +23,8 @@ import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }), {
   message: 'must be an array of operational event type names',
-}).max(OPERATIONAL_EVENT_TYPES.length * 4).transform((names) => [...new Set(names)].sort());
+}).max(OPERATIONAL_EVENT_TYPES.length * 4, { message: `must list at most ${OPERATIONAL_EVENT_TYPES.length * 4} names (a name may repeat; each counts)` })
+  .transform((names) => [...new Set(names)].sort());
 
 /** The request schemas (also what the OpenAPI document says this resource accepts). */
 export function operationalEndpointRequests(allowPrivateDestinations: boolean) {
