@@ -276,3 +276,48 @@ test.serial('a web and a worker on one DATA_DIR: restarts of the web leave the w
   t.false(alive(second));
   t.false(existsSync(pidFile));
 });
+
+test.serial('users are the service\'s processes, not connections: an idle web keeps the cluster when the worker owning it stops; a psql-like client does not', async (t) => {
+  // A probe: a web idle long enough for its pool to close every connection counted as gone, and
+  // the worker owning the cluster stopped it under the web, which answered 503 from then on;
+  // a plain client's connection kept a cluster running with no process of ours left.
+  t.timeout(4 * STARTUP_TIMEOUT_MS + 180_000);
+  const worker = startScript('src/main.ts', ['worker'], { DATA_DIR: dataDir, PORT: '0' });
+  started.push(worker);
+  await worker.waitForLog((line) => line.msg === 'embedded PostgreSQL started');
+  await worker.waitForLog((line) => line.msg === 'worker started');
+  const web = startScript('src/main.ts', ['web'], { DATA_DIR: dataDir, PORT: '0', DATABASE_IDLE_TIMEOUT_MS: '1000' });
+  started.push(web);
+  const { port } = await web.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
+  await new Promise((resolve) => setTimeout(resolve, 8_000)); // the web's pools close their idle connections
+  const postmaster = postmasterPid();
+  worker.child.kill('SIGTERM');
+  t.deepEqual(await worker.exited, { code: 0, signal: null });
+  t.true(alive(postmaster), 'left running for the web');
+  t.is((await healthy(`http://127.0.0.1:${port}`, 30_000)).status, 200);
+
+  // A client that is not one of ours (psql, a DBA's script) does not keep it running.
+  const client = new pg.Client({ connectionString: `postgres://postgres:${encodeURIComponent(readFileSync(path.join(dataDir, 'postgres.password'), 'utf8').trim())}@127.0.0.1:${postmasterPort()}/postgres` });
+  client.on('error', () => {});
+  await client.connect();
+  web.child.kill('SIGTERM');
+  t.deepEqual(await web.exited, { code: 0, signal: null });
+  t.truthy(await web.waitForLog((line) => line.msg === 'embedded PostgreSQL stopped: the last process using it stopped', 1));
+  t.false(alive(postmaster));
+  await client.end().catch(() => {});
+});
+
+test.serial('a web and a worker started together on a stopped cluster both come up on one cluster', async (t) => {
+  // A probe (before this session too): the second died on "lock file postmaster.pid already exists".
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const web = startScript('src/main.ts', ['web'], { DATA_DIR: dataDir, PORT: '0' });
+  const worker = startScript('src/main.ts', ['worker'], { DATA_DIR: dataDir, PORT: '0' });
+  started.push(web, worker);
+  await Promise.all([web.waitForLog((line) => line.msg === 'web listening'), worker.waitForLog((line) => line.msg === 'worker started')]);
+  const starts = [web, worker].filter((p) => p.stdout().includes('"msg":"embedded PostgreSQL started"')).length;
+  t.is(starts, 1, 'one started it, the other uses it');
+  for (const p of [web, worker]) p.child.kill('SIGTERM');
+  t.deepEqual(await Promise.all([web.exited, worker.exited]), [{ code: 0, signal: null }, { code: 0, signal: null }]);
+  t.false(existsSync(pidFile), 'the last one out stopped it');
+});

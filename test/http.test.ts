@@ -606,3 +606,15 @@ test('an Expect header other than 100-continue is ignored: the request is served
   t.is(JSON.parse(refused.body).error.code, 'unauthorized');
   t.regex(String(refused.headers['x-request-id']), SANE_ID);
 });
+
+test('a Content-Encoding that cannot be undone is named in its 415 (at most 100 characters of it), not blamed on the Content-Type', async (t) => {
+  const { key } = await app.createOrg();
+  for (const encoding of ['gzip, br', 'x'.repeat(5000)]) {
+    const res = await raw(app, 'POST', '/v1/applications', {
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-encoding': encoding }, body: '{"name":"x"}',
+    });
+    t.is(res.status, 415);
+    t.is((res.body as { error: { message: string } }).error.message,
+      `Content-Encoding ${JSON.stringify(encoding.slice(0, 100))} is not supported: send the body as is, or compressed once with gzip, deflate or br.`);
+  }
+});

@@ -11,7 +11,7 @@
 import childProcess from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
@@ -155,30 +155,48 @@ async function ownPassword(root: string, initialised: boolean): Promise<{ passwo
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const { logger } = options;
   const root = path.resolve(options.dataDir);
+  await mkdir(root, { recursive: true });
+  // One start at a time on a DATA_DIR: `npm run web` and `npm run worker` started together on a
+  // stopped cluster both started it, and the second died on "lock file postmaster.pid already
+  // exists" (a probe). The second now waits, then finds the first one's cluster running.
+  const unlock = await startLock(root, options.logger);
+  try {
+    return await startLocked(options, root);
+  } finally {
+    await unlock();
+  }
+}
+
+async function startLocked(options: EmbeddedOptions, root: string): Promise<EmbeddedDatabase> {
+  const { logger } = options;
   const clusterDir = path.join(root, 'postgres');
   const ownerFile = path.join(root, 'postgres.owner');
+  // The processes of the service using the cluster (one file per pid; not the admin CLI, not
+  // psql): an owner stops it only when none is left. Throw-away clusters go with their owner.
+  const users = options.ephemeral || options.shareOrphan ? null : makeUsers(root);
 
   const running = await readPostmaster(clusterDir);
   if (running) {
     const owner = await readPid(ownerFile);
     const url = urlFor(running.port, (await readPassword(root)) || LEGACY_PASSWORD);
-    if (options.shareOrphan) {
+    if (users === null) {
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
       return { url, owned: false, stop: async () => {} };
     }
     if (owner !== null && owner !== process.pid && isAlive(owner)) {
+      await users.join();
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
-      return { url, owned: false, stop: () => stopIfLast(running.pid, url, ownerFile, logger) };
+      return { url, owned: false, stop: () => stopIfLast(running.pid, ownerFile, users, logger) };
     }
-    const others = await otherClients(url);
+    const others = await users.others();
     if (others > 0) {
       // Its owner is gone, but other processes (a worker beside a web) use it: taken over as it is.
+      await users.join();
       await writeFile(ownerFile, `${process.pid}\n`);
-      logger.warn({ port: running.port, postmaster_pid: running.pid, connections: others },
+      logger.warn({ port: running.port, postmaster_pid: running.pid, processes: others },
         'taking over the embedded PostgreSQL of a process that is gone: other processes use it');
-      return { url, owned: true, stop: () => stopIfLast(running.pid, url, ownerFile, logger) };
+      return { url, owned: true, stop: () => stopIfLast(running.pid, ownerFile, users, logger) };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
@@ -196,7 +214,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   };
   const isRoot = process.getuid?.() === 0;
   const fast = options.ephemeral && !options.durable;
-  await mkdir(root, { recursive: true });
   if (isRoot) await chmod(root, 0o755); // the postgres user must be able to enter it
   const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
   const { password, unkept } = await ownPassword(root, initialised);
@@ -238,6 +255,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   });
   await writeFile(ownerFile, `${process.pid}\n`);
   await writeFile(portFile, `${port}\n`);
+  await users?.join();
   logger.info({ port, dir: clusterDir }, 'embedded PostgreSQL started');
 
   // Should this process die without stop() (an uncaught error), fast-stop the cluster on the
@@ -264,11 +282,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
         // that postmaster is gone (an operator stopped or killed it, and perhaps started the
         // cluster by hand since): SIGTERM then never logged `stopped`, and a cluster started by
         // hand was left running. Whatever now runs this cluster is stopped instead.
-        // A throw-away cluster (tests, benchmarks) goes with its owner, whoever else is connected.
-        const others = !options.ephemeral && isAlive(postmasterPid) ? await otherClients(urlFor(port, password)) : 0;
+        // Gone from the owner file and the users first, then the others counted: a user stopping
+        // at the same moment then either is counted here or finds no owner and counts itself.
+        await rm(ownerFile, { force: true });
+        await users?.leave();
+        const others = users && isAlive(postmasterPid) ? await users.others() : 0;
         if (others > 0) {
-          await rm(ownerFile, { force: true });
-          logger.info({ connections: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
+          logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
           return;
         }
         if (isAlive(postmasterPid)) {
@@ -345,42 +365,95 @@ async function replaceLegacyPassword(port: number, root: string, password: strin
   logger.warn({ file: PASSWORD_FILE }, "embedded PostgreSQL's fixed password replaced by a random one, kept in DATA_DIR");
 }
 
+type Users = { join(): Promise<void>; leave(): Promise<void>; others(): Promise<number> };
+
 /**
- * Connections of other processes to the cluster at `url` (client backends but the one asking;
- * this process has closed its own pools by the time it stops). 0 when it cannot be asked.
+ * The service's processes using the cluster under `root`: a file per pid in postgres.users/.
+ * Counted by process, not by connection: an idle web whose pool had closed its connections was
+ * counted as gone, and a stopping worker stopped the cluster under it (a probe); a psql session
+ * or the admin CLI kept a cluster running with nobody left to stop it.
  */
-async function otherClients(url: string): Promise<number> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    const { rows } = await client.query<{ n: number }>(`
-      select count(*)::int as n from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`);
-    return rows[0]?.n ?? 0;
-  } catch {
-    return 0;
-  } finally {
-    await client.end().catch(() => {});
-  }
+function makeUsers(root: string): Users {
+  const dir = path.join(root, 'postgres.users');
+  const mine = path.join(dir, String(process.pid));
+  return {
+    async join() {
+      await mkdir(dir, { recursive: true });
+      await writeFile(mine, '');
+    },
+    async leave() {
+      await rm(mine, { force: true });
+    },
+    async others() {
+      let names: string[];
+      try {
+        names = await readdir(dir);
+      } catch {
+        return 0;
+      }
+      let alive = 0;
+      for (const name of names) {
+        const pid = Number(name);
+        if (pid === process.pid) continue;
+        if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && await isNode(pid)) alive += 1;
+        else await rm(path.join(dir, name), { force: true }); // a process that died without leaving
+      }
+      return alive;
+    },
+  };
 }
 
 /**
- * The stop of a process that shares a cluster it did not start (or took over): the cluster is
- * stopped only when its owner is gone and no other process uses it (the last one out).
+ * The stop of a process that shares a cluster it did not start (or took over): it leaves the
+ * users, and stops the cluster only when its owner is gone and no other user is left (the last
+ * one out).
  */
-async function stopIfLast(postmasterPid: number, url: string, ownerFile: string, logger: Logger): Promise<void> {
+async function stopIfLast(postmasterPid: number, ownerFile: string, users: Users, logger: Logger): Promise<void> {
+  // Gone first, then the others looked at (as the owner's stop does): of two stopping at once,
+  // one at least sees the other gone.
+  if ((await readPid(ownerFile)) === process.pid) await rm(ownerFile, { force: true });
+  await users.leave();
   const owner = await readPid(ownerFile);
-  if (owner !== null && owner !== process.pid && isAlive(owner)) return;
+  if (owner !== null && isAlive(owner)) return; // the owner stops it, or leaves it to the others
   if (!isAlive(postmasterPid)) return;
-  const others = await otherClients(url);
+  const others = await users.others();
   if (others > 0) {
-    if (owner === process.pid) await rm(ownerFile, { force: true });
-    logger.info({ connections: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
+    logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
     return;
   }
   await stopPostmaster(postmasterPid);
   await rm(ownerFile, { force: true });
   logger.info('embedded PostgreSQL stopped: the last process using it stopped');
+}
+
+/**
+ * Takes DATA_DIR/postgres.starting (created exclusively, holding this pid), waiting while a live
+ * process holds it (an initdb takes seconds; at most 2 minutes); one left by a process that died
+ * is taken over. Returns what lets it go.
+ */
+async function startLock(root: string, logger: Logger): Promise<() => Promise<void>> {
+  const file = path.join(root, 'postgres.starting');
+  const deadline = Date.now() + 120_000;
+  let said = false;
+  for (;;) {
+    try {
+      const handle = await open(file, 'wx');
+      await handle.writeFile(`${process.pid}\n`);
+      await handle.close();
+      return () => rm(file, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = await readPid(file);
+    if (holder === null || holder === process.pid || !isAlive(holder)) {
+      await rm(file, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`embedded PostgreSQL: another process (pid ${holder}) has been starting it for 2 minutes (${file})`);
+    if (!said) logger.info({ pid: holder }, 'waiting for another process to start the embedded PostgreSQL');
+    said = true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** The running postmaster of a cluster directory, from the first and fourth lines of postmaster.pid. */
@@ -406,7 +479,12 @@ async function removeStaleLock(clusterDir: string): Promise<void> {
 }
 
 async function stopPostmaster(pid: number): Promise<void> {
-  process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
+  try {
+    process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return; // already gone (another stop)
+    throw error;
+  }
   const deadline = Date.now() + 30_000;
   while (isAlive(pid)) {
     if (Date.now() > deadline) throw new Error(`embedded PostgreSQL (pid ${pid}) did not stop within 30 s`);
@@ -429,6 +507,15 @@ function isAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether `pid` runs node (a pid of a process gone may have been given to another program). */
+async function isNode(pid: number): Promise<boolean> {
+  try {
+    return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).includes('node');
+  } catch {
+    return true; // no /proc (not Linux): trust the pid
   }
 }
 
