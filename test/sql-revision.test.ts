@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
 import { applySqlDefinitions, migrate, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
@@ -26,6 +26,24 @@ function withChangedTrigger(current: Awaited<ReturnType<typeof readSqlDefinition
     'for each statement execute function deliveries_refresh_jobs()', `for each statement execute function deliveries_refresh_jobs() -- ${mark}`) : text));
   if (texts[i] === current.texts[i]) throw new Error('the trigger\'s definition was not found in sql/004');
   return { ...current, texts, digest: mark, revision: current.revision + 1 };
+}
+
+/** A test database, a session to hold locks in a transaction (rolled back at the end) and one to look. */
+async function databaseWithSessions(t: ExecutionContext) {
+  const db = await createTestDatabase();
+  t.teardown(db.drop);
+  const holder = await connect(db.url);
+  const admin = await connect(db.url);
+  t.teardown(async () => { await holder.query('rollback').catch(() => {}); await holder.end(); await admin.end(); });
+  return { db, holder, admin };
+}
+
+/** `current` applied as the next revision within 5 s, and the warnings it logged (a wait says one). */
+async function applyNext(url: string, current: Awaited<ReturnType<typeof readSqlDefinitions>>) {
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+  const result = await applySqlDefinitions(url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 5_000 });
+  return { result, logged };
 }
 
 const state = async (client: pg.Client) =>
@@ -181,11 +199,7 @@ test('a step beside a long reader of every table (as pg_dump reads) applies; a c
   // apply, and `drop trigger` waits for an ACCESS EXCLUSIVE lock. A pg_dump (ACCESS SHARE on every
   // table for its whole run) longer than the step's 2 minutes failed the release, and a shorter
   // one stalled every read of endpoints behind the step (a review of the deploy probe's findings).
-  const db = await createTestDatabase();
-  t.teardown(db.drop);
-  const reader = await connect(db.url);
-  const admin = await connect(db.url);
-  t.teardown(async () => { await reader.query('rollback').catch(() => {}); await reader.end(); await admin.end(); });
+  const { db, holder: reader, admin } = await databaseWithSessions(t);
   const triggers = async () => (await admin.query<{ name: string; oid: string }>(`
     select tgname as name, oid::text from pg_trigger where tgconstraint <> 0 and not tgisinternal order by tgname`)).rows;
   const before = await triggers();
@@ -198,10 +212,7 @@ test('a step beside a long reader of every table (as pg_dump reads) applies; a c
   t.true(tables.length > 10);
   for (const { name } of tables) await reader.query(`lock table ${name} in access share mode`);
   const current = await readSqlDefinitions();
-  const logged: string[] = [];
-  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
-  t.is(await applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 5_000 }), 'applied');
-  t.deepEqual(logged, [], 'applied at the first try, without waiting for the reader');
+  t.deepEqual(await applyNext(db.url, current), { result: 'applied', logged: [] }, 'applied at the first try, without waiting for the reader');
   await reader.query('commit');
   t.deepEqual(await triggers(), before, 'the same triggers, not dropped and created again');
 
@@ -230,11 +241,7 @@ test('a step beside open writes to every table applies at the first try when no 
   // Every trigger was replaced at each apply of sql/ (`create or replace trigger` locks its table
   // against writes), so a release that changed only functions held up job creation for up to
   // 500 ms a try, and waited for every open write transaction (docs/deploy.md).
-  const db = await createTestDatabase();
-  t.teardown(db.drop);
-  const writer = await connect(db.url);
-  const admin = await connect(db.url);
-  t.teardown(async () => { await writer.query('rollback').catch(() => {}); await writer.end(); await admin.end(); });
+  const { db, holder: writer, admin } = await databaseWithSessions(t);
   const triggers = async () => (await admin.query<{ name: string; oid: string; definition: string; comment: string | null }>(`
     select tgname as name, oid::text, pg_get_triggerdef(oid) as definition, obj_description(oid, 'pg_trigger') as comment
     from pg_trigger where not tgisinternal and tgrelid::regclass::text not like 'pgboss.%' order by tgname`)).rows;
@@ -247,10 +254,7 @@ test('a step beside open writes to every table applies at the first try when no 
     select distinct tgrelid::regclass::text as name from pg_trigger where not tgisinternal`)).rows;
   for (const { name } of tables) await writer.query(`lock table ${name} in row exclusive mode`); // as open writes hold
   const current = await readSqlDefinitions();
-  const logged: string[] = [];
-  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
-  t.is(await applySqlDefinitions(db.url, logger, { definitions: { ...current, digest: 'next', revision: current.revision + 1 }, deadlineMs: 5_000 }), 'applied');
-  t.deepEqual(logged, [], 'applied at the first try, without waiting for the writes');
+  t.deepEqual(await applyNext(db.url, current), { result: 'applied', logged: [] }, 'applied at the first try, without waiting for the writes');
   await writer.query('commit');
   t.deepEqual(await triggers(), before, 'no trigger touched');
 
