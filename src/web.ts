@@ -43,7 +43,9 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
   const { status } = problem;
   const body = JSON.stringify(problem.toBody());
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`);
+    // Cache-Control as on every /v1 answer (a probe of the contract found it missing here).
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nX-Content-Type-Options: nosniff\r\n`
+    + `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
 }
 
 export async function startWeb(deps: AppDependencies): Promise<WebServer> {

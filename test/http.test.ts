@@ -522,6 +522,8 @@ test('a request Node\'s HTTP parser rejects is answered in the API\'s error shap
   const oversized = await sendRaw(quickApp.baseUrl, `GET /v1/applications HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   t.is(oversized.status, 431);
   t.deepEqual(oversized.body, { error: { code: 'request_header_fields_too_large', message: 'The request\'s headers are larger than 16 KB.' } });
+  t.is(oversized.headers['cache-control'], 'no-store', 'as every /v1 answer (a probe of the contract)');
+  t.is(malformed.headers['cache-control'], 'no-store');
 
   // The server is unharmed: the next request on a new connection is answered as usual.
   const after = await fetch(`${quickApp.baseUrl}/v1/applications`);
@@ -617,4 +619,16 @@ test('a Content-Encoding that cannot be undone is named in its 415 (at most 100 
     t.is((res.body as { error: { message: string } }).error.message,
       `Content-Encoding ${JSON.stringify(encoding.slice(0, 100))} is not supported: send the body as is, or compressed once with gzip, deflate or br.`);
   }
+});
+
+test('HEAD answers as its GET without a body; OPTIONS, with a credential, names the path\'s methods (docs/api.md §3)', async (t) => {
+  const { key } = await app.createOrg();
+  const headers = { authorization: `Bearer ${key}` };
+  const head = await fetch(`${app.baseUrl}/v1/applications`, { method: 'HEAD', headers });
+  t.is(head.status, 200);
+  t.is(await head.text(), '');
+  const options = await fetch(`${app.baseUrl}/v1/applications`, { method: 'OPTIONS', headers });
+  t.is(options.status, 200);
+  t.deepEqual(options.headers.get('allow')?.split(',').map((m) => m.trim()).sort(), ['GET', 'HEAD', 'POST']);
+  t.is((await fetch(`${app.baseUrl}/v1/applications`, { method: 'OPTIONS' })).status, 401);
 });

@@ -310,3 +310,15 @@ test('job creation counts a malformed request; API key creation, portal links an
   t.is(rateHeaders(reach).remaining, 0);
   assertLimited(t, await lowPinned.request('POST', '/v1/api-keys', { key, body: { name: 'third' } }));
 });
+
+test('job creation counts a body that is not JSON, or not JSON at all, and answers it with the limit\'s headers', async (t) => {
+  // A probe of the contract: refused by the parser (400, 415), these used up nothing and carried
+  // no X-RateLimit-* headers, where docs/api.md §9 says every job creation counts.
+  const { key } = await setupJobs(lowPinned);
+  const notJson = await lowPinned.request('POST', '/v1/webhook-jobs', { key, rawBody: '{', headers: { 'content-type': 'application/json' } });
+  assertError(t, notJson, 400, 'validation_error');
+  t.is(rateHeaders(notJson).remaining, 2);
+  const text = await lowPinned.request('POST', '/v1/webhook-jobs', { key, rawBody: 'x', headers: { 'content-type': 'text/plain' } });
+  assertError(t, text, 415, 'unsupported_media_type');
+  t.is(rateHeaders(text).remaining, 1);
+});

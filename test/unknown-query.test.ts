@@ -201,3 +201,30 @@ test('a parameter given twice is a 400 saying so, not that its value is wrong', 
   t.is(perPage.status, 400);
   t.deepEqual(perPage.body.error.details, [{ path: 'per_page', message: 'is given 3 times: give it once' }]);
 });
+
+/** The operations of the document that take no request body and are not reads. */
+const bodiless = Object.entries((openApiDocument() as Json).paths as Json).flatMap(([path, item]) =>
+  Object.entries(item as Json).filter(([method, op]) => ['post', 'patch', 'put', 'delete'].includes(method)
+    && (op as Json).security.length > 0 && (op as Json).requestBody === undefined)
+    .map(([method]) => `${method.toUpperCase()} ${path}`));
+
+test('every operation that takes no body answers a body with a field with a 400 naming it, and does nothing; {} is no field', async (t) => {
+  // A probe of the contract: rotate-secret, reset-circuit, retry, a delete… took any JSON
+  // object and did their work (a retry sent {"since": …} by mistake ran silently).
+  const f = await fixtures();
+  const rows = table(f);
+  t.true(bodiless.length >= 10, bodiless.join(', '));
+  const before = await state(f);
+  for (const operation of bodiless) {
+    const method = operation.split(' ')[0]!;
+    const res = await call(f, method, rows[operation]!.path, { since: '2026-11-30T00:00:00Z' });
+    t.is(res.status, 400, `${operation} with a body answered ${res.status} ${JSON.stringify(res.body)}`);
+    t.deepEqual(res.body.error.details, [{ path: 'since', message: 'unknown field' }], operation);
+    const array = await call(f, method, rows[operation]!.path, [1]);
+    t.is(array.status, 400, `${operation} with [1] answered ${array.status}`);
+  }
+  t.deepEqual(await state(f), before, 'no refused request changed anything');
+  const rotated = await call(f, 'POST', `/v1/endpoints/${f.endpointId}/rotate-secret`, {});
+  t.is(rotated.status, 200, 'an empty object is no body');
+  t.log(bodiless.join(', '));
+});

@@ -78,14 +78,22 @@ export function makeApp({ pool, config, logger, queue, metrics = makeMetrics({ p
       'a request body waits, unread, for room: its organization\'s share or the process\'s budget is held (logged at most once a minute)')),
   });
   metrics.watchBodyBudget(budget);
-  const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[], alsoBy?: Family): RequestHandler[] =>
-    [authentication, authorize(family, alsoBy), budget.reserve, jsonBody, reenterRequestScope, ...handlers];
+  const guarded = (authentication: RequestHandler, family: Family | null, handlers: RequestHandler[], alsoBy?: Family, body: RequestHandler = jsonBody): RequestHandler[] =>
+    [authentication, authorize(family, alsoBy), budget.reserve, body, reenterRequestScope, ...handlers];
   // Job creation, the hot path, first and on its own: no other route's matching or routers on
   // its way (a tenth of the web's allocation per job when it was mounted among the /v1
   // resources). It confirms a recently seen key in the transaction that accepts the job instead
   // of looking it up first (src/core/webhook-jobs.ts).
   const jobCreation = authenticate(pool, { recentKeys, provisional: { family: 'webhooks' } });
-  app.post('/v1/webhook-jobs', ...guarded(jobCreation, 'webhooks', [makeCreateJobHandler(pool, queue, config)]));
+  // Every job creation counts against the limit, malformed or not (docs/api.md §9): a body the
+  // parser refuses (not JSON, 413, 415) is left to the handler, which counts it, then answers the
+  // refusal. (Refused here, those used up nothing and carried no X-RateLimit-* headers: a probe
+  // of the contract.)
+  const jobBody: RequestHandler = (req, res, next) => jsonBody(req, res, (error?: unknown) => {
+    if (error !== undefined) res.locals.bodyError = error;
+    next();
+  });
+  app.post('/v1/webhook-jobs', ...guarded(jobCreation, 'webhooks', [makeCreateJobHandler(pool, queue, config)], undefined, jobBody));
 
   app.use(makeHealthRouter(pool, healthTimeoutMs));
   app.use(makeDocsRouter());

@@ -85,6 +85,22 @@ export function noQuery<P>(req: Request<P>, _res: Response, next: NextFunction):
   next();
 }
 
+const noFields = z.strictObject({});
+
+/**
+ * As noQuery, for the body of an operation that takes none (a delete, an action such as retry,
+ * rotate-secret or reset-circuit): absent or `{}`, else a 400 naming each field. Any JSON object
+ * passed before and the action ran: a caller who sent `{"since": …}` to retry by mistake got a
+ * silent retry (a probe of the contract).
+ */
+export function noBody<P>(req: Request<P>, _res: Response, next: NextFunction): void {
+  if (req.body !== undefined) parseBody(noFields, req.body);
+  next();
+}
+
+/** noQuery and noBody: an operation that takes neither. */
+export const noInput = [noQuery, noBody];
+
 /** The `cursor` of a cursor list: null when absent, a 400 when it is not one this list issued. */
 export function parseCursor(value: string | undefined, prefix: IdPrefix): Cursor | null {
   if (value === undefined) return null;

@@ -13,7 +13,7 @@ import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import { apiKey, apiKeyCreated, deletedView, shaper, type apiKeyList } from '../responses.ts';
 import { cursorQuery, environment, timestamp } from '../schemas.ts';
-import { assertNoQuery, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { assertNoQuery, noInput, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 // A fixed message per unknown scope: no per-item string is built for a list of 100,000 bad ones.
@@ -182,7 +182,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
     res.json(toApiKey(updated));
   });
 
-  router.delete('/:id', noQuery, async (req, res) => {
+  router.delete('/:id', ...noInput, async (req, res) => {
     const auth = authOf(res);
     const target = isId('key', req.params.id) ? await findApiKey(pool, auth.orgId, req.params.id) : null;
     if (!target) throw notFound('API key');

@@ -24,7 +24,7 @@ import {
   type applicationList,
 } from '../responses.ts';
 import { metadata, offsetQuery, searchText } from '../schemas.ts';
-import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noInput, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const name = z.string().trim().min(1, { message: 'must not be empty' }).max(255);
 const uid = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, { message: 'must be 1 to 256 letters, digits, dashes or underscores' });
@@ -101,7 +101,7 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.json(toPatched(updated));
   });
 
-  router.delete('/:id', noQuery, async (req, res) => {
+  router.delete('/:id', ...noInput, async (req, res) => {
     const deleted = isId('app', req.params.id) ? await softDeleteApplication(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Application');
     res.json(deletedView(deleted));
@@ -120,7 +120,7 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
     res.status(201).json(toPortalLink(link));
   });
 
-  router.delete('/:id/portal-links', noQuery, async (req, res) => {
+  router.delete('/:id/portal-links', ...noInput, async (req, res) => {
     const tenant = authOf(res);
     const app = isId('app', req.params.id) ? await findApplication(pool, tenant, req.params.id) : null;
     if (!app) throw notFound('Application');

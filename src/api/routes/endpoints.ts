@@ -21,7 +21,7 @@ import {
   type deletedEndpointList, type endpointList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
-import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noInput, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 /**
  * Event types one endpoint subscribes to: each subscription is a row written (and counted in its
@@ -136,24 +136,24 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     })));
   });
 
-  router.delete('/:id', noQuery, async (req, res) => {
+  router.delete('/:id', ...noInput, async (req, res) => {
     const deleted = isId('ep', req.params.id) ? await softDeleteEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound('Endpoint');
     res.json(deletedView(deleted));
   });
 
   // Decisions 13/14: at most 30 days after the delete, its application live; 409 when not deleted.
-  router.post('/:id/restore', noQuery, async (req, res) => {
+  router.post('/:id/restore', ...noInput, async (req, res) => {
     res.json(toEndpoint(await restore(pool, authOf(res), req.params.id, config.limits.endpointsPerApplication)));
   });
 
-  router.post('/:id/rotate-secret', noQuery, async (req, res) => {
+  router.post('/:id/rotate-secret', ...noInput, async (req, res) => {
     const rotated = isId('ep', req.params.id) ? await rotateSecret(pool, authOf(res), req.params.id, newSecret()) : null;
     if (!rotated) throw notFound('Endpoint');
     res.json(toRotated(rotated));
   });
 
-  router.post('/:id/reset-circuit', noQuery, async (req, res) => {
+  router.post('/:id/reset-circuit', ...noInput, async (req, res) => {
     const reset = await closeCircuit(pool, queue, authOf(res), req.params.id);
     res.json(toReset({
       id: reset.id, status: reset.status, failure_count: reset.failure_count,

@@ -10,7 +10,7 @@ import { AppError, notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import { deletedView, eventType, shaper, type eventTypeList } from '../responses.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
-import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { noBody, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string()
   .max(255)
@@ -75,7 +75,7 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
     res.json(toEventType(updated));
   });
 
-  router.delete('/:id', async (req, res) => {
+  router.delete('/:id', noBody, async (req, res) => {
     const { force } = parseQuery(deleteQuery, req.query);
     const outcome = isId('evt', req.params.id) ? await deleteEventType(pool, authOf(res), req.params.id, force) : null;
     if (!outcome) throw notFound('Event type');

@@ -19,7 +19,7 @@ import {
   deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList, type operationalEventList,
 } from '../responses.ts';
 import { cursorQuery } from '../schemas.ts';
-import { noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
+import { noInput, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }), {
   message: 'must be an array of operational event type names',
@@ -101,13 +101,13 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
     res.json(toEndpoint(updated));
   });
 
-  router.delete('/endpoints/:id', noQuery, async (req, res) => {
+  router.delete('/endpoints/:id', ...noInput, async (req, res) => {
     const deleted = isId('opep', req.params.id) ? await softDeleteOperationalEndpoint(pool, authOf(res), req.params.id) : null;
     if (!deleted) throw notFound(NOT_FOUND);
     res.json(deletedView(deleted));
   });
 
-  router.post('/endpoints/:id/rotate-secret', noQuery, async (req, res) => {
+  router.post('/endpoints/:id/rotate-secret', ...noInput, async (req, res) => {
     const rotated = isId('opep', req.params.id) ? await rotateOperationalSecret(pool, authOf(res), req.params.id, newSecret()) : null;
     if (!rotated) throw notFound(NOT_FOUND);
     res.json(toRotated(rotated));

@@ -23,7 +23,7 @@ import {
   type webhookJobDetail, type webhookJobList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery, timestamp } from '../schemas.ts';
-import { assertNoQuery, noQuery, parseBody, parseQuery } from '../validation.ts';
+import { assertNoQuery, noInput, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const payload = z.record(z.string(), z.unknown(), { message: 'must be a JSON object' });
 
@@ -121,6 +121,8 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
     let body: z.output<typeof createBody>;
     try {
       // As an invalid body (counted, the key confirmed first); a URL without `?` is not parsed.
+      // A body the parser refused (src/api/app.ts) is answered so too.
+      if (res.locals.bodyError !== undefined) throw res.locals.bodyError;
       assertNoQuery(req);
       assertPayloadSize((req.body as { payload?: unknown } | undefined)?.payload);
       body = parseBody(createBody, req.body);
@@ -195,14 +197,14 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
     });
   });
 
-  router.post('/:id/retry', noQuery, async (req, res) => {
+  router.post('/:id/retry', ...noInput, async (req, res) => {
     // A retry sends a job again: it counts against the organization's job creation limit. A probe
     // retried one job 62 times in 10 s from a portal link (each a delivery to every target).
     await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
     res.json(toRetried(await retryJob(pool, queue, authOf(res), req.params.id)));
   });
 
-  router.post('/:id/cancel', noQuery, async (req, res) => {
+  router.post('/:id/cancel', ...noInput, async (req, res) => {
     res.json(toCancelled(await cancelJob(pool, authOf(res), req.params.id)));
   });
 
