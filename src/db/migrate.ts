@@ -18,8 +18,15 @@ const SQL_DEFINITIONS_LOCK = 7_261_955_113;
 
 export async function migrate(url: string, logger: Logger): Promise<void> {
   const databaseUrl = await primaryUrl(url); // several hosts: migrate the primary
+  // Our own client, with an 'error' listener: node-pg-migrate's own had none, so a connection
+  // ended by the server between two of its statements (an embedded cluster stopped by the admin
+  // CLI that had started it) took the process down with an unhandled 'error' event (a probe),
+  // instead of failing the statement and the start in order.
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => {}); // the next statement rejects with it
+  await client.connect();
   const applied = await runner({
-    databaseUrl,
+    dbClient: client,
     dir: MIGRATIONS_DIR,
     direction: 'up',
     count: Infinity,
@@ -35,7 +42,7 @@ export async function migrate(url: string, logger: Logger): Promise<void> {
       debug: () => {}, info: () => {}, warn: (m: string) => logger.warn(m),
       error: (m: string) => (m.startsWith('could not connect to postgres') ? logger.debug(m) : logger.error(m)),
     },
-  });
+  }).finally(() => client.end().catch(() => {}));
   if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
   await applySqlDefinitions(databaseUrl, logger);
 }
