@@ -372,3 +372,27 @@ test.serial('the admin CLI that started the cluster leaves it to a worker that j
   t.deepEqual(await worker.exited, { code: 0, signal: null });
   t.false(alive(postmaster));
 });
+
+test.serial('an owner that exits without its stop (an uncaught error) leaves the cluster to the processes using it', async (t) => {
+  // Its exit hook stopped the cluster whoever used it: a crash of the web took the worker's
+  // database away until the next start.
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const signal = path.join(dataDir, 'exit-now');
+  const owner = startScript('test/helpers/embedded-owner-exits.ts', [signal], { DATA_DIR: dataDir });
+  started.push(owner);
+  await owner.waitForLog((line) => line.msg === 'started');
+  const worker = startScript('src/main.ts', ['worker'], { DATA_DIR: dataDir, PORT: '0' });
+  started.push(worker);
+  await worker.waitForLog((line) => line.msg === 'worker started');
+  const postmaster = postmasterPid();
+  writeFileSync(signal, '');
+  t.is((await owner.exited).code, 1);
+  unlinkSync(signal);
+  // A stopped cluster shows within a second or two in the worker's log (its poll runs every 100 ms).
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  t.true(alive(postmaster), 'left running for the worker');
+  t.false(worker.stdout().includes('database unavailable'), 'the worker kept its database');
+  worker.child.kill('SIGTERM');
+  t.deepEqual(await worker.exited, { code: 0, signal: null });
+  t.false(alive(postmaster), 'the last one out stopped it');
+});

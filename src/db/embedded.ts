@@ -10,7 +10,7 @@
 // off for good, delivered nothing until it was restarted by hand.)
 import childProcess from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, readFileSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
@@ -172,8 +172,9 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   const { logger } = options;
   const clusterDir = path.join(root, 'postgres');
   const ownerFile = path.join(root, 'postgres.owner');
-  // The processes of the service using the cluster (one file per pid; not the admin CLI, not
-  // psql): an owner stops it only when none is left. Throw-away clusters go with their owner.
+  // The processes of the service using the cluster (one file per pid; not psql, and the admin
+  // CLI only when it started the cluster): it is stopped only when none is left. Throw-away
+  // clusters go with their owner.
   const users = options.ephemeral ? null : makeUsers(root);
 
   const running = await readPostmaster(clusterDir);
@@ -264,6 +265,8 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   const postmasterPid = Number(readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const onExit = () => {
     if (!(postmasterPid > 0)) return; // process.kill(0) would signal this process's own group
+    // Others use it: left to them, as a stop leaves it (this process only leaves the users).
+    if (users?.othersNow()) return;
     try {
       process.kill(postmasterPid, 'SIGINT');
     } catch {
@@ -363,7 +366,11 @@ async function replaceLegacyPassword(port: number, root: string, password: strin
   logger.warn({ file: PASSWORD_FILE }, "embedded PostgreSQL's fixed password replaced by a random one, kept in DATA_DIR");
 }
 
-type Users = { join(): Promise<void>; leave(): Promise<void>; others(): Promise<number> };
+type Users = {
+  join(): Promise<void>; leave(): Promise<void>; others(): Promise<number>;
+  /** At the process's exit (synchronous): leaves, and says whether another live process of the service uses the cluster. */
+  othersNow(): boolean;
+};
 
 /**
  * The service's processes using the cluster under `root`: a file per pid in postgres.users/.
@@ -381,6 +388,26 @@ function makeUsers(root: string): Users {
     },
     async leave() {
       await rm(mine, { force: true });
+    },
+    othersNow() {
+      try {
+        unlinkSync(mine);
+      } catch {
+        // not there (left already)
+      }
+      try {
+        return readdirSync(dir).some((name) => {
+          const pid = Number(name);
+          if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return false;
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('node');
+          } catch {
+            return true; // no /proc (not Linux): trust the pid
+          }
+        });
+      } catch {
+        return false;
+      }
     },
     async others() {
       let names: string[];
