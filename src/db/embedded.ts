@@ -451,8 +451,11 @@ async function leaveCluster(
     logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
     return;
   }
-  if (own && running.pid === own.pid) await own.stop();
-  else await stopPostmaster(running.pid);
+  if (own && running.pid === own.pid) {
+    await own.stop(); // its owner's stop, said by the process's own `stopped`, as before there were users
+    return;
+  }
+  await stopPostmaster(running.pid);
   logger.info('embedded PostgreSQL stopped: the last process using it stopped');
 }
 
