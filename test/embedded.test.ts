@@ -1,7 +1,8 @@
 // The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
 // DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
@@ -395,4 +396,32 @@ test.serial('an owner that exits without its stop (an uncaught error) leaves the
   worker.child.kill('SIGTERM');
   t.deepEqual(await worker.exited, { code: 0, signal: null });
   t.false(alive(postmaster), 'the last one out stopped it');
+});
+
+test.serial('an initdb left running by a start killed during it is stopped, and its half-made cluster initialised again', async (t) => {
+  // A probe: kill -9 of a process during the first initdb left initdb running on its own; the
+  // next start took the directory for a cluster while initdb still wrote it, and failed
+  // ("pre-existing shared memory block is still in use") or ran on a half-made cluster.
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const fresh = `${dataDir}-initdb`;
+  const cluster = path.join(fresh, 'postgres');
+  t.teardown(() => rm(fresh, { recursive: true, force: true }));
+  mkdirSync(cluster, { recursive: true });
+  writeFileSync(path.join(cluster, 'PG_VERSION'), '18\n'); // what initdb writes first
+  // The orphan: a process named initdb writing that directory (node under that name, waiting).
+  const link = path.join(fresh, 'initdb');
+  symlinkSync(process.execPath, link);
+  const orphan = spawn(link, ['-e', 'setInterval(() => {}, 1000)', '--', `--pgdata=${cluster}`], { stdio: 'ignore' });
+  t.teardown(() => { orphan.kill('SIGKILL'); });
+  const orphanGone = new Promise((resolve) => orphan.once('exit', resolve));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.true(alive(orphan.pid!), 'the stand-in initdb runs');
+  const server = startScript('src/main.ts', ['all'], { DATA_DIR: fresh, PORT: '0' });
+  started.push(server);
+  t.truthy(await server.waitForLog((line) => line.msg === 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again'));
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  await orphanGone;
+  t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
 });

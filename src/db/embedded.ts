@@ -177,6 +177,17 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   // clusters go with their owner.
   const users = options.ephemeral ? null : makeUsers(root);
 
+  // A start killed during the first initdb (kill -9 of its process) left initdb running on its
+  // own: the next start took the directory for a cluster while initdb still wrote it, and failed
+  // ("pre-existing shared memory block is still in use") or ran on a half-made one (a probe).
+  // Under the start lock any initdb of this directory is such an orphan: it is stopped, and what
+  // it made removed (a cluster initdb never finished holds no data), with its password file.
+  if (await stopOrphanInitdb(clusterDir)) {
+    logger.warn({ dir: clusterDir }, 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again');
+    await rm(clusterDir, { recursive: true, force: true });
+    await rm(path.join(root, 'initdb-tmp'), { recursive: true, force: true });
+  }
+
   const running = await readPostmaster(clusterDir);
   if (running) {
     const owner = await readPid(ownerFile);
@@ -541,6 +552,40 @@ function isAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Stops every initdb process writing `clusterDir` (its `--pgdata=`), read from /proc; whether there
+ * was one. Without /proc (not Linux) none is found.
+ */
+async function stopOrphanInitdb(clusterDir: string): Promise<boolean> {
+  let pids: string[];
+  try {
+    pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
+  } catch {
+    return false;
+  }
+  const found: number[] = [];
+  for (const name of pids) {
+    let args: string[];
+    try {
+      args = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (path.basename(args[0] ?? '') === 'initdb' && args.includes(`--pgdata=${clusterDir}`)) found.push(Number(name));
+  }
+  for (const pid of found) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  for (const deadline = Date.now() + 10_000; found.some(isAlive) && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return found.length > 0;
 }
 
 /** Whether `pid` runs node (a pid of a process gone may have been given to another program). */
