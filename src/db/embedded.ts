@@ -10,7 +10,7 @@
 // off for good, delivered nothing until it was restarted by hand.)
 import childProcess from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, writeFile, access, chmod } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
@@ -202,7 +202,7 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
       logger.info({ port: running.port, owner }, 'using the embedded PostgreSQL already running');
       return { url, owned: false, stop: () => leaveCluster(clusterDir, ownerFile, users, logger) };
     }
-    const others = await users.others();
+    const others = users.others();
     if (others > 0) {
       // Its owner is gone, but other processes (a worker beside a web) use it: taken over as it is.
       await users.join();
@@ -378,7 +378,9 @@ async function replaceLegacyPassword(port: number, root: string, password: strin
 }
 
 type Users = {
-  join(): Promise<void>; leave(): Promise<void>; others(): Promise<number>;
+  join(): Promise<void>; leave(): Promise<void>;
+  /** The other live processes of the service using it (entries of processes that died are removed). */
+  others(): number;
   /** At the process's exit (synchronous): leaves, and says whether another live process of the service uses the cluster. */
   othersNow(): boolean;
 };
@@ -392,6 +394,23 @@ type Users = {
 function makeUsers(root: string): Users {
   const dir = path.join(root, 'postgres.users');
   const mine = path.join(dir, String(process.pid));
+  /** The other live processes of the service listed; an entry of a process that died without leaving is removed. */
+  const liveOthers = () => {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return 0;
+    }
+    let alive = 0;
+    for (const name of names) {
+      const pid = Number(name);
+      if (pid === process.pid) continue;
+      if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && commandIncludes(pid, 'node')) alive += 1;
+      else rmSync(path.join(dir, name), { force: true });
+    }
+    return alive;
+  };
   return {
     async join() {
       await mkdir(dir, { recursive: true });
@@ -406,36 +425,9 @@ function makeUsers(root: string): Users {
       } catch {
         // not there (left already)
       }
-      try {
-        return readdirSync(dir).some((name) => {
-          const pid = Number(name);
-          if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return false;
-          try {
-            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('node');
-          } catch {
-            return true; // no /proc (not Linux): trust the pid
-          }
-        });
-      } catch {
-        return false;
-      }
+      return liveOthers() > 0;
     },
-    async others() {
-      let names: string[];
-      try {
-        names = await readdir(dir);
-      } catch {
-        return 0;
-      }
-      let alive = 0;
-      for (const name of names) {
-        const pid = Number(name);
-        if (pid === process.pid) continue;
-        if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && await isNode(pid)) alive += 1;
-        else await rm(path.join(dir, name), { force: true }); // a process that died without leaving
-      }
-      return alive;
-    },
+    others: liveOthers,
   };
 }
 
@@ -457,7 +449,7 @@ async function leaveCluster(
   if (!running) return;
   const owner = await readPid(ownerFile);
   if (owner !== null && owner !== process.pid && isAlive(owner)) return; // its owner stops it, or leaves it to its users
-  const others = await users.others();
+  const others = users.others();
   if (others > 0) {
     logger.info({ processes: others }, 'embedded PostgreSQL left running: other processes use it (the last of them to stop stops it)');
     return;
@@ -512,7 +504,7 @@ async function readPostmaster(clusterDir: string): Promise<{ pid: number; port: 
   const pid = Number(pidLine);
   const port = Number(portLine);
   if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port <= 0) return null;
-  if (!isAlive(pid) || !(await isPostgres(pid))) return null;
+  if (!isAlive(pid) || !commandIncludes(pid, 'postgres')) return null;
   return { pid, port };
 }
 
@@ -588,20 +580,15 @@ async function stopOrphanInitdb(clusterDir: string): Promise<boolean> {
   return found.length > 0;
 }
 
-/** Whether `pid` runs node (a pid of a process gone may have been given to another program). */
-async function isNode(pid: number): Promise<boolean> {
+/**
+ * Whether `pid`'s command line includes `text` (a pid of a process gone may have been given to
+ * another program). Without /proc (not Linux) the pid is trusted.
+ */
+function commandIncludes(pid: number, text: string): boolean {
   try {
-    return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).includes('node');
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text);
   } catch {
-    return true; // no /proc (not Linux): trust the pid
-  }
-}
-
-async function isPostgres(pid: number): Promise<boolean> {
-  try {
-    return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).includes('postgres');
-  } catch {
-    return true; // no /proc (not Linux): trust the pid
+    return true;
   }
 }
 
