@@ -21,7 +21,8 @@ export async function migrate(url: string, logger: Logger): Promise<void> {
   // Our own client, with an 'error' listener: node-pg-migrate's own had none, so a connection
   // ended by the server between two of its statements (an embedded cluster stopped by the admin
   // CLI that had started it) took the process down with an unhandled 'error' event (a probe),
-  // instead of failing the statement and the start in order.
+  // instead of failing the statement and the start in order. A failed connect throws here, unlogged:
+  // the caller reports it (a start retries it with a warning per try: start-retry.ts).
   const client = new pg.Client({ connectionString: databaseUrl });
   client.on('error', () => {}); // the next statement rejects with it
   await client.connect();
@@ -36,12 +37,8 @@ export async function migrate(url: string, logger: Logger): Promise<void> {
     advisoryLockMode: 'wait', // any number of processes may start at once: the others wait
 
     log: (message: string) => logger.debug({ migrate: message }),
-    // Its "could not connect" comes with the error it throws, which the caller reports (a start
-    // retries it with a warning per try: start-retry.ts); logged here too it was an error line per try.
-    logger: {
-      debug: () => {}, info: () => {}, warn: (m: string) => logger.warn(m),
-      error: (m: string) => (m.startsWith('could not connect to postgres') ? logger.debug(m) : logger.error(m)),
-    },
+    // Given a connected client, it never connects itself, so never logs "could not connect".
+    logger: { debug: () => {}, info: () => {}, warn: (m: string) => logger.warn(m), error: (m: string) => logger.error(m) },
   }).finally(() => client.end().catch(() => {}));
   if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
   await applySqlDefinitions(databaseUrl, logger);
