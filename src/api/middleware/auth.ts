@@ -119,7 +119,7 @@ function authenticated(res: Response, auth: Auth): void {
   const scope = res.locals.requestScope as RequestScope | undefined;
   if (scope) {
     scope.organization = auth.orgId;
-    scope.caller = auth.kind === 'api_key' ? `key:${auth.keyId}` : `application:${auth.applicationId}`;
+    scope.caller = auth.kind === 'api_key' ? auth.keyId : auth.applicationId; // key_… or app_…: never equal
   }
 }
 
