@@ -425,3 +425,42 @@ test.serial('an initdb left running by a start killed during it is stopped, and 
   server.child.kill('SIGTERM');
   t.deepEqual(await server.exited, { code: 0, signal: null });
 });
+
+test.serial('a kill that ends the process and its initdb together leaves nothing that stops the next start', async (t) => {
+  // A kill of the whole process group (or a lost host) during the first initdb ended initdb too;
+  // it left the cluster's directory half-made, PG_VERSION written, with no initdb running, and every
+  // start after it took that for a cluster and failed.
+  t.timeout(2 * STARTUP_TIMEOUT_MS + 120_000);
+  const fresh = `${dataDir}-initdb-killed`;
+  t.teardown(() => rm(fresh, { recursive: true, force: true }));
+  const first = startScript('src/main.ts', ['all'], { DATA_DIR: fresh, PORT: '0' });
+  started.push(first);
+  // The initdb of that DATA_DIR, once it has written its PG_VERSION.
+  let initdb: { pid: number; dir: string } | undefined;
+  for (const deadline = Date.now() + STARTUP_TIMEOUT_MS; !initdb && Date.now() < deadline;) {
+    for (const name of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+      let args: string[];
+      try {
+        args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      } catch {
+        continue;
+      }
+      const dir = args.find((arg) => arg.startsWith(`--pgdata=${fresh}${path.sep}`))?.slice('--pgdata='.length);
+      if (path.basename(args[0] ?? '') === 'initdb' && dir && existsSync(path.join(dir, 'PG_VERSION'))) initdb = { pid: Number(name), dir };
+    }
+    if (!initdb) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  if (!initdb) return t.fail(`no initdb of ${fresh} seen:\n${first.stdout()}`);
+  first.child.kill('SIGKILL');
+  signalPid(initdb.pid, 'SIGKILL');
+  await first.exited;
+  while (alive(initdb.pid)) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.true(existsSync(path.join(initdb.dir, 'PG_VERSION')), 'initdb was cut short after its PG_VERSION');
+
+  const server = startScript('src/main.ts', ['all'], { DATA_DIR: fresh, PORT: '0' });
+  started.push(server);
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
+});

@@ -182,9 +182,19 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   // ("pre-existing shared memory block is still in use") or ran on a half-made one (a probe).
   // Under the start lock any initdb of this directory is such an orphan: it is stopped, and what
   // it made removed (a cluster initdb never finished holds no data), with its password file.
-  if (await stopOrphanInitdb(clusterDir)) {
+  // initdb now writes a directory of its own, renamed to the cluster's once it has finished, so a
+  // kill that ends initdb too (a process group's SIGKILL, a lost host) leaves no half-made cluster
+  // that a start cannot tell from a real one: what is left of it is removed here. (Before, such a
+  // directory with its PG_VERSION was taken for a cluster, and every start failed on it.)
+  const initialisingDir = path.join(root, 'postgres.initialising');
+  const orphanInitdb = await stopOrphanInitdb([clusterDir, initialisingDir]);
+  if (orphanInitdb.includes(clusterDir)) { // an initdb of a version that wrote the cluster's directory itself
     logger.warn({ dir: clusterDir }, 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again');
     await rm(clusterDir, { recursive: true, force: true });
+  }
+  if (orphanInitdb.length > 0 || await exists(initialisingDir)) {
+    if (!orphanInitdb.includes(clusterDir)) logger.warn({ dir: initialisingDir }, 'removing what a first initdb cut short left, to initialise the embedded PostgreSQL again');
+    await rm(initialisingDir, { recursive: true, force: true });
     await rm(path.join(root, 'initdb-tmp'), { recursive: true, force: true });
   }
 
@@ -231,8 +241,8 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
   const { password, unkept } = await ownPassword(root, initialised);
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const postgres = new EmbeddedPostgres({
-    databaseDir: clusterDir,
+  const cluster = (databaseDir: string) => new EmbeddedPostgres({
+    databaseDir,
     user: USER,
     password,
     port,
@@ -249,12 +259,18 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
     onLog: remember,
     onError: remember,
   });
+  const postgres = cluster(clusterDir);
 
   if (!initialised) {
     logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL');
-    await withPrivateTmpdir(root, () => withPrivatePwfile(() => postgres.initialise())).catch((error: unknown) => {
+    // What an initdb of a version before postgres.initialising left in the cluster's directory
+    // before its PG_VERSION (no cluster yet) would stop the rename below.
+    const left = await readdir(clusterDir).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? null : Promise.reject(error)));
+    if (left && !left.includes('PG_VERSION')) await rm(clusterDir, { recursive: true, force: true });
+    await withPrivateTmpdir(root, () => withPrivatePwfile(() => cluster(initialisingDir).initialise())).catch((error: unknown) => {
       throw new Error(`embedded PostgreSQL initdb failed: ${String(error)}\n${lines.join('\n')}`);
     });
+    await rename(initialisingDir, clusterDir);
   }
   try {
     await (options.ownProcessGroup ? inOwnProcessGroup(() => postgres.start()) : postgres.start());
@@ -547,17 +563,18 @@ function isAlive(pid: number): boolean {
 }
 
 /**
- * Stops every initdb process writing `clusterDir` (its `--pgdata=`), read from /proc; whether there
- * was one. Without /proc (not Linux) none is found.
+ * Stops every initdb process writing one of `dirs` (its `--pgdata=`), read from /proc; the
+ * directories they wrote. Without /proc (not Linux) none is found.
  */
-async function stopOrphanInitdb(clusterDir: string): Promise<boolean> {
+async function stopOrphanInitdb(dirs: readonly string[]): Promise<string[]> {
   let pids: string[];
   try {
     pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
   } catch {
-    return false;
+    return [];
   }
   const found: number[] = [];
+  const written = new Set<string>();
   for (const name of pids) {
     let args: string[];
     try {
@@ -565,7 +582,11 @@ async function stopOrphanInitdb(clusterDir: string): Promise<boolean> {
     } catch {
       continue; // gone meanwhile
     }
-    if (path.basename(args[0] ?? '') === 'initdb' && args.includes(`--pgdata=${clusterDir}`)) found.push(Number(name));
+    const dir = path.basename(args[0] ?? '') === 'initdb' ? dirs.find((candidate) => args.includes(`--pgdata=${candidate}`)) : undefined;
+    if (dir !== undefined) {
+      found.push(Number(name));
+      written.add(dir);
+    }
   }
   for (const pid of found) {
     try {
@@ -577,7 +598,7 @@ async function stopOrphanInitdb(clusterDir: string): Promise<boolean> {
   for (const deadline = Date.now() + 10_000; found.some(isAlive) && Date.now() < deadline;) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  return found.length > 0;
+  return [...written];
 }
 
 /**
