@@ -130,11 +130,31 @@ browserTest(`the dashboard pages deleted endpoints, event types, keys and operat
   const typeRows = page.locator('table.list tbody tr');
   await pager(page, 'Event type pages').getByText('Page 1').waitFor();
   t.is(await typeRows.count(), 50);
-  for (const [n, count] of [[2, 50], [3, EVENT_TYPES - 100]] as const) {
-    await pager(page, 'Event type pages').getByRole('button', { name: 'Older' }).click();
-    await pager(page, 'Event type pages').getByText(`Page ${n}`).waitFor();
-    await until(`event type page ${n}`, async () => (await typeRows.count()) === count);
-  }
+  // Newest first: each page's first row names its own type (a count alone passed on the rows of
+  // the page before, still shown while the next one loads).
+  const newest = (n: number) => `evt.n${String(EVENT_TYPES - 1 - 50 * (n - 1)).padStart(3, '0')}`;
+  const shows = async (n: number, count: number) => (await typeRows.count()) === count
+    && (await typeRows.first().locator('td').first().textContent()) === newest(n);
+  await until('event type page 1', () => shows(1, 50));
+  // "Older" clicked again while page 2 loads (its request held for a second) takes page 2 once,
+  // not page 3 over page 2's rows.
+  let held = 0;
+  const older = (url: URL) => url.pathname === '/v1/event-types' && url.searchParams.has('cursor');
+  await page.route(older, async (route) => {
+    held += 1;
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await route.continue();
+  });
+  await pager(page, 'Event type pages').getByRole('button', { name: 'Older' }).click();
+  await pager(page, 'Event type pages').getByText('Page 2').waitFor();
+  await pager(page, 'Event type pages').getByRole('button', { name: 'Older' }).click();
+  await until('event type page 2', () => shows(2, 50));
+  t.is(await pager(page, 'Event type pages').locator('span').textContent(), 'Page 2');
+  t.is(held, 1, 'one request for page 2');
+  await page.unroute(older);
+  await pager(page, 'Event type pages').getByRole('button', { name: 'Older' }).click();
+  await pager(page, 'Event type pages').getByText('Page 3').waitFor();
+  await until('event type page 3', () => shows(3, EVENT_TYPES - 100));
   t.true(await pager(page, 'Event type pages').getByRole('button', { name: 'Older' }).isDisabled());
   await shot(page, 'long-dashboard-event-types');
   await axe(t, page, 'the event types\' last page');

@@ -141,13 +141,17 @@ export function Pager(props: { page: number; totalPages: number; onPage: (page: 
 /**
  * Where a cursor list (newest first) is: the cursors of the pages walked so far, so that "Newer"
  * goes back one page; `cursor` is the current page's (undefined: the first).
+ * A list keeps showing its page while the next one loads, so an "Older" clicked again meanwhile
+ * offers the cursor of the page already asked for: taken again, it said "Page 3" over page 2's
+ * rows, and every page after was one off (a full test run clicked that fast). A cursor already
+ * walked is not taken again.
  */
 export function useCursorPages() {
   const [cursors, setCursors] = useState<string[]>([]);
   return {
     cursor: cursors[cursors.length - 1] as string | undefined,
     page: cursors.length + 1,
-    older: (next: string) => setCursors([...cursors, next]),
+    older: (next: string) => setCursors((walked) => (walked.includes(next) ? walked : [...walked, next])),
     newer: () => setCursors(cursors.slice(0, -1)),
     first: () => setCursors([]),
   };
