@@ -1,6 +1,7 @@
 // Authentication and authorization (decisions section 4): every 401 path, the scope table for
 // the /v1/api-keys family, the scope helpers over all five families, escalation, environments
 // and last_used_at.
+import net from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { accessFor, allows, canGrant, FAMILIES, type Family } from '../src/core/scopes.ts';
@@ -75,6 +76,27 @@ test('a non-Bearer scheme is 401 unauthorized, even carrying a valid key', async
     const res = await app.request('GET', '/v1/api-keys', { headers: { authorization } });
     assertError(t, res, 401, 'unauthorized');
   }
+});
+
+test('two Authorization headers are 401 unauthorized, even when both carry valid keys', async (t) => {
+  // Node keeps the first of two and drops the other: a request naming two credentials ran as the first.
+  const first = await app.createOrg();
+  const second = await app.createOrg();
+  // Two header lines, as curl -H sends them (fetch would join them into one).
+  const { port } = new URL(app.baseUrl);
+  const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write([
+      'GET /v1/api-keys HTTP/1.1', `Host: 127.0.0.1:${port}`, `Authorization: Bearer ${first.key}`, `authorization: Bearer ${second.key}`,
+      'Connection: close', '', '',
+    ].join('\r\n')));
+    let text = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => { text += chunk; }).on('error', reject).on('end', () => {
+      const [head = '', body = ''] = text.split('\r\n\r\n');
+      resolve({ status: Number(head.split(' ')[1]), body });
+    });
+  });
+  t.is(answer.status, 401);
+  t.deepEqual(JSON.parse(answer.body).error, { code: 'unauthorized', message: 'The Authorization header is given 2 times: send one credential.' });
 });
 
 test('the Bearer scheme name is case-insensitive', async (t) => {
