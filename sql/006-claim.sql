@@ -181,6 +181,9 @@ begin
       status = case f.act when 'drop' then 'dropped' when 'expire' then 'failed' when 'hold' then 'held'
                           when 'cancel' then 'cancelled' when 'send' then 'in_flight' else dl.status end,
       next_attempt_at = case when f.act = 'defer' then f.defer_at else dl.next_attempt_at end,
+      -- Waiting for a rate-limit slot past the horizon (not for room in the claim): a raise of
+      -- the endpoint's limit brings it forward (hasten_rate_deferred, below).
+      rate_deferred = f.act = 'defer' and f.defer_at > v_now,
       updated_at = now()
     from final f where dl.id = f.id
   )
@@ -195,6 +198,69 @@ $$;
 
 comment on function claim_deliveries(jsonb, integer, integer, bigint, integer, jsonb) is
   'Claims queued deliveries for attempts: send (with a rate-limit slot, within a budget of payload bytes and each organization''s share of the worker), defer, hold, drop or expire each one.';
+
+-- A raise of an endpoint's rate_limit_rps brings forward its deliveries deferred to slots of the
+-- old limit (rate_deferred): their queue messages and their next_attempt_at become due now, and
+-- the next claims give them slots at the new limit, from the endpoint's next free slot. Slots
+-- already handed out (at most the claim's horizon ahead) keep their times. Without it, 12 jobs
+-- queued at 1 per second still came one a second after a raise to 100 (a probe). Retries keep
+-- their times. The messages first, then the deliveries: a claim's order (its fetch locks the
+-- messages, claim_deliveries the deliveries). Due now, they wake the workers (sql/021-wakeup.sql).
+-- Returns how many it brought forward.
+create or replace function hasten_rate_deferred(p_endpoint_id text) returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  if to_regclass('pgboss.job') is null then
+    return 0; -- no queue yet (pg-boss makes its schema at the first start): nothing deferred
+  end if;
+  -- Most raises find nothing deferred: one read of the endpoint's open deliveries by its index.
+  -- Otherwise the messages are found among the queue's waiting ones (no index names a message's
+  -- delivery): a read of the queue's backlog, once per raise of an endpoint with deferrals.
+  if not exists (select 1 from deliveries d where d.endpoint_id = p_endpoint_id and d.status = 'pending'
+                   and d.rate_deferred and d.next_attempt_at > now()) then
+    return 0;
+  end if;
+  with messages as (
+    update pgboss.job j set start_after = pgboss.job_now()
+    from deliveries d
+    where j.name = 'deliveries' and j.state = 'created' and j.start_after > pgboss.job_now()
+      and d.id = (j.data->>'deliveryId')::bigint and d.round = (j.data->>'round')::integer
+      and d.endpoint_id = p_endpoint_id and d.status = 'pending' and d.rate_deferred
+    returning d.id
+  )
+  update deliveries d set next_attempt_at = now(), rate_deferred = false, updated_at = now()
+    where d.id in (select m.id from messages m);
+  get diagnostics v_count = row_count;
+  if v_count > 0 then
+    perform pg_notify('hookline_deliveries', '');
+  end if;
+  return v_count;
+end;
+$$;
+
+comment on function hasten_rate_deferred(text) is
+  'Brings forward the endpoint''s deliveries deferred to rate-limit slots (rate_deferred): their messages and next_attempt_at due now, for slots at its new rate_limit_rps. Returns how many.';
+
+create or replace function endpoints_rate_raised() returns trigger
+language plpgsql as $$
+begin
+  perform hasten_rate_deferred(new.id);
+  return null;
+end;
+$$;
+
+comment on function endpoints_rate_raised() is
+  'After an endpoint''s rate_limit_rps is raised: its deliveries deferred to slots of the old limit are due now (hasten_rate_deferred).';
+
+select ensure_trigger('endpoints', 'endpoints_rate_raised', $trigger$
+create or replace trigger endpoints_rate_raised
+  after update of rate_limit_rps on endpoints
+  for each row
+  when (new.rate_limit_rps > old.rate_limit_rps)
+  execute function endpoints_rate_raised()
+$trigger$);
 
 -- pg-boss's fetch (its fetchNextJob for a queue of policy standard), for claim_next_deliveries:
 -- up to p_limit due messages of queue p_queue, leased, as a jsonb array of their ids,

@@ -121,6 +121,7 @@ comment on column deliveries.round is 'Retry round, from 1: a job retry starts a
 comment on column deliveries.attempt_count is 'Attempts made in the current round.';
 comment on column deliveries.next_attempt_at is 'When a pending delivery is due (never null while pending); unchanged in other states.';
 comment on column deliveries.last_attempt_at is 'Start of the latest recorded attempt; null before the first.';
+comment on column deliveries.rate_deferred is 'Pending and waiting for a rate-limit slot of its endpoint (a claim deferred it past its horizon), not for a retry: a raise of rate_limit_rps makes it due now (hasten_rate_deferred).';
 comment on column deliveries.is_probe is 'This is the one delivery sent to a disabled endpoint to test whether it recovered.';
 comment on column deliveries.created_at is 'When the delivery was created (with its job).';
 comment on column deliveries.updated_at is 'Last state change; for in_flight, when the worker claimed it (the running attempt''s start).';

@@ -1,0 +1,78 @@
+// A raise of an endpoint's rate_limit_rps applies to the deliveries already waiting for it: a
+// claim defers the sends past its horizon to slots of the limit it read, and those came at the
+// old pace after the raise (a probe: 12 jobs at 1 per second, raised to 100, still came one a
+// second). A raise brings them forward (hasten_rate_deferred, sql/006-claim.sql); a retry keeps
+// its time. The real API and worker, a real receiver; the checks read the database's state right
+// after the raise, not how fast anything arrived.
+import test from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { startTestApp } from './helpers/app.ts';
+import * as fixtures from './helpers/fixtures.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+// Retries a minute apart: a retry's time is far from any deferral's.
+const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '60,60,60,60,60,60' }, { worker: true });
+
+async function endpointFor(url: string, rps: number) {
+  const { key } = await app.createOrg();
+  const by = { on: app, key };
+  const application = await fixtures.createApplication(by, { name: 'Rate Co' });
+  await fixtures.createEventType(by, 'rate.item');
+  const endpoint = await fixtures.createEndpoint(by, { application_id: application.id, url, event_types: ['rate.item'], rate_limit_rps: rps });
+  return { key, by, appId: application.id as string, endpointId: endpoint.id as string };
+}
+
+/** The endpoint's pending deliveries (and their queue messages) due more than 2 s from now: past any claim's horizon. */
+const farAhead = (endpointId: string) => app.pool.one(sql.type(z.object({ deliveries: z.number(), messages: z.number() }))`
+  select count(*)::int as deliveries,
+         (select count(*)::int from pgboss.job j where j.name = 'deliveries' and j.state = 'created'
+            and (j.data->>'deliveryId')::bigint in (select id from deliveries where endpoint_id = ${endpointId} and status = 'pending')
+            and j.start_after > now() + interval '2 seconds') as messages
+  from deliveries where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at > now() + interval '2 seconds'`);
+
+test('a raise of rate_limit_rps brings forward the deliveries deferred to slots of the old limit; all arrive once', async (t) => {
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const { key, by, appId, endpointId } = await endpointFor(receiver.at('/slow'), 1);
+  const jobIds = await Promise.all(Array.from({ length: 12 }, (_, i) => fixtures.createJob(by, { application_id: appId, event_type: 'rate.item', payload: { i } })
+    .then((job) => job.id as string)));
+  // At 1 per second, a claim of the 12 defers most of them to slots seconds ahead: their
+  // deliveries at its commit, their queue messages at the worker's next one.
+  // Every one claimed once (a claim under way at the raise keeps its deferrals' times: api.md §8).
+  const claimedOnce = () => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and (status <> 'pending' or rate_deferred)`);
+  await until('deliveries and their messages deferred to slots seconds ahead', async () => {
+    const ahead = await farAhead(endpointId);
+    return ahead.deliveries >= 5 && ahead.messages === ahead.deliveries && await claimedOnce() === 12;
+  });
+
+  const res = await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { rate_limit_rps: 100 } });
+  t.is(res.status, 200, JSON.stringify(res.body));
+  // (Claimed again at once, some may be deferred anew, to slots of the new limit: within 2 s.)
+  t.deepEqual(await farAhead(endpointId), { deliveries: 0, messages: 0 }, 'nothing waits for a slot of the old limit');
+
+  await until('all 12 arrived', () => receiver.arrivals.length >= 12);
+  await until('all 12 recorded', async () => (await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and status = 'succeeded'`)) === 12);
+  t.deepEqual(receiver.arrivals.map((a) => String(a.headers['webhook-id'])).sort(), [...jobIds].sort(), 'each job arrived once');
+});
+
+test('a raise of rate_limit_rps leaves a retry at its time; a lowering brings nothing forward', async (t) => {
+  const receiver = await startReceiver(() => ({ status: 500, body: 'down' }));
+  t.teardown(() => receiver.close());
+  const { key, by, appId, endpointId } = await endpointFor(receiver.at('/down'), 1);
+  await fixtures.createJob(by, { application_id: appId, event_type: 'rate.item', payload: { i: 0 } });
+  const retryAt = () => app.pool.oneFirst(sql.type(z.object({ at: z.string() }))`
+    select next_attempt_at::text as at from deliveries where endpoint_id = ${endpointId} and status = 'pending' and attempt_count = 1`);
+  await until('the first attempt failed and its retry is set', async () => (await app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and status = 'pending' and attempt_count = 1`)) === 1);
+  const before = await retryAt();
+  for (const rate_limit_rps of [100, 50, 1000]) {
+    const res = await app.request('PATCH', `/v1/endpoints/${endpointId}`, { key, body: { rate_limit_rps } });
+    t.is(res.status, 200, JSON.stringify(res.body));
+  }
+  t.is(await retryAt(), before, 'the retry keeps its time');
+  t.deepEqual(await farAhead(endpointId), { deliveries: 1, messages: 1 });
+});
