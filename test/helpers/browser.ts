@@ -71,3 +71,37 @@ export function midWordBreaks(page: Page, selector: string): Promise<string[]> {
     return found;
   }));
 }
+
+/**
+ * Tabs through the first `steps` stops of the page and returns, for each, its focus ring's
+ * contrast with the background it is drawn on (the nearest ancestor's opaque background: the
+ * ring sits outside the element, `outline-offset` away). WCAG 1.4.11 asks 3:1 of a focus ring.
+ */
+export async function focusRingContrasts(page: Page, steps: number): Promise<Array<{ element: string; ring: string; on: string; ratio: number }>> {
+  const found: Array<{ element: string; ring: string; on: string; ratio: number }> = [];
+  for (let i = 0; i < steps; i += 1) {
+    await page.keyboard.press('Tab');
+    const one = await page.evaluate(() => {
+      const element = document.activeElement as HTMLElement | null;
+      if (!element || element === document.body || !element.matches(':focus-visible')) return null;
+      const style = getComputedStyle(element);
+      if (style.outlineStyle === 'none' || parseFloat(style.outlineWidth) === 0) return { element: element.outerHTML.slice(0, 80), ring: 'none', on: '', ratio: 0 };
+      const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
+      let parent = element.parentElement;
+      let on = 'rgb(255, 255, 255)';
+      for (; parent; parent = parent.parentElement) {
+        const background = getComputedStyle(parent).backgroundColor;
+        const [, , , alpha = 1] = rgb(background);
+        if (alpha > 0) { on = background; break; }
+      }
+      const luminance = (color: string) => {
+        const [r = 0, g = 0, b = 0] = rgb(color).slice(0, 3).map((c) => c / 255).map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+      };
+      const [a, b] = [luminance(style.outlineColor), luminance(on)];
+      return { element: element.outerHTML.slice(0, 80), ring: style.outlineColor, on, ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) };
+    });
+    if (one) found.push(one);
+  }
+  return found;
+}
