@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { query, type ApiKey, type ApiKeyCreated, type Credential, type Cursor } from './api.ts';
 import { reachesEnvironment, scopesBeyond, withinLifetime } from '../../core/key-reach.ts';
 import { Action, Copyable, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, isolate, Notice, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 const FAMILIES = ['webhooks', 'endpoints', 'applications', 'event-types', 'api-keys'] as const;
 
@@ -17,7 +17,7 @@ export function ApiKeysPage() {
   const [created, setCreated] = useState<ApiKeyCreated | null>(null);
   const [flash, setFlash] = useState('');
   const revoke = useAction(async (key: ApiKey) => {
-    if (!window.confirm(`Revoke the key “${key.name}” (${key.prefix}…)? Requests with it are refused from now on.`)) return;
+    if (!window.confirm(`Revoke the key “${isolate(key.name)}” (${key.prefix}…)? Requests with it are refused from now on.`)) return;
     await client('DELETE', `/v1/api-keys/${key.id}`);
     setCreated(null); setFlash(`Key “${key.name}” revoked.`); keys.reload();
   });

@@ -11,7 +11,7 @@ import { JobDetailPage, JobsPage } from './jobs.tsx';
 import { EndpointDetailPage, EndpointsPage } from './endpoints.tsx';
 import { OperationalPage } from './operational.tsx';
 import { ApiKeysPage } from './api-keys.tsx';
-import { Busy, Field, Notice } from '../shared/ui.tsx';
+import { ActionButton, Busy, Field, Notice } from '../shared/ui.tsx';
 
 const STORE = 'hookline.dashboard.key';
 
@@ -87,8 +87,11 @@ export function App() {
     target?.focus();
   }, [credential]);
 
-  if (!key || !client) return <SignIn error={signInError} onKey={(value) => { setSignInError(''); setKey(value); }} />;
-  if (!credential) return <main class="signin"><Busy label="Checking the API key…" /></main>;
+  // The same sign-in form while the key is checked (its button busy), so that a refused key
+  // leaves the keyboard focus where it was: a spinner in the form's place took the focus with it.
+  if (!key || !client || !credential) {
+    return <SignIn error={signInError} checking={Boolean(key && client)} onKey={(value) => { setSignInError(''); setKey(value); }} />;
+  }
 
   const session: Session = { client, credential, can: (need) => holds(credential.scopes, need) };
   const [page, id] = route.startsWith('settings/') ? [route, undefined] : route.split('/') as [string, string | undefined];
@@ -99,9 +102,10 @@ export function App() {
     case 'jobs': body = id ? <JobDetailPage key={id} id={id} /> : <JobsPage />; break;
     case 'endpoints': body = id ? <EndpointDetailPage key={id} id={id} /> : <EndpointsPage />; break;
     case 'operational': body = <OperationalPage />; break;
-    case 'settings/api-keys': body = <ApiKeysPage />; break;
+    // Settings has one page: `#/settings` (as a user shortens the address) is it, not "no page".
+    case 'settings': case 'settings/api-keys': body = <ApiKeysPage />; break;
     case 'overview': body = <Overview />; break;
-    default: body = <Notice kind="error">There is no page “{route}”. <a href="#/overview">Go to the overview</a>.</Notice>;
+    default: body = <><h1>Page not found</h1><Notice kind="error">There is no page “{route}”. <a href="#/overview">Go to the overview</a>.</Notice></>;
   }
   const section = page.startsWith('settings') ? 'settings/api-keys' : page;
   return (
@@ -137,12 +141,13 @@ export function App() {
   );
 }
 
-function SignIn(props: { error: string; onKey: (key: string) => void }) {
+function SignIn(props: { error: string; checking: boolean; onKey: (key: string) => void }) {
   const [value, setValue] = useState('');
   const [local, setLocal] = useState('');
   const submit = (event: Event) => {
     event.preventDefault();
     const key = value.trim();
+    if (props.checking) return;
     if (!key) { setLocal('Paste an API key first.'); return; }
     props.onKey(key);
   };
@@ -153,7 +158,7 @@ function SignIn(props: { error: string; onKey: (key: string) => void }) {
         <h1 id="signin-title">Sign in to the dashboard</h1>
         <p class="muted">Paste an API key of your organization. It stays in this browser tab only and is forgotten when the tab closes.
           Its environment (live or test) decides which data you see; its scopes decide what you may change.</p>
-        {props.error && <Notice kind="error">{props.error}</Notice>}
+        {props.checking ? <Busy label="Checking the API key…" /> : props.error && <Notice kind="error">{props.error}</Notice>}
         <form onSubmit={submit}>
           <Field label="API key" hint="sk_live_… or sk_test_… (create one with npm run admin -- create-org, or under Settings → API keys)." error={local || undefined}>
             {(id, describedBy) => (
@@ -161,7 +166,7 @@ function SignIn(props: { error: string; onKey: (key: string) => void }) {
                 onInput={(e) => { setValue((e.target as HTMLInputElement).value); setLocal(''); }} />
             )}
           </Field>
-          <button type="submit" class="primary">Sign in</button>
+          <ActionButton type="submit" class="primary" busy={props.checking}>Sign in</ActionButton>
         </form>
       </section>
     </main>

@@ -1,10 +1,10 @@
 // Event types: the list, a form to create one, and an editor for a type's description and JSON
 // Schema. The schema is sent as the API takes it; the API's validation errors (an invalid JSON
 // Schema, a bad name, a duplicate) are shown under the field they name.
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { ApiError, query, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, Notice, TypeName, useAction, useCursorPages, When } from '../shared/ui.tsx';
+import { ActionButton, CursorPager, ErrorNotice, Field, fieldError, Notice, TypeName, useAction, useCursorPages, useFocusOnError, When } from '../shared/ui.tsx';
 
 export function EventTypesPage() {
   const { client, can } = useSession();
@@ -71,10 +71,12 @@ function EventTypeForm(props: { type: EventType | null; onCancel: () => void; on
     : '';
   const schemaError = jsonError || schemaDetails;
   const other = save.error && !fieldError(save.error, 'schema') && !fieldError(save.error, 'name') && !fieldError(save.error, 'description');
+  const form = useRef<HTMLFormElement>(null);
+  useFocusOnError(form, save.error ?? jsonError); // a refused save: the focus on the first field it names
   return (
     <section class="card" aria-labelledby="et-form">
       <h2 id="et-form">{props.type ? <>Edit <code>{props.type.name}</code></> : 'New event type'}</h2>
-      <form onSubmit={(e) => { e.preventDefault(); setJsonError(''); void save.run(); }}>
+      <form ref={form} onSubmit={(e) => { e.preventDefault(); setJsonError(''); void save.run(); }}>
         {!props.type && (
           <Field label="Name" hint="Lowercase, dot-separated: invoice.paid" error={fieldError(save.error, 'name')}>
             {(id, d) => <input id={id} value={name} aria-describedby={d} onInput={(e) => setName((e.target as HTMLInputElement).value)} />}
@@ -89,7 +91,7 @@ function EventTypeForm(props: { type: EventType | null; onCancel: () => void; on
         </Field>
         {other && <ErrorNotice error={save.error} />}
         <div class="actions">
-          <button type="submit" class="primary" disabled={save.busy}>{props.type ? 'Save event type' : 'Create event type'}</button>
+          <ActionButton type="submit" class="primary" busy={save.busy}>{props.type ? 'Save event type' : 'Create event type'}</ActionButton>
           <button type="button" onClick={props.onCancel}>Cancel</button>
         </div>
       </form>

@@ -5,7 +5,7 @@ import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
 import { holds, type Client, type Credential, type Need } from './api.ts';
-import { Busy, ErrorNotice, formatRate, useId } from '../shared/ui.tsx';
+import { ActionButton, Busy, ErrorNotice, formatRate, useId } from '../shared/ui.tsx';
 
 export type Session = { client: Client; credential: Credential; can: (need: Need) => boolean };
 export const SessionContext = createContext<Session | null>(null);
@@ -15,7 +15,7 @@ export function useSession(): Session {
   return session;
 }
 
-/** A button for an action needing `need`: disabled, with the reason next to it, when the key lacks it. */
+/** A button for an action needing `need`: unavailable, with the reason next to it, when the key lacks it. */
 export function Action(props: {
   need: Need; onClick?: () => void; children: ComponentChildren; kind?: 'primary' | 'danger' | '';
   busy?: boolean; type?: 'button' | 'submit'; disabled?: boolean; label?: string;
@@ -26,13 +26,16 @@ export function Action(props: {
   const allowed = can(props.need);
   const reasonId = useId('needs');
   const reason = !allowed ? `Needs the ${props.need} scope` : props.refused ?? null;
+  // Unavailable (lacking the scope, busy, or not possible now: Cancel of a cancelled job) it stays
+  // focusable and says aria-disabled, with its reason as its description: a disabled button
+  // drops the keyboard focus to the body when it turns disabled under it (see ActionButton).
   return (
     <span class="action">
-      <button type={props.type ?? 'button'} class={props.kind ?? ''} onClick={props.onClick}
-        disabled={reason !== null || props.busy || props.disabled} aria-label={props.label}
+      <ActionButton type={props.type ?? 'button'} class={props.kind ?? ''} onClick={props.onClick}
+        disabled={reason !== null || props.disabled} busy={props.busy} aria-label={props.label}
         aria-describedby={reason === null ? undefined : reasonId} title={reason ?? undefined}>
         {props.children}
-      </button>
+      </ActionButton>
       {!allowed ? <span class="needs" id={reasonId}>Needs <code>{props.need}</code></span>
         : reason !== null && <span class="needs refused" id={reasonId}>{reason}</span>}
     </span>

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { allPages, ApiError, makeClient, type Application, type Client, type Credential, type EventType } from './api.ts';
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
-import { EndpointsList } from './endpoints-list.tsx';
+import { EndpointsList, type ListPages } from './endpoints-list.tsx';
 import { Busy, ErrorNotice, Notice, formatTime, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 type View = { kind: 'list' } | { kind: 'new' } | { kind: 'endpoint'; id: string; editing?: boolean };
@@ -52,6 +52,8 @@ export function App() {
   const [lacking, setLacking] = useState<string[] | null>(null);
   const [view, setView] = useState<View>(() => entryOf(history.state)?.portal ?? { kind: 'list' });
   const [flash, setFlash] = useState('');
+  /** The list's pages, kept while an endpoint is open: "← All endpoints" from page 2 showed page 1. */
+  const [listPages, setListPages] = useState<ListPages>({ page: 1, deletedPage: 1 });
   /** What to say once the Back that `leaveTo` started has arrived. */
   const [pending] = useState({ message: '' });
 
@@ -142,7 +144,7 @@ export function App() {
       editing={!readOnly && view.editing === true} onEdit={() => go({ kind: 'endpoint', id, editing: true })} onEditDone={() => leaveTo({ kind: 'endpoint', id })}
       eventTypes={session.eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
   } else {
-    body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly}
+    body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly} pages={listPages} onPages={setListPages}
       onOpen={(id) => go({ kind: 'endpoint', id })} onAdd={() => go({ kind: 'new' })} onRestored={(id) => go({ kind: 'endpoint', id }, 'Endpoint restored.')} />;
   }
   return (

@@ -3,7 +3,7 @@
 // be sent again (a retry of its job), its outcome or the API's refusal shown in that row.
 import { useEffect, useState } from 'preact/hooks';
 import { query, type Attempt, type AttemptList, type Client, type Retried } from './api.ts';
-import { Busy, CursorPager, ErrorNotice, Notice, formatTime, useCursorPages } from '../shared/ui.tsx';
+import { ActionButton, Busy, CursorPager, ErrorNotice, Notice, formatTime, useCursorPages } from '../shared/ui.tsx';
 
 type Filter = 'all' | 'failed';
 /** The API's reason for a failed attempt, as the customer reads it. */
@@ -89,7 +89,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
                   <dd><pre tabIndex={0} aria-label="Response body">{attempt.response_body || '(empty)'}</pre></dd>
                 </dl>
                 {!props.readOnly && !attempt.success && (
-                  <button type="button" disabled={busy} onClick={() => void resend(attempt)}>Resend<span class="visually-hidden"> job {attempt.job_id}</span></button>
+                  <ActionButton busy={busy} onClick={() => void resend(attempt)}>Resend<span class="visually-hidden"> job {attempt.job_id}</span></ActionButton>
                 )}
                 {resent?.key === keyOf(attempt) && resent.message && <Notice kind="success">{resent.message}</Notice>}
                 {resent?.key === keyOf(attempt) && <ErrorNotice error={resent.error} />}

@@ -5,7 +5,7 @@ import { ApiError, type Application, type Client, type Deleted, type Endpoint, t
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, fieldError, formatRate, formatTime, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
+import { ActionButton, Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, fieldError, formatRate, formatTime, isolate, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
@@ -67,6 +67,9 @@ export function EndpointDetail(props: Props) {
 
   const act = useAction(async (kind: 'pause' | 'resume' | 'test' | 'reset' | 'delete') => {
     acting();
+    // A new action's outcome replaces the last one's: "Test event sent" stayed beside the rate
+    // limit's error of the next Send test event.
+    setMessage('');
     if (kind === 'pause' || kind === 'resume') {
       const changed = await client<Endpoint>('PATCH', `/v1/endpoints/${endpointId}`, { status: kind === 'pause' ? 'paused' : 'active' });
       acting(); // a read asked while the change was on its way may have read the state before it
@@ -95,8 +98,10 @@ export function EndpointDetail(props: Props) {
       onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
-    if (window.confirm(`Delete the endpoint ${endpoint.url}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
+    if (window.confirm(`Delete the endpoint ${isolate(endpoint.url)}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
   };
+  const statusAction = endpoint.status === 'active' ? { kind: 'pause', label: 'Pause' } as const
+    : endpoint.status === 'paused' ? { kind: 'resume', label: 'Resume' } as const : { kind: 'reset', label: 'Re-enable endpoint' } as const;
 
   return (
     <div class="detail">
@@ -110,12 +115,11 @@ export function EndpointDetail(props: Props) {
           </div>
           {!readOnly && (
             <div class="actions">
-              {endpoint.status === 'active' && <button type="button" disabled={act.busy} onClick={() => void act.run('pause')}>Pause</button>}
-              {endpoint.status === 'paused' && <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>Resume</button>}
-              {endpoint.status === 'disabled' && <button type="button" class="primary" disabled={act.busy} onClick={() => void act.run('reset')}>Re-enable endpoint</button>}
-              <button type="button" disabled={act.busy} onClick={() => void act.run('test')}>Send test event</button>
+              {/* One button whose words follow the status: Pause became a new Resume element, and the focus was lost with the old one. */}
+              <ActionButton class={statusAction.kind === 'reset' ? 'primary' : ''} busy={act.busy} onClick={() => void act.run(statusAction.kind)}>{statusAction.label}</ActionButton>
+              <ActionButton busy={act.busy} onClick={() => void act.run('test')}>Send test event</ActionButton>
               <button type="button" onClick={props.onEdit}>Edit</button>
-              <button type="button" class="danger" disabled={act.busy} onClick={confirmDelete}>Delete</button>
+              <ActionButton class="danger" busy={act.busy} onClick={confirmDelete}>Delete</ActionButton>
             </div>
           )}
         </div>
@@ -176,9 +180,9 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
             <code class="secret" aria-label="Secret value">{shown ? secret : 'whsec_' + '•'.repeat(24)}</code>
             <button type="button" onClick={() => setShown(!shown)} aria-pressed={shown}>{shown ? 'Hide' : 'Reveal'}</button>
             <button type="button" onClick={() => void copy()}>Copy</button>
-            <button type="button" disabled={rotate.busy} onClick={() => {
+            <ActionButton busy={rotate.busy} onClick={() => {
               if (window.confirm('Rotate the secret? The current one keeps signing deliveries for 24 hours alongside the new one.')) void rotate.run();
-            }}>Rotate</button>
+            }}>Rotate</ActionButton>
           </div>
           {copied && <p class="hint" role="status">{copied}</p>}
         </>
@@ -215,7 +219,7 @@ function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: 
         <Field label="Failed since" hint="Deliveries that gave up after this time (up to 14 days ago) are sent again." error={sinceError}>
           {(id, describedBy) => <input id={id} type="datetime-local" value={since} aria-describedby={describedBy} onInput={(e) => setSince(e.currentTarget.value)} />}
         </Field>
-        <button type="submit" disabled={recover.busy}>{recover.busy ? 'Recovering…' : 'Recover'}</button>
+        <ActionButton type="submit" busy={recover.busy}>{recover.busy ? 'Recovering…' : 'Recover'}</ActionButton>
       </form>
       {result && <Notice kind="success">{result}</Notice>}
       {!sinceError && <ErrorNotice error={recover.error} />}

@@ -1,9 +1,9 @@
 // Create or edit an endpoint: its URL, the event types it receives (each with its description
 // and, on demand, its JSON Schema), and its delivery limits. The API's validation errors land
 // under the field they name.
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import type { Client, Endpoint, EndpointCreated, EventType } from './api.ts';
-import { ErrorNotice, Field, fieldError, useAction } from '../shared/ui.tsx';
+import { ActionButton, ErrorNotice, Field, fieldError, useAction, useFocusOnError } from '../shared/ui.tsx';
 
 type Props = {
   client: Client; applicationId: string; eventTypes: EventType[];
@@ -34,11 +34,15 @@ export function EndpointForm(props: Props) {
   const toggle = (name: string) => setTypes((current) => current.includes(name) ? current.filter((n) => n !== name) : [...current, name].sort());
   const typesError = fieldError(save.error, 'event_types');
   const generalError = save.error && !['url', 'event_types', 'rate_limit_rps', 'timeout_ms'].some((p) => fieldError(save.error, p)) ? save.error : null;
+  // A refused save takes the focus (and the window) to the first field the API named: with 150
+  // event types the URL's error was far above the Save button the window stayed at.
+  const form = useRef<HTMLFormElement>(null);
+  useFocusOnError(form, save.error);
 
   return (
     <section class="card" aria-labelledby="form-title">
       <h1 id="form-title">{existing ? 'Edit endpoint' : 'Add an endpoint'}</h1>
-      <form onSubmit={(event) => { event.preventDefault(); void save.run(); }} noValidate>
+      <form ref={form} onSubmit={(event) => { event.preventDefault(); void save.run(); }} noValidate>
         <Field label="Endpoint URL" hint="Where we send the webhooks, for example https://example.com/webhooks." error={fieldError(save.error, 'url')}>
           {(id, describedBy) => (
             <input id={id} type="url" name="url" required value={url} aria-describedby={describedBy} autoComplete="off"
@@ -46,7 +50,7 @@ export function EndpointForm(props: Props) {
               placeholder="https://example.com/webhooks" onInput={(e) => setUrl(e.currentTarget.value)} />
           )}
         </Field>
-        <fieldset class={`field event-types${typesError ? ' has-error' : ''}`}>
+        <fieldset class={`field event-types${typesError ? ' has-error' : ''}`} aria-describedby={typesError ? 'event-types-error' : undefined}>
           <legend>Event types</legend>
           <p class="hint">The events this endpoint receives. It receives nothing until you pick at least one.</p>
           {props.eventTypes.length === 0 && <p class="hint">No event types are defined yet.</p>}
@@ -66,7 +70,7 @@ export function EndpointForm(props: Props) {
               </li>
             ))}
           </ul>
-          {typesError && <p class="field-error" role="alert">{typesError}</p>}
+          {typesError && <p class="field-error" id="event-types-error" role="alert">{typesError}</p>}
         </fieldset>
         <div class="row">
           <Field label="Rate limit (requests per second)" hint={existing ? 'At most this many deliveries a second.' : 'Optional; 100 when empty.'} error={fieldError(save.error, 'rate_limit_rps')}>
@@ -78,7 +82,7 @@ export function EndpointForm(props: Props) {
         </div>
         {generalError && <ErrorNotice error={generalError} />}
         <div class="actions">
-          <button type="submit" class="primary" disabled={save.busy}>{save.busy ? 'Saving…' : existing ? 'Save changes' : 'Create endpoint'}</button>
+          <ActionButton type="submit" class="primary" busy={save.busy}>{save.busy ? 'Saving…' : existing ? 'Save changes' : 'Create endpoint'}</ActionButton>
           <button type="button" onClick={props.onCancel}>Cancel</button>
         </div>
       </form>

@@ -2,20 +2,27 @@
 // can still be restored: each list a page at a time, with a pager when it has more than one.
 import { useEffect, useState } from 'preact/hooks';
 import type { Application, Client, DeletedEndpointList, Endpoint, EndpointList } from './api.ts';
-import { Busy, ErrorNotice, Names, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+import { ActionButton, Busy, ErrorNotice, Names, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
 
 const PER_PAGE = 25;
 
-type Props = { client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void };
+/** Which page of each list is shown: kept by the shell, so that "← All endpoints" (or a delete) returns to the page the endpoint was opened from. */
+export type ListPages = { page: number; deletedPage: number };
+
+type Props = {
+  client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void;
+  pages: ListPages; onPages: (pages: ListPages) => void;
+};
 
 export function EndpointsList(props: Props) {
   const { client, applicationId } = props;
   const [list, setList] = useState<EndpointList | null>(null);
   const [rates, setRates] = useState<Map<string, number>>(new Map());
   const [error, setError] = useState<unknown>(null);
-  const [page, setPage] = useState(1);
+  const { page, deletedPage } = props.pages;
+  const setPage = (next: number) => props.onPages({ ...props.pages, page: next });
+  const setDeletedPage = (next: number) => props.onPages({ ...props.pages, deletedPage: next });
   const [deleted, setDeleted] = useState<DeletedEndpointList | null>(null);
-  const [deletedPage, setDeletedPage] = useState(1);
   const [deletedError, setDeletedError] = useState<unknown>(null);
   useEffect(() => {
     // The list items carry no success rate; the application's own view has it for each endpoint.
@@ -23,13 +30,19 @@ export function EndpointsList(props: Props) {
       client<EndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&per_page=${PER_PAGE}&page=${page}`),
       client<Application>('GET', `/v1/applications/${applicationId}`),
     ]).then(([endpoints, application]) => {
+      // The page kept from before is past the end (its last endpoint deleted): the last page.
+      const last = Math.max(1, endpoints.pagination.total_pages);
+      if (page > last) { setPage(last); return; }
       setRates(new Map(application.endpoints.map((e) => [e.id, e.success_rate])));
       setList(endpoints);
     }, setError);
   }, [applicationId, page]);
   useEffect(() => {
     client<DeletedEndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&deleted=true&per_page=${PER_PAGE}&page=${deletedPage}`)
-      .then(setDeleted, setDeletedError);
+      .then((found) => {
+        const last = Math.max(1, found.pagination.total_pages);
+        if (deletedPage > last) setDeletedPage(last); else setDeleted(found);
+      }, setDeletedError);
   }, [applicationId, deletedPage]);
   const restore = useAction(async (id: string) => {
     const restored = await client<Endpoint>('POST', `/v1/endpoints/${id}/restore`);
@@ -78,7 +91,7 @@ export function EndpointsList(props: Props) {
               <li key={endpoint.id}>
                 <span class="url">{endpoint.url}</span>
                 <span class="muted">deleted {formatTime(endpoint.deleted_at)}</span>
-                {!props.readOnly && <button type="button" disabled={restore.busy} onClick={() => void restore.run(endpoint.id)}>Restore<span class="visually-hidden"> {endpoint.url}</span></button>}
+                {!props.readOnly && <ActionButton busy={restore.busy} onClick={() => void restore.run(endpoint.id)}>Restore<span class="visually-hidden"> {endpoint.url}</span></ActionButton>}
               </li>
             ))}
           </ul>

@@ -1,17 +1,26 @@
 // Pieces every page uses once: a form field with the API's error under it, a status badge,
 // a notice, a button that shows it is busy, dates as people read them, and the pagers of the
 // API's two kinds of list, so that no list shows its first page as if it were all.
-import { Fragment, type ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { Fragment, type ButtonHTMLAttributes, type ComponentChildren, type RefObject } from 'preact';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../portal/api.ts';
 import './ui.css';
 
 let nextId = 0;
 export const useId = (prefix: string): string => useState(() => `${prefix}-${++nextId}`)[0];
 
+/**
+ * A label, its control (made by `children` with the id and aria-describedby to use), a hint and
+ * the API's error. A control with an error says so (aria-invalid="true") whatever `children`
+ * makes: a form's fields had aria-describedby pointing at the error but were not marked invalid.
+ */
 export function Field(props: { label: string; hint?: string; error?: string | undefined; children: (id: string, describedBy: string | undefined) => ComponentChildren }) {
   const id = useId('field');
   const describedBy = [props.hint ? `${id}-hint` : '', props.error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+  useLayoutEffect(() => {
+    const control = document.getElementById(id);
+    if (props.error) control?.setAttribute('aria-invalid', 'true'); else control?.removeAttribute('aria-invalid');
+  }, [props.error]);
   return (
     <div class={`field${props.error ? ' has-error' : ''}`}>
       <label for={id}>{props.label}</label>
@@ -101,12 +110,45 @@ export function formatRate(rate: number): string {
   return `${rate.toFixed(rate === 100 || rate === 0 ? 0 : 1)}%`;
 }
 
+/**
+ * A button for an action that takes a while (`busy` while it runs) or is not possible now
+ * (`disabled`): it stays an enabled, focusable button that says aria-disabled="true" and ignores
+ * activation. A `disabled` button drops the keyboard focus to the body: after Enter on Pause,
+ * Send test event or Cancel, focus was nowhere and a second Enter did nothing.
+ */
+export function ActionButton(props: ButtonHTMLAttributes<HTMLButtonElement> & { busy?: boolean }) {
+  const { busy, disabled, onClick, ...rest } = props;
+  const off = Boolean(busy) || disabled === true;
+  return (
+    <button type="button" {...rest} aria-disabled={off ? 'true' : undefined} aria-busy={busy ? 'true' : undefined}
+      onClick={(event) => { if (off) { event.preventDefault(); return; } onClick?.(event); }} />
+  );
+}
+
+/**
+ * After a failed submit, the keyboard focus goes to the first control of `form` with an error
+ * (aria-invalid, or in a `.has-error` group), which scrolls it into view: with a long form the
+ * error showed at its top while the window stayed at the Save button.
+ */
+export function useFocusOnError(form: RefObject<HTMLElement | null>, error: unknown): void {
+  useEffect(() => {
+    if (!error) return;
+    form.current?.querySelector<HTMLElement>('[aria-invalid="true"], .has-error input, .has-error select, .has-error textarea')?.focus();
+  }, [error]);
+}
+
+/** A name someone typed, isolated for a text the page writes around it (a native confirm()): an unterminated right-to-left override in it reversed the words after it. */
+export const isolate = (name: string): string => `\u2068${name}\u2069`;
+
 /** Runs an action once at a time and keeps its error (an ApiError carries the field paths). */
 export function useAction<A extends unknown[]>(action: (...args: A) => Promise<unknown>) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | Error | null>(null);
+  // Also true between a click and the render that shows `busy`: a second Enter then started it twice.
+  const running = useRef(false);
   const run = async (...args: A): Promise<boolean> => {
-    if (busy) return false;
+    if (running.current) return false;
+    running.current = true;
     setBusy(true);
     setError(null);
     try {
@@ -116,6 +158,7 @@ export function useAction<A extends unknown[]>(action: (...args: A) => Promise<u
       setError(caught instanceof Error ? caught : new Error(String(caught)));
       return false;
     } finally {
+      running.current = false;
       setBusy(false);
     }
   };

@@ -1,0 +1,180 @@
+// What a keyboard-only probe of the portal found, each checked here as the customer meets it:
+// - after Send test event, Pause, Resume or Rotate the keyboard focus was on the body (the
+//   button was disabled while its request ran, and Pause was swapped for a new Resume button),
+//   so a second Enter did nothing;
+// - a rejected Save of a long form (150 event types) showed the error by the URL at its top while
+//   the focus went to the body and the window stayed at the Save button;
+// - a 429 of Send test event after a success showed "Test event sent" beside the error;
+// - "← All endpoints" (or a delete) from an endpoint opened on page 2 of the list showed page 1;
+// - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11.
+// Each request that matters is held (page.route) until the test has seen the page mid-action:
+// nothing depends on timing. Screenshots: test-output/portal/.
+import type { ExecutionContext } from 'ava';
+import type { Page } from 'playwright-core';
+import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
+import { focusRingContrasts } from './helpers/browser.ts';
+import { until } from './helpers/until.ts';
+import { axe, browserTest, magicLink, openPage, shot, skipped, startPortalApp } from './portal-links/browser.ts';
+
+const app = startPortalApp({}, { worker: false });
+
+/** The text of the element with the keyboard focus ('BODY' when nothing has it). */
+const focused = (page: Page) => page.evaluate(async () => {
+  await new Promise((frame) => requestAnimationFrame(() => requestAnimationFrame(frame))); // after the browser moved a lost focus
+  return document.activeElement === document.body ? 'BODY' : document.activeElement?.textContent?.trim() ?? '';
+});
+
+/** Holds every `method` request whose URL matches `url` until `release()`: an action in flight for as long as the test looks. */
+async function hold(page: Page, url: RegExp, method: string) {
+  const held: Array<() => void> = [];
+  let asked = 0;
+  await page.route(url, async (route) => {
+    if (route.request().method() !== method) return route.fallback();
+    asked += 1;
+    await new Promise<void>((release) => held.push(release));
+    return route.continue();
+  });
+  return {
+    /** Waits for the `n`th request to be held. */
+    arrived: (n: number) => until(`request ${n} to ${url} held`, () => asked >= n && held.length > 0),
+    release: () => { for (const release of held.splice(0)) release(); },
+  };
+}
+
+async function endpointPage(t: ExecutionContext, eventTypes = 1) {
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  const names = Array.from({ length: eventTypes }, (_, i) => `invoice.kind${String(i).padStart(3, '0')}`);
+  for (const name of names) await createEventType(by, name);
+  const appId = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  const endpoint = await createEndpoint(by, { application_id: appId, url: 'https://hooks.example.com/focus', event_types: [names[0]] });
+  const link = await magicLink(t, app, key, appId);
+  const session = await openPage(t, [new URL(link.url).host]);
+  await session.page.goto(link.url);
+  await session.page.getByRole('link', { name: 'https://hooks.example.com/focus' }).click();
+  await session.page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+  return { ...session, key, appId, endpointId: endpoint.id as string };
+}
+
+/** Enter on `name` with the keyboard, its request held: the button keeps the focus while busy (aria-disabled) and after. */
+async function enterHeld(t: ExecutionContext, page: Page, name: string, request: Awaited<ReturnType<typeof hold>>, n: number) {
+  const button = page.getByRole('button', { name, exact: true });
+  await button.focus();
+  await page.keyboard.press('Enter');
+  await request.arrived(n);
+  t.is(await focused(page), name, `${name}: the focus while its request runs`);
+  t.is(await button.getAttribute('aria-disabled'), 'true', `${name}: busy, and says so`);
+  request.release();
+}
+
+browserTest(`the focus stays on the button after Send test event, Pause, Resume and Rotate, and a second Enter works${skipped}`, async (t) => {
+  const { page, endpointId, errors } = await endpointPage(t);
+
+  const test = await hold(page, new RegExp(`/v1/endpoints/${endpointId}/test$`), 'POST');
+  await enterHeld(t, page, 'Send test event', test, 1);
+  await page.getByText(/Test event sent \(job_/).waitFor();
+  t.is(await focused(page), 'Send test event');
+
+  // Pause, then Resume with a second Enter: the one button changes its words and keeps the focus.
+  const patch = await hold(page, new RegExp(`/v1/endpoints/${endpointId}$`), 'PATCH');
+  await enterHeld(t, page, 'Pause', patch, 1);
+  await page.getByText('Deliveries are paused. They wait until you resume.').waitFor();
+  t.is(await focused(page), 'Resume', 'the focus on the button, now Resume');
+  await page.keyboard.press('Enter');
+  await patch.arrived(2);
+  patch.release();
+  await page.getByText('Deliveries are resumed.').waitFor();
+  t.is(await focused(page), 'Pause', 'the second Enter resumed, the focus still there');
+  await shot(page, 'focus-after-resume', false);
+
+  const rotate = await hold(page, new RegExp(`/v1/endpoints/${endpointId}/rotate-secret$`), 'POST'); // the confirm is accepted
+  await enterHeld(t, page, 'Rotate', rotate, 1);
+  await page.getByText(/Secret rotated\./).waitFor();
+  t.is(await focused(page), 'Rotate');
+  await axe(t, page, 'an endpoint after actions');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`a rejected Save of a form with 150 event types takes the focus to the URL and its error${skipped}`, async (t) => {
+  const { page } = await endpointPage(t, 150);
+  await page.getByRole('button', { name: 'Edit' }).click();
+  await page.getByRole('heading', { name: 'Edit endpoint' }).waitFor();
+  await page.getByLabel('Endpoint URL').fill('not a url');
+  const save = page.getByRole('button', { name: 'Save changes' });
+  await save.focus(); // at the bottom, past 150 event types
+  await page.keyboard.press('Enter');
+  const error = page.getByRole('alert').first();
+  await error.waitFor();
+  const url = page.getByLabel('Endpoint URL');
+  t.true(await url.evaluate((element) => element === document.activeElement), `the focus is on the URL, not on ${await focused(page)}`);
+  t.is(await url.getAttribute('aria-invalid'), 'true');
+  t.true((await url.getAttribute('aria-describedby'))!.includes((await error.getAttribute('id'))!));
+  const inView = (locator: typeof url) => locator.evaluate((element) => {
+    const box = element.getBoundingClientRect();
+    return box.top >= 0 && box.bottom <= window.innerHeight;
+  });
+  t.true(await inView(url), 'the URL field is in the window');
+  t.true(await inView(error), 'its error is in the window');
+  await shot(page, 'focus-rejected-save', false);
+  await axe(t, page, 'the form after a rejected save');
+});
+
+browserTest(`a 429 of Send test event after a success replaces "Test event sent"${skipped}`, async (t) => {
+  const { page, endpointId } = await endpointPage(t);
+  const send = page.getByRole('button', { name: 'Send test event' });
+  await send.click();
+  const sent = page.getByText(/Test event sent \(job_/);
+  await sent.waitFor();
+  await page.route(new RegExp(`/v1/endpoints/${endpointId}/test$`), (route) => route.fulfill({
+    status: 429, contentType: 'application/json', headers: { 'Retry-After': '60' },
+    body: JSON.stringify({ error: { code: 'rate_limited', message: 'Too many requests. Try again in 60 seconds.' } }),
+  }));
+  await send.click();
+  await page.getByRole('alert').filter({ hasText: 'Too many requests. Try again in 60 seconds.' }).waitFor();
+  t.is(await sent.count(), 0, 'the earlier success is gone');
+  await shot(page, 'test-event-429', false);
+});
+
+browserTest(`"← All endpoints" and a delete return to the page of the list the endpoint was opened from${skipped}`, async (t) => {
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  await createEventType(by, 'invoice.paid');
+  const appId = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  for (let i = 0; i < 30; i += 1) await createEndpoint(by, { application_id: appId, url: `https://hooks.example.com/n${String(i).padStart(2, '0')}` });
+  const link = await magicLink(t, app, key, appId);
+  const { page } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  const pager = page.getByRole('navigation', { name: 'Endpoint pages' });
+  await pager.getByText('Page 1 of 2').waitFor();
+  await pager.getByRole('button', { name: 'Next' }).click();
+  await pager.getByText('Page 2 of 2').waitFor();
+  const onPage2 = await page.getByRole('table').getByRole('link').allTextContents();
+  t.is(onPage2.length, 5);
+
+  await page.getByRole('link', { name: onPage2[0] }).click();
+  await page.getByRole('button', { name: '← All endpoints' }).click();
+  await page.getByRole('link', { name: onPage2[1] }).waitFor();
+  t.is(await pager.getByText('Page 2 of 2').count(), 1, 'back on page 2');
+
+  await page.getByRole('link', { name: onPage2[1] }).click();
+  await page.getByRole('button', { name: 'Delete' }).click(); // the confirm is accepted
+  await page.getByText(/Endpoint deleted\./).waitFor();
+  await page.getByRole('link', { name: onPage2[2] }).waitFor();
+  t.is(await pager.getByText('Page 2 of 2').count(), 1, 'on page 2 after the delete');
+  t.is(await page.getByRole('table').getByRole('link').count(), 4);
+  await shot(page, 'list-page-2-after-delete');
+});
+
+browserTest(`the focus ring has 3:1 contrast with the background it is drawn on${skipped}`, async (t) => {
+  const { page } = await endpointPage(t);
+  await page.evaluate(() => { (document.activeElement as HTMLElement | null)?.blur(); window.scrollTo(0, 0); });
+  const rings = await focusRingContrasts(page, 16);
+  t.true(rings.length >= 10, `${rings.length} rings seen`);
+  t.true(rings.some((r) => r.on === 'rgb(248, 250, 252)'), 'one on the page background');
+  t.true(rings.some((r) => r.on === 'rgb(255, 255, 255)'), 'one on a card');
+  t.deepEqual(rings.filter((r) => r.ratio < 3), [], 'every ring reaches 3:1');
+  await page.getByRole('button', { name: 'Send test event' }).focus();
+  await page.keyboard.press('Shift+Tab');
+  await page.keyboard.press('Tab'); // by the keyboard: :focus-visible
+  await shot(page, 'focus-ring', false);
+});
