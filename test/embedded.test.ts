@@ -1,7 +1,7 @@
 // The zero-setup default: without DATABASE_URL the service runs its own PostgreSQL under
 // DATA_DIR, shares it with the admin CLI, survives a SIGKILL of its owner and reuses its data.
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -461,6 +461,44 @@ test.serial('a kill that ends the process and its initdb together leaves nothing
   started.push(server);
   const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
   t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
+});
+
+test.serial("a cold copy of DATA_DIR, as docs/operations.md backs the embedded cluster up, restores it elsewhere with its data and password", async (t) => {
+  // The embedded cluster ships no pg_dump of its version and Debian's refuses it (a probe): the
+  // docs back it up by stopping every process and copying DATA_DIR. Their commands, as written.
+  t.timeout(3 * STARTUP_TIMEOUT_MS + 120_000);
+  const source = `${dataDir}-backed-up`;
+  const archive = `${dataDir}-backup.tgz`;
+  const restoredParent = `${dataDir}-restored`;
+  t.teardown(async () => {
+    for (const gone of [source, archive, restoredParent]) await rm(gone, { recursive: true, force: true });
+  });
+  const first = startScript('src/main.ts', ['all'], { DATA_DIR: source, PORT: '0' });
+  started.push(first);
+  await first.waitForLog((line) => line.msg === 'web listening');
+  const admin = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Backed up'], { DATA_DIR: source });
+  t.is(admin.code, 0, admin.stderr);
+  const { api_key: apiKey } = JSON.parse(admin.stdout);
+  first.child.kill('SIGTERM');
+  t.deepEqual(await first.exited, { code: 0, signal: null });
+  t.false(existsSync(path.join(source, 'postgres', 'postmaster.pid')), 'the last one out stopped the cluster');
+
+  execFileSync('tar', ['-czf', archive, '-C', path.dirname(source), path.basename(source)]);
+  await rm(source, { recursive: true, force: true }); // the DATA_DIR is lost
+  mkdirSync(restoredParent, { recursive: true });
+  chmodSync(restoredParent, 0o755); // the postgres user enters it when the tests run as root
+  execFileSync('tar', ['-xzf', archive, '-C', restoredParent]);
+  const restored = path.join(restoredParent, path.basename(source));
+
+  const server = startScript('src/main.ts', ['all'], { DATA_DIR: restored, PORT: '0' });
+  started.push(server);
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  t.false(server.stdout().includes('initialising embedded PostgreSQL'), 'the copy is the cluster');
+  const listed = await listKeys(port, apiKey.key);
+  t.is(listed.status, 200, 'the key made before the backup works on the restored copy');
+  t.deepEqual(listed.body.data.map((k) => k.id), [apiKey.id]);
   server.child.kill('SIGTERM');
   t.deepEqual(await server.exited, { code: 0, signal: null });
 });
