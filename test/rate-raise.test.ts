@@ -7,6 +7,9 @@
 import test from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { claimNextDeliveries } from '../src/db/deliveries.ts';
+import { settleClaimed, SLOT_HORIZON_MS } from '../src/worker/delivery-loop.ts';
+import { LATE_LIMIT_MS } from '../src/worker/pacing.ts';
 import { startTestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { startReceiver } from './helpers/receiver.ts';
@@ -14,6 +17,8 @@ import { until } from './helpers/until.ts';
 
 // Retries a minute apart: a retry's time is far from any deferral's.
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '60,60,60,60,60,60' }, { worker: true });
+// No worker: the test claims and settles itself, with a raise in between.
+const quiet = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 
 async function endpointFor(url: string, rps: number) {
   const { key } = await app.createOrg();
@@ -24,13 +29,22 @@ async function endpointFor(url: string, rps: number) {
   return { key, by, appId: application.id as string, endpointId: endpoint.id as string };
 }
 
-/** The endpoint's pending deliveries (and their queue messages) due more than 2 s from now: past any claim's horizon. */
+/**
+ * The endpoint's pending deliveries (and their queue messages) due more than 2 s after its next
+ * free rate-limit slot (or now, when that is past): waiting for slots of the limit that deferred
+ * them, past any claim's horizon. (Late starts retake slots, which can put the next free one
+ * seconds ahead at 1 per second: the slots handed out keep their times.)
+ */
 const farAhead = (endpointId: string) => app.pool.one(sql.type(z.object({ deliveries: z.number(), messages: z.number() }))`
+  with frontier as (
+    select greatest(now(), coalesce((select next_slot_at from endpoint_send_slots where endpoint_id = ${endpointId}), now()))
+           + interval '2 seconds' as at
+  )
   select count(*)::int as deliveries,
          (select count(*)::int from pgboss.job j where j.name = 'deliveries' and j.state = 'created'
             and (j.data->>'deliveryId')::bigint in (select id from deliveries where endpoint_id = ${endpointId} and status = 'pending')
-            and j.start_after > now() + interval '2 seconds') as messages
-  from deliveries where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at > now() + interval '2 seconds'`);
+            and j.start_after > (select at from frontier)) as messages
+  from deliveries where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at > (select at from frontier)`);
 
 test('a raise of rate_limit_rps brings forward the deliveries deferred to slots of the old limit; all arrive once', async (t) => {
   const receiver = await startReceiver();
@@ -40,7 +54,7 @@ test('a raise of rate_limit_rps brings forward the deliveries deferred to slots 
     .then((job) => job.id as string)));
   // At 1 per second, a claim of the 12 defers most of them to slots seconds ahead: their
   // deliveries at its commit, their queue messages at the worker's next one.
-  // Every one claimed once (a claim under way at the raise keeps its deferrals' times: api.md §8).
+  // Every one claimed once, so that the raise meets no claim of them under way (the last test).
   const claimedOnce = () => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
     select count(*)::int as n from deliveries where endpoint_id = ${endpointId} and (status <> 'pending' or rate_deferred)`);
   await until('deliveries and their messages deferred to slots seconds ahead', async () => {
@@ -75,4 +89,33 @@ test('a raise of rate_limit_rps leaves a retry at its time; a lowering brings no
   }
   t.is(await retryAt(), before, 'the retry keeps its time');
   t.deepEqual(await farAhead(endpointId), { deliveries: 1, messages: 1 });
+});
+
+test('a raise between a claim and the settling of its deferrals still brings them forward', async (t) => {
+  // The raise's trigger finds the deferred deliveries but not yet their messages (the worker
+  // writes them after the claim, in the transaction that settles it): the settling reads the
+  // endpoint's limit as committed now and queues a deferral spaced by a lower one due at once.
+  const { key } = await quiet.createOrg();
+  const by = { on: quiet, key };
+  const application = await fixtures.createApplication(by, { name: 'Rate Co' });
+  await fixtures.createEventType(by, 'rate.item');
+  const endpoint = await fixtures.createEndpoint(by, {
+    application_id: application.id, url: 'https://example.com/hook', event_types: ['rate.item'], rate_limit_rps: 1,
+  });
+  for (let i = 0; i < 6; i += 1) await fixtures.createJob(by, { application_id: application.id, event_type: 'rate.item', payload: { i } });
+  const fetched = await claimNextDeliveries(quiet.pool, 10, SLOT_HORIZON_MS, LATE_LIMIT_MS);
+  const deferred = fetched.filter((f) => f.claim?.action === 'defer');
+  t.is(fetched.length, 6);
+  t.is(deferred.length, 5, 'one send, the others deferred to slots a second apart');
+  t.true(deferred.every((f) => (f.claim?.start_in_ms ?? 0) > SLOT_HORIZON_MS));
+
+  const res = await quiet.request('PATCH', `/v1/endpoints/${endpoint.id}`, { key, body: { rate_limit_rps: 100 } });
+  t.is(res.status, 200, JSON.stringify(res.body));
+  t.true(await settleClaimed(quiet.pool, quiet.queue, deferred), 'due at once: the loop claims again');
+  const late = await quiet.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pgboss.job j where j.name = 'deliveries' and j.state = 'created'
+      and j.start_after > now() + interval '1 second'`);
+  t.is(late, 0, 'no deferral queued at a slot of the old limit');
+  t.is(await quiet.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pgboss.job j where j.name = 'deliveries' and j.state = 'created'`), 5, 'each deferral queued once');
 });

@@ -101,6 +101,19 @@ export async function unparkMessages(db: CommonQueryMethods, busy: readonly stri
     select unpark_messages(${DELIVERY_QUEUE}, ${sql.array([...busy], 'text')}) as n`);
 }
 
+/**
+ * The rate limits of these endpoints as committed now, their rows locked `for share` until the
+ * caller's transaction ends: a raise of one (an update of the row) waits for that transaction,
+ * or it waits for the raise and reads the new limit (read committed). For the deferrals of a
+ * claim (src/worker/delivery-loop.ts), so that a raise made while the claim was under way still
+ * brings them forward (hasten_rate_deferred, sql/006-claim.sql).
+ */
+export async function lockedRateLimits(db: CommonQueryMethods, endpointIds: readonly string[]): Promise<Map<string, number>> {
+  const rows = await db.any(sql.type(z.object({ id: z.string(), rate_limit_rps: z.number() }))`
+    select id, rate_limit_rps from endpoints where id = any(${sql.array([...endpointIds], 'text')}) order by id for share`);
+  return new Map(rows.map((row) => [row.id, row.rate_limit_rps]));
+}
+
 export type AttemptResult = {
   delivery_id: number;
   /**

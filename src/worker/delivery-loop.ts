@@ -10,7 +10,7 @@ import type { Config } from '../config.ts';
 import { reservedHeaderProblem } from '../core/custom-headers.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
 import { passingRollback } from '../errors.ts';
-import { claimNextDeliveries, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
+import { claimNextDeliveries, lockedRateLimits, unparkMessages, type AttemptResult, type Claim } from '../db/deliveries.ts';
 import { takeSendSlots } from '../db/send-slots.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -43,7 +43,7 @@ const UNPARK_EVERY_MS = 60_000;
 /** The warning that an organization is passed over comes at most this often for each. */
 const WARN_EVERY_MS = 60_000;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
-const SLOT_HORIZON_MS = 1000;
+export const SLOT_HORIZON_MS = 1000;
 export const USER_AGENT = 'hookline/0.1.0';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -109,6 +109,52 @@ export function storableBody(body: string): string {
   let end = 4096;
   while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1; // do not split a character
   return bytes.subarray(0, end).toString('utf8');
+}
+
+/**
+ * The claimed messages that are not sent, in one transaction: settled (skip, hold, drop,
+ * expire, cancel, defer), and each deferral queued again at its new due time. Whether any of
+ * them is due at once (deferred past the claim's payload budget, or brought forward below), so
+ * that the loop claims again without waiting.
+ * A raise of an endpoint's rate limit between the claim's snapshot and this commit found these
+ * deferrals' messages not written yet, and so did not bring them forward (hasten_rate_deferred,
+ * sql/006-claim.sql): a deferral spaced by a lower limit than the endpoint's now is due at once
+ * instead, and the next claim gives it a slot at the new limit. The endpoints' rows stay locked
+ * `for share` until this commit, so a raise after that read finds the messages.
+ */
+export async function settleClaimed(
+  pool: DatabasePool, queue: Queue, claimed: ReadonlyArray<{ message: Message; claim: Claim | null }>,
+): Promise<boolean> {
+  const settled: Message[] = [];
+  const deferred: QueueItem[] = [];
+  const priorities: number[] = [];
+  /** Deferrals to slots past the horizon, with the rate limit that spaced them. */
+  const toSlots: Array<{ item: QueueItem; endpointId: string; rate: number }> = [];
+  let dueNow = false;
+  for (const { message, claim } of claimed) {
+    settled.push(message);
+    if (claim?.action !== 'defer') continue;
+    const item: QueueItem = { delivery_id: claim.delivery_id, round: claim.round, start_after: claim.start_at };
+    deferred.push(item);
+    priorities.push(deferredPriority(message.priority));
+    // Deferred within the slot horizon: past the byte budget, due again as soon as there is room.
+    if ((claim.start_in_ms ?? 0) <= SLOT_HORIZON_MS) dueNow = true;
+    else toSlots.push({ item, endpointId: claim.endpoint_id, rate: claim.rate_limit_rps });
+  }
+  await pool.transaction(async (tx) => {
+    if (toSlots.length > 0) {
+      const rates = await lockedRateLimits(tx, [...new Set(toSlots.map((d) => d.endpointId))]);
+      for (const d of toSlots) {
+        if ((rates.get(d.endpointId) ?? d.rate) > d.rate) {
+          d.item.start_after = null;
+          dueNow = true;
+        }
+      }
+    }
+    await queue.settle(tx, settled);
+    await queue.enqueue(tx, deferred, { priority: priorities });
+  });
+  return dueNow;
 }
 
 export type DeliveryLoop = {
@@ -266,29 +312,18 @@ export function startDeliveryLoop(deps: {
     metrics.observeClaim(fetched.length > 0);
     if (fetched.length === 0) return null;
     const sends: Send[] = [];
-    const settled: Message[] = [];
-    const deferred: QueueItem[] = [];
-    const deferredPriorities: number[] = [];
-    let drained = fetched.length < limit;
-    for (const { message, claim: claimed } of fetched) {
-      if (claimed?.action === 'send') {
-        sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt), claimedFrom: sentAt });
-        continue;
-      }
-      settled.push(message); // skip, hold, drop, expire, cancel: this message is done
-      if (claimed?.action === 'defer') {
-        deferred.push({ delivery_id: claimed.delivery_id, round: claimed.round, start_after: claimed.start_at });
-        deferredPriorities.push(deferredPriority(message.priority));
-        // Deferred within the slot horizon: past the byte budget, due again as soon as there is room.
-        if ((claimed.start_in_ms ?? 0) <= SLOT_HORIZON_MS) drained = false;
-      }
+    const rest: typeof fetched = [];
+    for (const entry of fetched) {
+      const { message, claim: claimed } = entry;
+      if (claimed?.action === 'send') sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt), claimedFrom: sentAt });
+      else rest.push(entry);
     }
-    if (settled.length > 0) {
+    let drained = fetched.length < limit;
+    if (rest.length > 0) {
       // A failure here loses nothing (above), and must not keep the claimed sends from starting.
-      await pool.transaction(async (tx) => {
-        await queue.settle(tx, settled);
-        await queue.enqueue(tx, deferred, { priority: deferredPriorities });
-      }).catch((error: unknown) => {
+      await settleClaimed(pool, queue, rest).then((dueNow) => {
+        if (dueNow) drained = false;
+      }, (error: unknown) => {
         if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'settling claimed messages failed: they come back when their lease ends');
       });
     }
