@@ -107,8 +107,10 @@ test('the operational endpoint\'s event_types filter what it receives', async (t
   eventsOf(t, onlyDeleted, filtered.secret);
 });
 
-// The restore API arrives with its own work; what it does to the row (deleted_at cleared, the
-// subscriptions put back, in one transaction) is done here in SQL, as a DBA could.
+// The restore API arrives with its own work; what it does to the row (deleted_at cleared, with
+// deliveries_dropped_at, which upkeep sets within a second of the delete; the subscriptions put
+// back, in one transaction) is done here in SQL, as a DBA could. (Without deliveries_dropped_at
+// the update failed its check whenever upkeep had come first: a full run.)
 test('endpoint.restored: one event, with the subscriptions the restore put back; reset-circuit is endpoint.enabled', async (t) => {
   const { key } = await app.createOrg();
   const by = { on: app, key };
@@ -121,7 +123,7 @@ test('endpoint.restored: one event, with the subscriptions the restore put back;
   await app.request('DELETE', `/v1/endpoints/${endpoint.id}`, { key });
   await until('endpoint.deleted', () => typesOf(ops).length === 2);
   await app.pool.transaction(async (tx) => {
-    await tx.query(sql.unsafe`update endpoints set deleted_at = null where id = ${endpoint.id}`);
+    await tx.query(sql.unsafe`update endpoints set deleted_at = null, deliveries_dropped_at = null where id = ${endpoint.id}`);
     await tx.query(sql.unsafe`insert into endpoint_event_types (endpoint_id, event_type_id, org_id)
       select id, ${eventType.id}, org_id from endpoints where id = ${endpoint.id}`);
   });
