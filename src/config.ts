@@ -43,6 +43,27 @@ const frameAncestors = z.string().transform((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: `must be a space-separated CSP source list such as "'self' https://app.example.com" (or 'none')` });
     return z.NEVER;
   }
+  // The embedding page's origin is what frame-ancestors matches: a source naming the page's path
+  // or query never matches it, and the embed failed at run time (a probe gave its page's URL).
+  const pathAt = (source: string) => {
+    const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(source)?.[0].length ?? 0;
+    return source.indexOf('/', scheme);
+  };
+  const withPath = sources.find((source) => {
+    const at = pathAt(source);
+    return at >= 0 && source.length > at + 1;
+  });
+  if (withPath !== undefined) {
+    const origin = withPath.slice(0, pathAt(withPath));
+    ctx.addIssue({ code: 'custom', message: `${withPath} names a page: frame-ancestors matches the embedding page's origin (scheme, host and port) only, so a path or query never matches: give ${origin}` });
+    return z.NEVER;
+  }
+  // A scheme source other than https: or http: (javascript:, data:) is no site that shows pages.
+  const scheme = sources.find((source) => /^[a-z][a-z0-9+.-]*:$/i.test(source) && !/^https?:$/i.test(source));
+  if (scheme !== undefined) {
+    ctx.addIssue({ code: 'custom', message: `${scheme} is no scheme of a site that can embed the portal: give https: or http:, or the sites themselves (https://app.example.com)` });
+    return z.NEVER;
+  }
   return sources.join(' ');
 });
 

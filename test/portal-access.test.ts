@@ -212,3 +212,47 @@ browserTest(`in an iframe of the site PORTAL_FRAME_ANCESTORS names, without cook
   t.deepEqual(refused, []);
   t.deepEqual([...hosts].sort(), [portalHost(), `127.0.0.1:${parentPort}`, `127.0.0.1:${otherPort}`].sort());
 });
+
+browserTest(`embedded as docs/portal.md shows it (the frame made by script), the portal works again after Back to the page${skipped}`, async (t) => {
+  // A probe: with the frame in the page's HTML, Back to the page made the browser restore the
+  // frame's last address, the portal without its token ("This link is incomplete or invalid"),
+  // instead of the fresh link in `src`. A frame the page's script makes gets its `src`.
+  const { key, a } = await twoApplications(t);
+  const server = http.createServer((req, res) => {
+    res.setHeader('content-type', 'text/html');
+    res.setHeader('cache-control', 'no-store');
+    if (req.url !== '/') {
+      res.end('<!doctype html><html lang="en"><title>Elsewhere</title><h1>Another page of our product</h1>');
+      return;
+    }
+    // A fresh link for every view of the page, made by "our backend".
+    void app.request('POST', `/v1/applications/${a}/portal-links`, { key, body: {} }).then((made) => {
+      res.end(`<!doctype html><html lang="en"><title>Our product</title><h1>Our product</h1>
+<div id="webhooks"></div>
+<script>
+  const frame = document.createElement('iframe');
+  frame.title = 'Webhooks';
+  frame.allow = 'clipboard-write';
+  frame.style.cssText = 'width: 100%; height: 900px; border: 0';
+  frame.src = ${JSON.stringify(made.body.url)};
+  document.getElementById('webhooks').append(frame);
+</script>`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(parentPort, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+
+  const { page, refused } = await openPage(t, [portalHost(), `127.0.0.1:${parentPort}`]);
+  await page.goto(`http://127.0.0.1:${parentPort}/`);
+  const frame = page.frameLocator('iframe');
+  await frame.getByRole('link', { name: 'https://a.example.com/hooks' }).click();
+  await frame.getByRole('button', { name: 'Pause' }).waitFor();
+  await page.goto(`http://127.0.0.1:${parentPort}/elsewhere`);
+  await page.getByRole('heading', { name: 'Another page of our product' }).waitFor();
+  await page.goBack();
+  await page.getByRole('heading', { name: 'Our product' }).waitFor();
+  await frame.getByRole('link', { name: 'https://a.example.com/hooks' }).waitFor();
+  t.false(await frame.getByText('This link is incomplete or invalid').isVisible());
+  await shot(page, 'iframe-after-back');
+  t.deepEqual(refused, []);
+});

@@ -28,7 +28,7 @@ for (const bare of ['self', 'none', 'SELF', "https://app.example.com self", "'se
 }
 
 test('host sources that only contain a keyword stay accepted', (t) => {
-  const list = 'https://self.example.com self.example.com http://self none:* https://none.example.org/self';
+  const list = 'https://self.example.com self.example.com http://self none:* https://none.example.org/';
   t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: list }).portalFrameAncestors, list);
 });
 
@@ -44,4 +44,23 @@ for (const other of ['unsafe-inline', "'unsafe-inline'", "'self' strict-dynamic"
 test('hosts that only contain another keyword stay accepted', (t) => {
   const list = 'https://unsafe-inline.example.com strict-dynamic.example.org';
   t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: list }).portalFrameAncestors, list);
+});
+
+test("a source naming a page (a path or a query) is refused with the origin to give instead; so is a scheme no site has", (t) => {
+  // A probe gave its embedding page's URL: the process started, and every frame was refused at
+  // run time (frame-ancestors matches the embedding page's origin only).
+  for (const [page, origin] of [
+    ['http://127.0.0.1:46110/webhooks?x=1', 'http://127.0.0.1:46110'],
+    ['https://app.example.com/settings/webhooks', 'https://app.example.com'],
+    ['app.example.com/webhooks', 'app.example.com'],
+  ] as const) {
+    const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: `'self' ${page}` }), { instanceOf: ConfigError });
+    t.true(error?.message.includes(`PORTAL_FRAME_ANCESTORS: ${page} names a page`) && error.message.includes(`give ${origin}`), error?.message);
+  }
+  for (const scheme of ['javascript:', 'data:', 'blob:']) {
+    const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: `'self' ${scheme}` }), { instanceOf: ConfigError });
+    t.true(error?.message.includes(`${scheme} is no scheme`), error?.message);
+  }
+  // An origin with its slash, and the schemes of the web, stay accepted.
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: 'https://app.example.com/ http: https:' }).portalFrameAncestors, 'https://app.example.com/ http: https:');
 });
