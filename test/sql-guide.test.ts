@@ -53,7 +53,7 @@ async function receiver(status: (seen: number) => number): Promise<string> {
 // ---------------------------------------------------------------- the scenario
 
 type Scenario = {
-  orgId: string; appId: string;
+  orgId: string; key: string; appId: string;
   ok: string; flaky: string; down: string; paused: string; doomed: string;
   /** order.created to ok and flaky: succeeds after flaky fails once. */
   shipped: string;
@@ -106,7 +106,7 @@ async function build(): Promise<Scenario> {
     [shipped, orphaned, [blocked, blockedLater]]);
     return row.shipped === 'succeeded' && row.orphaned === 'discarded' && row.held === 4 && row.moving === 0;
   });
-  return { orgId, appId, ok, flaky, down, paused, doomed, shipped, blocked, blockedLater, orphaned };
+  return { orgId, key, appId, ok, flaky, down, paused, doomed, shipped, blocked, blockedLater, orphaned };
 }
 
 // ---------------------------------------------------------------- the views
@@ -254,11 +254,30 @@ async function guideQueries(): Promise<Array<{ heading: string; text: string }>>
   return found;
 }
 
+test("the guide's sums of delivery_backlog for one organization are GET /v1/summary's deliveries", async (t) => {
+  // delivery_queue_depth counts the whole service (a probe compared it with the summary); the
+  // guide gives the query that reads what the summary answers.
+  const s = await data();
+  const query = (await guideQueries()).filter((q) => q.heading === 'How deep is the delivery queue right now?')
+    .map((q) => q.text).find((text) => text.includes(':\'org_id\''));
+  if (!query) return t.fail('no query of one organization under "How deep is the delivery queue right now?"');
+  await withClient(async (client) => {
+    const [sums] = (await client.query(query.replace(":'org_id'", client.escapeLiteral(s.orgId)))).rows;
+    const summary = await app.request('GET', '/v1/summary', { key: s.key });
+    t.is(summary.status, 200);
+    t.deepEqual(
+      { pending: Number(sums.pending), in_flight: Number(sums.in_flight), held: Number(sums.held) },
+      summary.body.deliveries,
+    );
+    t.true(Number(sums.held) > 0, 'the scenario holds deliveries: the comparison is not of zeros');
+  });
+});
+
 test('every query of docs/sql.md answers a question and runs against real data', async (t) => {
   const s = await data();
   const queries = await guideQueries();
   t.true(queries.length >= 12, `only ${queries.length} queries`);
-  const values: Record<string, string> = { job_id: s.shipped, application_id: s.appId, endpoint_id: s.down };
+  const values: Record<string, string> = { job_id: s.shipped, application_id: s.appId, endpoint_id: s.down, org_id: s.orgId };
   await withClient(async (client) => {
     for (const { heading, text } of queries) {
       t.regex(heading, /\?$/, `the query under "${heading}" is not introduced by a question`);
