@@ -1,5 +1,6 @@
 // Every environment variable the service reads, validated once at start (decisions section 1).
 // Nothing else in the code reads process.env: the frozen Config is passed down.
+import { parseIntoClientConfig } from 'pg-connection-string';
 import { z } from 'zod';
 import { checkTargetSessionAttrs, isMultiHost, parseMultiHostUrl } from './db/database-url.ts';
 
@@ -73,11 +74,20 @@ const frameAncestors = z.string().transform((value, ctx) => {
  */
 function checkHosts(value: string, ctx: z.RefinementCtx) {
   const multiHost = isMultiHost(value);
+  let single = value;
   try {
-    if (multiHost) parseMultiHostUrl(value);
+    if (multiHost) single = parseMultiHostUrl(value).forHost(0);
     else checkTargetSessionAttrs(value);
   } catch (error) {
     ctx.addIssue({ code: 'custom', message: `${multiHost ? 'multi-host URL' : 'URL'} ${(error as Error).message}` });
+    return;
+  }
+  // Read as the pools read it (src/db/pg-driver.ts), which reads the files it names: a missing
+  // sslrootcert, sslcert or sslkey is a configuration error at start, not a failed connection.
+  try {
+    parseIntoClientConfig(single);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: `URL: ${(error as Error).message}` });
   }
 }
 

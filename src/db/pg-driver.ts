@@ -8,14 +8,15 @@
 // to the pool: its session is in an unknown state, and node-postgres would queue the next
 // statement behind the unanswered one) and the request answers 503. Keepalive finds a
 // connection whose peer is gone while it sits idle in the pool.
-// What @slonik/pg-driver does beside that is kept: the same connection settings from the URL,
+// What @slonik/pg-driver does beside that is kept (the URL's settings now read as node-postgres reads them),
 // the type parsers (arrays of those types too), the same error classes. Streams are not used by
 // this service and are refused.
 import pg from 'pg';
+import { parseIntoClientConfig } from 'pg-connection-string';
 import {
   BackendTerminatedError, BackendTerminatedUnexpectedlyError, CheckExclusionConstraintViolationError, CheckIntegrityConstraintViolationError,
   createDriverFactory, ForeignKeyIntegrityConstraintViolationError, IdleTransactionTimeoutError, InputSyntaxError, InvalidInputError,
-  NotNullIntegrityConstraintViolationError, parseDsn, StatementCancelledError, StatementTimeoutError, UnexpectedStateError,
+  NotNullIntegrityConstraintViolationError, StatementCancelledError, StatementTimeoutError, UnexpectedStateError,
   UniqueIntegrityConstraintViolationError, type DriverConfiguration, type DriverFactory, type DriverTypeParser,
 } from 'slonik';
 
@@ -31,25 +32,30 @@ export const queryDeadlineMs = (statementTimeoutMs: number): number => statement
 /** node-postgres's error for a statement past query_timeout. */
 const READ_TIMEOUT = 'Query read timeout';
 
+/**
+ * The URL's connection settings as node-postgres reads them itself (pg-connection-string, as
+ * `new pg.Client({ connectionString })` does, and so the release step's migrations): every
+ * `sslmode` (`verify-full`, `verify-ca`, `prefer` …), `sslrootcert`, `sslcert`, `sslkey` and
+ * `uselibpqcompat`. slonik's parser knew only `disable`, `no-verify` and `require`: with the
+ * `?sslmode=verify-full&sslrootcert=…` docs/deploy.md names, the release passed and every web
+ * and worker process failed at start (a probe), and `sslrootcert` and `uselibpqcompat` were
+ * dropped without a word.
+ */
 function clientConfiguration(configuration: DriverConfiguration): pg.ClientConfig {
-  const dsn = parseDsn(configuration.connectionUri);
+  const fromUrl = parseIntoClientConfig(configuration.connectionUri);
   const config: pg.ClientConfig & Record<string, unknown> = {
-    application_name: dsn.applicationName,
-    database: dsn.databaseName,
-    host: dsn.host,
-    options: dsn.options,
-    password: typeof configuration.password === 'string' ? configuration.password : dsn.password,
-    port: dsn.port,
+    application_name: fromUrl.application_name,
+    database: fromUrl.database,
+    host: fromUrl.host,
+    options: fromUrl.options,
+    password: typeof configuration.password === 'string' ? configuration.password : fromUrl.password,
+    port: fromUrl.port,
     queryMode: 'extended',
-    ssl: false,
-    user: dsn.username,
+    ssl: configuration.ssl ?? fromUrl.ssl ?? false,
+    user: fromUrl.user,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
   };
-  if (configuration.ssl) config.ssl = configuration.ssl;
-  else if (dsn.sslMode === 'disable') config.ssl = false;
-  else if (dsn.sslMode === 'require') config.ssl = true;
-  else if (dsn.sslMode === 'no-verify') config.ssl = { rejectUnauthorized: false };
   if (configuration.connectionTimeout !== 'DISABLE_TIMEOUT') config.connectionTimeoutMillis = configuration.connectionTimeout || 1;
   if (configuration.statementTimeout !== 'DISABLE_TIMEOUT') {
     config.statement_timeout = configuration.statementTimeout || 1;

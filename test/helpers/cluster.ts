@@ -45,6 +45,8 @@ export type Cluster = {
   dataDir: string;
   /** Superuser URL of database `postgres`. */
   url: string;
+  /** A TLS cluster's certificate, its own CA (startCluster's `tls`). */
+  ca?: string;
   start(): Promise<void>;
   stop(mode?: 'fast' | 'immediate'): Promise<void>;
   /** SIGSTOP / SIGCONT to the postmaster and every backend: a server that accepts TCP and never answers. */
@@ -117,22 +119,35 @@ async function own(target: string, user: { uid: number; gid: number } | undefine
   await run('chown', ['-R', `${user.uid}:${user.gid}`, target]);
 }
 
-/** A new cluster (trust authentication on loopback), started. */
-export async function startCluster(root: string, name: string, settings: Record<string, string> = {}): Promise<Cluster> {
+/**
+ * A new cluster (trust authentication on loopback), started. `tls`: it takes TLS connections
+ * only (hostssl), with a self-signed certificate for 127.0.0.1 made by openssl, which is also the
+ * CA a client verifies it with (`Cluster.ca`: a copy outside the data directory).
+ */
+export async function startCluster(root: string, name: string, settings: Record<string, string> = {}, options: { tls?: boolean } = {}): Promise<Cluster> {
   const user = await serverUser();
   const dataDir = path.join(root, name);
   await mkdir(dataDir, { recursive: true });
   if (user) await chown(dataDir, user.uid, user.gid);
   await chmod(dataDir, 0o700);
   await asServer('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '--encoding=UTF8'], user);
-  await writeFile(path.join(dataDir, 'pg_hba.conf'),
-    'host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n');
+  const ca = path.join(root, `${name}-ca.pem`);
+  if (options.tls) {
+    await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1',
+      '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', path.join(dataDir, 'server.key'), '-out', path.join(dataDir, 'server.crt')]);
+    await chmod(path.join(dataDir, 'server.key'), 0o600);
+    await writeFile(ca, await readFile(path.join(dataDir, 'server.crt')));
+    settings = { ssl: 'on', ...settings };
+  }
+  await writeFile(path.join(dataDir, 'pg_hba.conf'), options.tls
+    ? 'hostssl all all 127.0.0.1/32 trust\n'
+    : 'host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n');
   await appendSettings(dataDir, { ...BASE_SETTINGS, ...settings });
   await own(dataDir, user);
   const port = await freePort();
   const cluster = makeHandle(root, dataDir, port, user);
   await cluster.start();
-  return cluster;
+  return options.tls ? { ...cluster, ca } : cluster;
 }
 
 /**
