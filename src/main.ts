@@ -46,29 +46,35 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     const database = await opening;
     // The first contact with the database: a database still starting (or restarting during a
     // deploy) is tried again for DATABASE_START_TIMEOUT_MS rather than failing the process at once.
-    await retryWhileUnreachable(() => migrate(database.directUrl, logger), {
-      what: 'migrations', timeoutMs: config.databaseStartTimeoutMs, logger,
+    // Each step that first reaches the database through DATABASE_URL too: behind PgBouncer the
+    // direct connection of the migrations may work while the pooler still refuses logins for its
+    // server_login_retry after the database's restart (08P01), and the process exited at once
+    // (a probe). One deadline for all of them.
+    const startedAt = Date.now();
+    const untilReached = <T>(what: string, work: () => Promise<T>) => retryWhileUnreachable(work, {
+      what, timeoutMs: Math.max(0, startedAt + config.databaseStartTimeoutMs - Date.now()), logger,
       stopped: () => stopping !== undefined, onStop: (wake) => onStopping.push(wake),
     });
+    await untilReached('migrations', () => migrate(database.directUrl, logger));
     const runsWorker = role === 'worker' || role === 'all';
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
-    const queue = await startQueue({
+    const queue = await untilReached('queue', () => startQueue({
       databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds,
       supervise: runsWorker,
       retentionHours: config.retention.queueHours, freshShare: config.queueSharePerOrganization,
       // Several database hosts: pg-boss gets connections that follow the primary.
       ...(isMultiHost(database.url) ? { db: primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) } : {}),
-    });
+    }));
     stops.push(queue.stop);
     if (role === 'release') {
       await stop('release done');
       return;
     }
-    const pool = await makePool(database.url, {
+    const pool = await untilReached('pool', () => makePool(database.url, {
       maximumPoolSize: config.databasePoolSize, acquireTimeoutMs: config.databaseAcquireTimeoutMs,
       idleTimeoutMs: config.databaseIdleTimeoutMs, statementTimeoutMs: config.databaseStatementTimeoutMs, logger,
       heavyReadsPerOrganization: config.heavyReadsPerOrganization,
-    });
+    }));
     stops.push(() => pool.end());
     // One registry for the process. /metrics: on METRICS_PORT when set (every role), else on the
     // API port (web and all; a worker alone then has none).

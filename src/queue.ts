@@ -322,15 +322,21 @@ export async function startQueue(options: QueueOptions): Promise<Queue> {
   boss.on('error', (error: unknown) => {
     if (!isDatabaseUnavailable(error)) options.logger.error({ err: error }, 'queue error'); // a lost database: logged once by the pool
   });
-  await boss.start();
   const queueOptions = {
     expireInSeconds: options.leaseSeconds,
     retryLimit: 1000, // a dying worker is not the delivery's fault: the 48 h window bounds it
     retryDelay: 0,
     deleteAfterSeconds: options.retentionHours * 3600,
   };
-  await boss.createQueue(DELIVERY_QUEUE, { ...queueOptions, ...(heartbeatSeconds === null ? {} : { heartbeatSeconds }) });
-  await boss.updateQueue(DELIVERY_QUEUE, { ...queueOptions, ...(options.heartbeatSeconds === undefined ? {} : { heartbeatSeconds }) });
+  try {
+    await boss.start();
+    await boss.createQueue(DELIVERY_QUEUE, { ...queueOptions, ...(heartbeatSeconds === null ? {} : { heartbeatSeconds }) });
+    await boss.updateQueue(DELIVERY_QUEUE, { ...queueOptions, ...(options.heartbeatSeconds === undefined ? {} : { heartbeatSeconds }) });
+  } catch (error) {
+    // Its connections and timers go with it, so that a start tried again (src/main.ts) leaves none behind.
+    await boss.stop({ graceful: false }).catch(() => {});
+    throw error;
+  }
 
   /** Inserts messages, each at its own priority (0 when absent). */
   async function insert(db: CommonQueryMethods, items: readonly QueueItem[], priorities: readonly number[] | number): Promise<void> {

@@ -11,7 +11,8 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { freePort, tempDir } from './helpers/cluster.ts';
+import pg from 'pg';
+import { freePort, startCluster, tempDir, type Cluster } from './helpers/cluster.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { runScript, startScript, type Started } from './helpers/process.ts';
 
@@ -24,28 +25,33 @@ const skipReason = hasPgBouncer ? '' : ` (skipped: PgBouncer not installed (${PG
 const JOBS = 40;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let dir = '';
-let database: TestDatabase;
-let bouncer: ChildProcess | undefined;
+let database: TestDatabase | undefined;
+const dirs: string[] = [];
+const bouncers: ChildProcess[] = [];
 const processes: Started[] = [];
+const clusters: Cluster[] = [];
 
 test.after.always(async () => {
   for (const p of processes) {
     p.child.kill('SIGTERM');
     await p.exited;
   }
-  bouncer?.kill('SIGTERM');
-  if (bouncer && bouncer.exitCode === null) await new Promise((resolve) => bouncer?.once('exit', resolve));
+  for (const bouncer of bouncers) {
+    bouncer.kill('SIGTERM');
+    if (bouncer.exitCode === null) await new Promise((resolve) => bouncer.once('exit', resolve));
+  }
   await database?.drop();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  for (const cluster of clusters) await cluster.destroy();
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
 async function startPgBouncer(direct: URL): Promise<string> {
-  dir = await tempDir('pgbouncer');
+  const dir = await tempDir('pgbouncer');
+  dirs.push(dir);
   const port = await freePort();
   const name = direct.pathname.slice(1);
   await writeFile(path.join(dir, 'pgbouncer.ini'), `[databases]
-${name} = host=${direct.hostname} port=${direct.port} dbname=${name} user=${decodeURIComponent(direct.username)} password=${decodeURIComponent(direct.password)}
+${name} = host=${direct.hostname} port=${direct.port} dbname=${name} user=${decodeURIComponent(direct.username)}${direct.password ? ` password=${decodeURIComponent(direct.password)}` : ''}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -64,9 +70,9 @@ logfile = ${path.join(dir, 'pgbouncer.log')}
   const passwd = asRoot ? (await readFile('/etc/passwd', 'utf8')).split('\n').find((l) => l.startsWith('postgres:'))?.split(':') : undefined;
   const { chown } = await import('node:fs/promises');
   if (passwd) await chown(dir, Number(passwd[2]), Number(passwd[3]));
-  bouncer = spawn(PGBOUNCER, [path.join(dir, 'pgbouncer.ini')], {
+  bouncers.push(spawn(PGBOUNCER, [path.join(dir, 'pgbouncer.ini')], {
     stdio: 'ignore', ...(passwd ? { uid: Number(passwd[2]), gid: Number(passwd[3]) } : {}),
-  });
+  }));
   const url = new URL(direct);
   url.port = String(port);
   // Ready once it accepts a real query.
@@ -144,4 +150,37 @@ bouncerTest(`slow: web and worker through PgBouncer in transaction mode deliver 
   for (const id of jobIds) t.is((await call('GET', `/v1/webhook-jobs/${id}`)).body.status, 'succeeded', id);
   const errors = [web, worker].flatMap((p) => p.stdout().split('\n').filter((l) => l.includes('"level":50')));
   t.deepEqual(errors, [], 'no error logged by web or worker');
+});
+
+bouncerTest(`a process started while PgBouncer still refuses logins after the database's restart waits for it, and starts${skipReason}`, async (t) => {
+  // A probe: the migrations (DATABASE_DIRECT_URL) worked once the database was back, but the
+  // pooler refused logins for its server_login_retry (15 s by default) after the failed ones of
+  // the outage, and the process exited at once on that error (08P01) instead of waiting.
+  const root = await tempDir('bouncer-restart');
+  dirs.push(root);
+  const cluster = await startCluster(root, 'db');
+  clusters.push(cluster);
+  const pooled = await startPgBouncer(new URL(cluster.url));
+  await cluster.stop('fast');
+  // A client of the pooler during the outage: its login to the server fails, and the pooler
+  // then refuses logins until its server_login_retry has passed.
+  // (The pooler keeps the client waiting for a server up to its query_wait_timeout, 120 s: the
+  // client gives up after 3 s, when the pooler has long tried the server.)
+  const during = new pg.Client({ connectionString: pooled, query_timeout: 3_000 });
+  await t.throwsAsync(during.connect().then(() => during.query('select 1')));
+  await during.end().catch(() => {});
+  await cluster.start();
+  const refused = new pg.Client({ connectionString: pooled });
+  const refusal = await refused.connect().then(() => refused.query('select 1')).then(() => null, (error: Error) => error.message);
+  await refused.end().catch(() => {});
+  t.log(`the pooler right after the database came back: ${refusal ?? 'already serving'}`);
+
+  const web = startScript('src/main.ts', ['web'], { DATABASE_URL: pooled, DATABASE_DIRECT_URL: cluster.url, PORT: '0' });
+  processes.push(web);
+  const { port } = await web.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  const health = await fetch(`http://127.0.0.1:${port}/health`);
+  t.is(health.status, 200);
+  if (refusal !== null) t.true(web.stdout().includes('the database cannot be reached at start'), 'it waited for the pooler');
+  web.child.kill('SIGTERM');
+  t.deepEqual(await web.exited, { code: 0, signal: null });
 });
