@@ -57,13 +57,15 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     });
     await untilReached('migrations', () => migrate(database.directUrl, logger));
     const runsWorker = role === 'worker' || role === 'all';
+    // Several database hosts: pg-boss gets connections that follow the primary (made once: a
+    // start tried again reuses them, and pg-boss does not close connections it did not make).
+    const queueDb = isMultiHost(database.url) ? primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) : undefined;
     // pg-boss creates or migrates its own schema on start: the release step runs that too.
     const queue = await untilReached('queue', () => startQueue({
       databaseUrl: database.url, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds,
       supervise: runsWorker,
       retentionHours: config.retention.queueHours, freshShare: config.queueSharePerOrganization,
-      // Several database hosts: pg-boss gets connections that follow the primary.
-      ...(isMultiHost(database.url) ? { db: primaryQueueDb(database.url, { max: 4, timeoutMs: config.databaseAcquireTimeoutMs }) } : {}),
+      ...(queueDb ? { db: queueDb } : {}),
     }));
     stops.push(queue.stop);
     if (role === 'release') {
