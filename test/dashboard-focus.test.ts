@@ -5,7 +5,9 @@
 // - the event type form's fields with an error had aria-describedby but no aria-invalid;
 // - a key name with an unterminated U+202E reversed the rest of Revoke's confirm() text;
 // - `#/settings` said "There is no page" without a level-one heading;
-// - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11.
+// - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11;
+// - Older pressed to reach a list's last page turned disabled under the focus, which fell to the
+//   body; Newer back to the first page took the pager away while that page loaded, and the focus.
 // Each request that matters is held (page.route) until the test has seen the page mid-action:
 // nothing depends on timing. Screenshots: test-output/dashboard/.
 import test, { type ExecutionContext } from 'ava';
@@ -205,4 +207,28 @@ browserTest(`the focus ring has 3:1 contrast with the background it is drawn on$
   t.true(rings.some((r) => r.on === 'rgb(255, 255, 255)'), 'one on a card');
   t.deepEqual(rings.filter((r) => r.ratio < 3), [], 'every ring reaches 3:1');
   await shot(page, 'focus-ring');
+});
+
+browserTest(`the focus stays on the pager when Older or Newer reaches the end of a list${skip}`, async (t) => {
+  const w = await world(t); // one event type; 50 more make two pages of 50
+  for (let i = 0; i < 50; i += 1) await createEventType(w.by, `invoice.kind${String(i).padStart(2, '0')}`);
+  const { page, errors } = await signedIn(t, w.key, '#/event-types');
+  const pager = page.getByRole('navigation', { name: 'Event type pages', exact: true });
+  await pager.getByText('Page 1', { exact: true }).waitFor();
+  for (const [name, shows] of [['Older', 'Page 2'], ['Newer', 'Page 1']] as const) {
+    const button = pager.getByRole('button', { name, exact: true });
+    await button.focus();
+    await page.keyboard.press('Enter');
+    await pager.getByText(shows, { exact: true }).waitFor();
+    await until(`${name} off`, () => button.isDisabled()); // disabled or aria-disabled: once the page has loaded
+    t.is(await focused(page), name, `the focus after ${name} reached the end`);
+    t.is(await button.getAttribute('aria-disabled'), 'true', `${name} says it is off`);
+    await page.keyboard.press('Enter'); // ignored: the same page, the focus still there
+    t.is(await pager.getByText(shows, { exact: true }).count(), 1);
+    t.is(await focused(page), name);
+    if (name === 'Older') await shot(page, 'pager-focus-last-page');
+  }
+  t.true(await pager.getByRole('button', { name: 'Newer' }).isDisabled(), 'playwright counts aria-disabled as disabled');
+  await axe(t, page, 'the event types with their pager');
+  t.deepEqual(errors, []);
 });

@@ -6,7 +6,9 @@
 //   the focus went to the body and the window stayed at the Save button;
 // - a 429 of Send test event after a success showed "Test event sent" beside the error;
 // - "← All endpoints" (or a delete) from an endpoint opened on page 2 of the list showed page 1;
-// - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11.
+// - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11;
+// - Next pressed to reach the list's last page (Previous its first) turned disabled under the
+//   focus, which fell to the body.
 // Each request that matters is held (page.route) until the test has seen the page mid-action:
 // nothing depends on timing. Screenshots: test-output/portal/.
 import type { ExecutionContext } from 'ava';
@@ -177,4 +179,36 @@ browserTest(`the focus ring has 3:1 contrast with the background it is drawn on$
   await page.keyboard.press('Shift+Tab');
   await page.keyboard.press('Tab'); // by the keyboard: :focus-visible
   await shot(page, 'focus-ring', false);
+});
+
+/** Enter on the pager's `name` button, by the keyboard, until `shows` is in the pager; the focus then stays on that button, which says it is off. */
+async function pageWithKeyboard(t: ExecutionContext, page: Page, pager: string, name: string, shows: string) {
+  const nav = page.getByRole('navigation', { name: pager, exact: true });
+  const button = nav.getByRole('button', { name, exact: true });
+  await button.focus();
+  await page.keyboard.press('Enter');
+  await nav.getByText(shows, { exact: true }).waitFor();
+  t.is(await focused(page), name, `${pager}: the focus after ${name} reached the end`);
+  t.is(await button.getAttribute('aria-disabled'), 'true', `${pager}: ${name} says it is off`);
+  await page.keyboard.press('Enter'); // ignored: still the same page, the focus still there
+  t.is(await nav.getByText(shows, { exact: true }).count(), 1);
+  t.is(await focused(page), name);
+}
+
+browserTest(`the focus stays on the pager when Next or Previous reaches the end of the endpoint list${skipped}`, async (t) => {
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  const appId = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  for (let i = 0; i < 26; i += 1) await createEndpoint(by, { application_id: appId, url: `https://hooks.example.com/p${String(i).padStart(2, '0')}` });
+  const link = await magicLink(t, app, key, appId);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  await page.getByRole('navigation', { name: 'Endpoint pages' }).getByText('Page 1 of 2').waitFor();
+
+  // Next to the last page, then Previous to the first: the button pressed turns off under the focus.
+  await pageWithKeyboard(t, page, 'Endpoint pages', 'Next', 'Page 2 of 2');
+  await shot(page, 'pager-focus-last-page', false);
+  await pageWithKeyboard(t, page, 'Endpoint pages', 'Previous', 'Page 1 of 2');
+  await axe(t, page, 'the endpoint list with its pager');
+  t.deepEqual(errors, []);
 });

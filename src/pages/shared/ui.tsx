@@ -169,14 +169,19 @@ export function fieldError(error: unknown, path: string): string | undefined {
   return error instanceof ApiError ? error.forField(path) : undefined;
 }
 
-/** Previous / next through an offset list's pages; nothing when it has one page. `label` names the list (each pager on a page needs its own). */
+/**
+ * Previous / next through an offset list's pages; nothing when it has one page. `label` names the
+ * list (each pager on a page needs its own). At either end the button is an ActionButton that says
+ * aria-disabled and ignores activation: a `disabled` Next turned off under the keyboard user who
+ * had just pressed it to reach the last page, and the focus fell to the body.
+ */
 export function Pager(props: { page: number; totalPages: number; onPage: (page: number) => void; label: string }) {
   if (props.totalPages <= 1) return null;
   return (
     <nav class="pager" aria-label={props.label}>
-      <button type="button" disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>Previous</button>
+      <ActionButton disabled={props.page <= 1} onClick={() => props.onPage(props.page - 1)}>Previous</ActionButton>
       <span>Page {props.page} of {props.totalPages}</span>
-      <button type="button" disabled={props.page >= props.totalPages} onClick={() => props.onPage(props.page + 1)}>Next</button>
+      <ActionButton disabled={props.page >= props.totalPages} onClick={() => props.onPage(props.page + 1)}>Next</ActionButton>
     </nav>
   );
 }
@@ -191,24 +196,34 @@ export function Pager(props: { page: number; totalPages: number; onPage: (page: 
  */
 export function useCursorPages() {
   const [cursors, setCursors] = useState<string[]>([]);
+  // Whether the first page was reached by Newer: it has older pages then, though its own cursor
+  // is not known until it has loaded.
+  const [back, setBack] = useState(false);
   return {
     cursor: cursors[cursors.length - 1] as string | undefined,
     page: cursors.length + 1,
+    back,
     older: (next: string) => setCursors((walked) => (walked.includes(next) ? walked : [...walked, next])),
-    newer: () => setCursors(cursors.slice(0, -1)),
-    first: () => setCursors([]),
+    newer: () => { setCursors(cursors.slice(0, -1)); setBack(true); },
+    first: () => { setCursors([]); setBack(false); },
   };
 }
 
-/** Newer / older through a cursor list; nothing when its first page is all of it. */
+/**
+ * Newer / older through a cursor list; nothing when its first page is all of it. Its buttons turn
+ * off as Pager's do (aria-disabled, the focus kept): Older pressed to reach the last page no longer
+ * drops the focus to the body. Nor does Newer back to the first page: the pager went while that
+ * page loaded (its `next` not known yet) and came back without the focus; it stays now, Older off
+ * meanwhile. `next`: the shown page's cursor (null or undefined while a page loads).
+ */
 export function CursorPager(props: { pages: ReturnType<typeof useCursorPages>; next: string | null | undefined; label: string }) {
   const { pages, next } = props;
-  if (pages.page === 1 && !next) return null;
+  if (pages.page === 1 && !next && !pages.back) return null;
   return (
     <nav class="pager" aria-label={props.label}>
-      <button type="button" disabled={pages.page === 1} onClick={pages.newer}>Newer</button>
+      <ActionButton disabled={pages.page === 1} onClick={pages.newer}>Newer</ActionButton>
       <span>Page {pages.page}</span>
-      <button type="button" disabled={!next} onClick={() => next && pages.older(next)}>Older</button>
+      <ActionButton disabled={!next} onClick={() => next && pages.older(next)}>Older</ActionButton>
     </nav>
   );
 }
