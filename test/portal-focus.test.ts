@@ -8,7 +8,8 @@
 // - "← All endpoints" (or a delete) from an endpoint opened on page 2 of the list showed page 1;
 // - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11;
 // - Next pressed to reach the list's last page (Previous its first) turned disabled under the
-//   focus, which fell to the body.
+//   focus, which fell to the body; Older in an endpoint's attempt log took the pager away (and the
+//   focus) while the older page loaded.
 // Each request that matters is held (page.route) until the test has seen the page mid-action:
 // nothing depends on timing. Screenshots: test-output/portal/.
 import type { ExecutionContext } from 'ava';
@@ -210,5 +211,34 @@ browserTest(`the focus stays on the pager when Next or Previous reaches the end 
   await shot(page, 'pager-focus-last-page', false);
   await pageWithKeyboard(t, page, 'Endpoint pages', 'Previous', 'Page 1 of 2');
   await axe(t, page, 'the endpoint list with its pager');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`the focus stays on the attempt log's pager while Older loads and when Older or Newer reaches the end${skipped}`, async (t) => {
+  const { page, errors } = await endpointPage(t);
+  // The attempt log's cursor pager, its two pages made up (this app delivers nothing). Page 2 is
+  // held until the test has seen the log loading it: the pager stays meanwhile, and so does the focus.
+  let asked = 0;
+  let release = () => {};
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  await page.route(/\/v1\/endpoints\/[^/]+\/attempts(\?|$)/, async (route) => {
+    const cursor = new URL(route.request().url()).searchParams.get('cursor');
+    if (cursor) { asked += 1; await released; }
+    return route.fulfill({ contentType: 'application/json', body: JSON.stringify({ data: [], next_cursor: cursor ? null : 'older' }) });
+  });
+  await page.getByRole('button', { name: 'Refresh' }).click(); // the log read again, through the made-up pages
+  const attempts = page.getByRole('navigation', { name: 'Attempt pages', exact: true });
+  await attempts.getByText('Page 1', { exact: true }).waitFor();
+  await attempts.getByRole('button', { name: 'Older' }).focus();
+  await page.keyboard.press('Enter');
+  await until('page 2 of the attempts asked', () => asked >= 1);
+  t.is(await focused(page), 'Older', 'the focus while the older attempts load');
+  release();
+  await attempts.getByText('Page 2', { exact: true }).waitFor();
+  t.is(await focused(page), 'Older', 'the focus once the last page is shown');
+  t.is(await attempts.getByRole('button', { name: 'Older' }).getAttribute('aria-disabled'), 'true');
+  await shot(page, 'pager-focus-attempts-last-page', false);
+  await pageWithKeyboard(t, page, 'Attempt pages', 'Newer', 'Page 1');
+  await axe(t, page, 'an endpoint with its attempt pager');
   t.deepEqual(errors, []);
 });

@@ -98,7 +98,9 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
           ))}
         </ul>
       )}
-      {shown && <CursorPager pages={pages} next={list?.body.next_cursor} label="Attempt pages" />}
+      {/* The pager stays while another page loads (its rows gone meanwhile): it went with them, and
+          Older pressed by the keyboard left the focus on the body. */}
+      <CursorPager pages={pages} next={shown ? list?.body.next_cursor : null} label="Attempt pages" />
     </section>
   );
 }
