@@ -9,7 +9,8 @@
 // - the focus ring (#93c5fd) had 1.8:1 contrast on white, under the 3:1 of WCAG 1.4.11;
 // - Next pressed to reach the list's last page (Previous its first) turned disabled under the
 //   focus, which fell to the body; Older in an endpoint's attempt log took the pager away (and the
-//   focus) while the older page loaded.
+//   focus) while the older page loaded;
+// - a refused rotation showed its error under the earlier rotation's "Secret rotated".
 // Each request that matters is held (page.route) until the test has seen the page mid-action:
 // nothing depends on timing. Screenshots: test-output/portal/.
 import type { ExecutionContext } from 'ava';
@@ -136,6 +137,24 @@ browserTest(`a 429 of Send test event after a success replaces "Test event sent"
   await page.getByRole('alert').filter({ hasText: 'Too many requests. Try again in 60 seconds.' }).waitFor();
   t.is(await sent.count(), 0, 'the earlier success is gone');
   await shot(page, 'test-event-429', false);
+});
+
+browserTest(`a refused rotation replaces "Secret rotated" with its error${skipped}`, async (t) => {
+  const { page, endpointId, errors } = await endpointPage(t);
+  const rotate = page.getByRole('button', { name: 'Rotate', exact: true });
+  await rotate.click(); // the confirm is accepted
+  const rotated = page.getByText(/^Secret rotated\./);
+  await rotated.waitFor();
+  await page.route(new RegExp(`/v1/endpoints/${endpointId}/rotate-secret$`), (route) => route.fulfill({
+    status: 503, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'unavailable', message: 'The service is busy. Try again shortly.' } }),
+  }));
+  await rotate.click();
+  const panel = page.getByRole('region', { name: 'Signing secret' });
+  await panel.getByRole('alert').filter({ hasText: 'The service is busy. Try again shortly.' }).waitFor();
+  t.is(await rotated.count(), 0, 'the earlier rotation\'s outcome is gone');
+  await shot(page, 'rotate-refused-after-rotation', false);
+  t.deepEqual(errors, []);
 });
 
 browserTest(`"← All endpoints" and a delete return to the page of the list the endpoint was opened from${skipped}`, async (t) => {

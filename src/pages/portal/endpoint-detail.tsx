@@ -157,11 +157,14 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
   const [copied, setCopied] = useState('');
   const [oldExpiry, setOldExpiry] = useState<string | null>(null);
   const rotate = useAction(async () => {
+    // A new rotation's outcome replaces what the panel said before, as the endpoint's actions do:
+    // "Secret rotated" stayed above the error of a later rotation, as if that one had worked too.
+    setOldExpiry(null);
+    setCopied(''); // and "Copied", said of the secret before this one
     const rotated = await props.client<Rotated>('POST', `/v1/endpoints/${endpoint.id}/rotate-secret`);
     await props.onRotated();
     setOldExpiry(rotated.old_secret_expires_at);
     setShown(true);
-    setCopied(''); // it was said of the secret before this one
   });
   const secret = (endpoint as { secret?: string }).secret;
   const copy = async () => {
