@@ -15,7 +15,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startTestApp } from './helpers/app.ts';
-import { axe, CHROMIUM, CHROMIUM_ARGS, focusRingContrasts, guardHosts, hasChromium, skipReason } from './helpers/browser.ts';
+import { axe, CHROMIUM, CHROMIUM_ARGS, focused, focusRingContrasts, guardHosts, hasChromium, hold, skipReason } from './helpers/browser.ts';
 import { createApiKey, createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 
@@ -47,27 +47,6 @@ async function shot(page: Page, name: string) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }
 
-/** The text of the element with the keyboard focus ('BODY' when nothing has it), once the browser has moved a lost focus. */
-const focused = (page: Page) => page.evaluate(async () => {
-  await new Promise((frame) => requestAnimationFrame(() => requestAnimationFrame(frame)));
-  return document.activeElement === document.body ? 'BODY' : document.activeElement?.textContent?.trim() ?? '';
-});
-
-/** Holds every `method` request whose URL matches `url` until `release()`. */
-async function hold(page: Page, url: RegExp, method: string) {
-  const held: Array<() => void> = [];
-  let asked = 0;
-  await page.route(url, async (route) => {
-    if (route.request().method() !== method) return route.fallback();
-    asked += 1;
-    await new Promise<void>((release) => held.push(release));
-    return route.continue();
-  });
-  return {
-    arrived: (n: number) => until(`request ${n} to ${url} held`, () => asked >= n && held.length > 0),
-    release: () => { for (const release of held.splice(0)) release(); },
-  };
-}
 
 /** Enter on the focused `name`, its request held: the button keeps the focus while busy and after. */
 async function enterHeld(t: ExecutionContext, page: Page, name: string, request: Awaited<ReturnType<typeof hold>>, n: number) {

@@ -16,34 +16,12 @@
 import type { ExecutionContext } from 'ava';
 import type { Page } from 'playwright-core';
 import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
-import { focusRingContrasts } from './helpers/browser.ts';
+import { focused, focusRingContrasts, hold } from './helpers/browser.ts';
 import { until } from './helpers/until.ts';
 import { axe, browserTest, magicLink, openPage, shot, skipped, startPortalApp } from './portal-links/browser.ts';
 
 const app = startPortalApp({}, { worker: false });
 
-/** The text of the element with the keyboard focus ('BODY' when nothing has it). */
-const focused = (page: Page) => page.evaluate(async () => {
-  await new Promise((frame) => requestAnimationFrame(() => requestAnimationFrame(frame))); // after the browser moved a lost focus
-  return document.activeElement === document.body ? 'BODY' : document.activeElement?.textContent?.trim() ?? '';
-});
-
-/** Holds every `method` request whose URL matches `url` until `release()`: an action in flight for as long as the test looks. */
-async function hold(page: Page, url: RegExp, method: string) {
-  const held: Array<() => void> = [];
-  let asked = 0;
-  await page.route(url, async (route) => {
-    if (route.request().method() !== method) return route.fallback();
-    asked += 1;
-    await new Promise<void>((release) => held.push(release));
-    return route.continue();
-  });
-  return {
-    /** Waits for the `n`th request to be held. */
-    arrived: (n: number) => until(`request ${n} to ${url} held`, () => asked >= n && held.length > 0),
-    release: () => { for (const release of held.splice(0)) release(); },
-  };
-}
 
 async function endpointPage(t: ExecutionContext, eventTypes = 1) {
   const { key } = await app.createOrg();

@@ -5,6 +5,7 @@ import type { ExecutionContext } from 'ava';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { BrowserContext, Page } from 'playwright-core';
+import { until } from './until.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 // As in the machine notes: without the background-networking flags Chromium tries Google's hosts.
@@ -104,4 +105,27 @@ export async function focusRingContrasts(page: Page, steps: number): Promise<Arr
     if (one) found.push(one);
   }
   return found;
+}
+
+/** The text of the element with the keyboard focus ('BODY' when nothing has it), once the browser has moved a lost focus. */
+export const focused = (page: Page): Promise<string> => page.evaluate(async () => {
+  await new Promise((frame) => requestAnimationFrame(() => requestAnimationFrame(frame)));
+  return document.activeElement === document.body ? 'BODY' : document.activeElement?.textContent?.trim() ?? '';
+});
+
+/** Holds every `method` request whose URL matches `url` until `release()`: an action in flight for as long as the test looks. */
+export async function hold(page: Page, url: RegExp, method: string) {
+  const held: Array<() => void> = [];
+  let asked = 0;
+  await page.route(url, async (route) => {
+    if (route.request().method() !== method) return route.fallback();
+    asked += 1;
+    await new Promise<void>((release) => held.push(release));
+    return route.continue();
+  });
+  return {
+    /** Waits for the `n`th request to be held. */
+    arrived: (n: number) => until(`request ${n} to ${url} held`, () => asked >= n && held.length > 0),
+    release: () => { for (const release of held.splice(0)) release(); },
+  };
 }
