@@ -2,7 +2,9 @@
 // real app; the keys it prints are used over HTTP.
 import test from 'ava';
 import { sql } from 'slonik';
+import pg from 'pg';
 import { startTestApp } from './helpers/app.ts';
+import { createTestDatabase } from './helpers/database.ts';
 import { runScript } from './helpers/process.ts';
 
 const app = startTestApp();
@@ -98,4 +100,42 @@ test.serial('create-key for an unknown organization exits 1 with a message and c
   t.is(result.stdout, '');
   t.regex(result.stderr, /no organization org_0000000000000000000000000000/);
   t.is(await app.pool.oneFirst(sql.unsafe`select count(*)::int from api_keys`), before);
+});
+
+test('the admin CLI migrates through DATABASE_DIRECT_URL, as every process does, never through DATABASE_URL (a transaction pooler)', async (t) => {
+  // A probe: behind PgBouncer the CLI ran node-pg-migrate's session advisory lock through the
+  // pooler; its unlock landed on another server connection, and the lock stayed held, so every
+  // later release, admin command and start waited on it for good. Two empty databases tell which
+  // URL the migrations used: only the direct one may come out migrated.
+  const pooled = await createTestDatabase({ empty: true });
+  const direct = await createTestDatabase({ empty: true });
+  t.teardown(async () => { await pooled.drop(); await direct.drop(); });
+  await runScript('src/cli/admin.ts', ['list-orgs'], { DATABASE_URL: pooled.url, DATABASE_DIRECT_URL: direct.url });
+  const migrated = async (url: string) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return (await client.query<{ found: boolean }>("select to_regclass('public.pgmigrations') is not null as found")).rows[0]?.found;
+    } finally {
+      await client.end();
+    }
+  };
+  t.true(await migrated(direct.url), 'migrated through DATABASE_DIRECT_URL');
+  t.false(await migrated(pooled.url), 'nothing migrated through DATABASE_URL');
+});
+
+test('a database the CLI cannot use is one line on stderr, not an uncaught stack: refused, or a wrong password', async (t) => {
+  const wrongPassword = new URL(app.databaseUrl);
+  wrongPassword.password = 'not-the-password';
+  for (const [url, says] of [
+    [UNREACHABLE.DATABASE_URL, /ECONNREFUSED/],
+    [wrongPassword.toString(), /password authentication failed .*\(28P01\)/],
+  ] as const) {
+    const result = await runScript('src/cli/admin.ts', ['list-orgs'], { DATABASE_URL: url, DATABASE_START_TIMEOUT_MS: '1000' });
+    t.is(result.code, 1);
+    const lines = result.stderr.trim().split('\n');
+    t.is(lines.length, 1, result.stderr);
+    t.regex(lines[0] ?? '', /^admin: cannot use the database: /);
+    t.regex(lines[0] ?? '', says);
+  }
 });

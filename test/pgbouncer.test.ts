@@ -118,7 +118,7 @@ bouncerTest(`slow: web and worker through PgBouncer in transaction mode deliver 
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => { receiver.closeAllConnections(); receiver.close(() => resolve()); }));
 
-  const created = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Pooled'], { DATABASE_URL: pooled });
+  const created = await runScript('src/cli/admin.ts', ['create-org', '--name', 'Pooled'], { DATABASE_URL: pooled, DATABASE_DIRECT_URL: database.url });
   t.is(created.code, 0, created.stderr);
   const key = (JSON.parse(created.stdout) as { api_key: { key: string } }).api_key.key;
   const call = async (method: string, p: string, body?: unknown) => {

@@ -8,6 +8,7 @@ import { loadConfigOrExit } from '../config.ts';
 import { createApiKey } from '../core/api-keys.ts';
 import { SCOPES } from '../core/scopes.ts';
 import { openDatabase } from '../database.ts';
+import { causeChain, isDatabaseUnavailable } from '../db/availability.ts';
 import { migrate } from '../db/migrate.ts';
 import { findOrganization, insertOrganization, listOrganizations } from '../db/organizations.ts';
 import { makePool } from '../db/pool.ts';
@@ -101,7 +102,7 @@ async function withDatabase(work: (db: CommonQueryMethods) => Promise<unknown>):
   const logger = pino({ level: config.logLevel === 'info' ? 'warn' : config.logLevel }, pino.destination(2));
   const database = await openDatabase(config, logger, { shareOrphan: true });
   try {
-    await migrate(database.url, logger);
+    await migrate(database.directUrl, logger); // a session advisory lock: never through a transaction pooler
     const pool = await makePool(database.url, { maximumPoolSize: 1 });
     try {
       const result = await pool.transaction(work);
@@ -143,10 +144,32 @@ async function run(command: Command): Promise<void> {
   }
 }
 
+/** The refusals of a connection: authentication (28…), an unknown database (3D000), a certificate refused. */
+function connectionRefusal(error: unknown): string | null {
+  for (const cause of causeChain(error)) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && (code.startsWith('28') || code === '3D000' || code.includes('CERT'))) return `${String(message)} (${code})`;
+  }
+  return null;
+}
+
+/** The innermost message of an unreachable database (ECONNREFUSED and the like), with its code. */
+function unavailableReason(error: unknown): string {
+  let reason = String((error as Error)?.message ?? error);
+  for (const cause of causeChain(error)) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (typeof message === 'string' && message) reason = typeof code === 'string' ? `${message} (${code})` : message;
+  }
+  return reason;
+}
+
 try {
   await run(parseCommand(process.argv.slice(2)));
 } catch (error) {
-  if (!(error instanceof UnknownOrganization)) throw error;
-  process.stderr.write(`${error.message}\n`);
+  // A database that cannot be reached (refused, a wrong password, a certificate refused) is said
+  // in one line, as the server's processes say it, not as an uncaught error's stack (a probe).
+  const refusal = connectionRefusal(error);
+  if (!(error instanceof UnknownOrganization) && !refusal && !isDatabaseUnavailable(error)) throw error;
+  process.stderr.write(`${error instanceof UnknownOrganization ? error.message : `admin: cannot use the database: ${refusal ?? unavailableReason(error)}`}\n`);
   process.exitCode = 1;
 }
