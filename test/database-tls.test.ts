@@ -3,6 +3,7 @@
 // as node-postgres does, as the release step's migrations do: with slonik's parser the release
 // passed and every web and worker process failed at start on `sslmode=verify-full` (a probe),
 // and `uselibpqcompat` and `sslrootcert` were dropped.
+import { rm } from 'node:fs/promises';
 import test from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -12,12 +13,15 @@ import { makePool } from '../src/db/pool.ts';
 import { makeLogger } from '../src/logger.ts';
 import { startCluster, tempDir, type Cluster } from './helpers/cluster.ts';
 
+let root = '';
 let cluster: Cluster | undefined;
 test.before(async () => {
-  cluster = await startCluster(await tempDir('tls'), 'tls', {}, { tls: true });
+  root = await tempDir('tls');
+  cluster = await startCluster(root, 'tls', {}, { tls: true });
 });
 test.after.always(async () => {
   await cluster?.destroy();
+  if (root) await rm(root, { recursive: true, force: true }); // the CA file beside the cluster
 });
 
 const withQuery = (query: string) => `${cluster!.url}?${query}`;
