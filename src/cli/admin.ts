@@ -8,7 +8,7 @@ import { loadConfigOrExit } from '../config.ts';
 import { createApiKey } from '../core/api-keys.ts';
 import { SCOPES } from '../core/scopes.ts';
 import { openDatabase } from '../database.ts';
-import { causeChain, isDatabaseUnavailable } from '../db/availability.ts';
+import { causeChain, describeDatabaseError, isDatabaseUnavailable } from '../db/availability.ts';
 import { migrate } from '../db/migrate.ts';
 import { findOrganization, insertOrganization, listOrganizations } from '../db/organizations.ts';
 import { makePool } from '../db/pool.ts';
@@ -144,23 +144,13 @@ async function run(command: Command): Promise<void> {
   }
 }
 
-/** The refusals of a connection: authentication (28…), an unknown database (3D000), a certificate refused. */
-function connectionRefusal(error: unknown): string | null {
+/** A connection refused: authentication (28…), an unknown database (3D000), a certificate refused. */
+function isConnectionRefusal(error: unknown): boolean {
   for (const cause of causeChain(error)) {
-    const { code, message } = cause as { code?: unknown; message?: unknown };
-    if (typeof code === 'string' && (code.startsWith('28') || code === '3D000' || code.includes('CERT'))) return `${String(message)} (${code})`;
+    const { code } = cause as { code?: unknown };
+    if (typeof code === 'string' && (code.startsWith('28') || code === '3D000' || code.includes('CERT'))) return true;
   }
-  return null;
-}
-
-/** The innermost message of an unreachable database (ECONNREFUSED and the like), with its code. */
-function unavailableReason(error: unknown): string {
-  let reason = String((error as Error)?.message ?? error);
-  for (const cause of causeChain(error)) {
-    const { code, message } = cause as { code?: unknown; message?: unknown };
-    if (typeof message === 'string' && message) reason = typeof code === 'string' ? `${message} (${code})` : message;
-  }
-  return reason;
+  return false;
 }
 
 try {
@@ -168,8 +158,7 @@ try {
 } catch (error) {
   // A database that cannot be reached (refused, a wrong password, a certificate refused) is said
   // in one line, as the server's processes say it, not as an uncaught error's stack (a probe).
-  const refusal = connectionRefusal(error);
-  if (!(error instanceof UnknownOrganization) && !refusal && !isDatabaseUnavailable(error)) throw error;
-  process.stderr.write(`${error instanceof UnknownOrganization ? error.message : `admin: cannot use the database: ${refusal ?? unavailableReason(error)}`}\n`);
+  if (!(error instanceof UnknownOrganization) && !isConnectionRefusal(error) && !isDatabaseUnavailable(error)) throw error;
+  process.stderr.write(`${error instanceof UnknownOrganization ? error.message : `admin: cannot use the database: ${describeDatabaseError(error)}`}\n`);
   process.exitCode = 1;
 }

@@ -89,14 +89,15 @@ export function makeAvailability(logger: Logger | undefined, onChange?: (availab
       if (!available || !isDatabaseUnavailable(error)) return;
       available = false;
       lostAt = Date.now();
-      logger?.error({ reason: describe(error) }, 'database unavailable: API requests answer 503 and deliveries wait until it is back');
+      logger?.error({ reason: describeDatabaseError(error) }, 'database unavailable: API requests answer 503 and deliveries wait until it is back');
       onChange?.(false);
     },
   };
 }
 
 /** The innermost message and code: enough to tell "refused" from "shutting down" from "timed out". */
-function describe(error: unknown): string {
+/** An error's messages down its cause chain, each once, with the code of the link that has one. */
+export function describeDatabaseError(error: unknown): string {
   // slonik's errors repeat their cause's message: "connect ECONNREFUSED …" once, with the code
   // of whichever link of the chain has one.
   const parts: Array<{ message: string; code?: string }> = [];
