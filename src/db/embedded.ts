@@ -177,25 +177,20 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
   // clusters go with their owner.
   const users = options.ephemeral ? null : makeUsers(root);
 
-  // A start killed during the first initdb (kill -9 of its process) left initdb running on its
-  // own: the next start took the directory for a cluster while initdb still wrote it, and failed
-  // ("pre-existing shared memory block is still in use") or ran on a half-made one (a probe).
-  // Under the start lock any initdb of this directory is such an orphan: it is stopped, and what
-  // it made removed (a cluster initdb never finished holds no data), with its password file.
-  // initdb now writes a directory of its own, renamed to the cluster's once it has finished, so a
-  // kill that ends initdb too (a process group's SIGKILL, a lost host) leaves no half-made cluster
-  // that a start cannot tell from a real one: what is left of it is removed here. (Before, such a
-  // directory with its PG_VERSION was taken for a cluster, and every start failed on it.)
+  // The first initdb writes a directory of its own, renamed to the cluster's once it has
+  // finished. A start killed during it left initdb running on its own (kill -9 of its process),
+  // and the next start took the directory for a cluster while initdb still wrote it; a kill that
+  // ended initdb too (a process group's SIGKILL, a lost host) left a half-made cluster that every
+  // start failed on (probes). Under the start lock any initdb of these directories is such an
+  // orphan: it is stopped, and what it wrote removed (a cluster initdb never finished holds no
+  // data), with its password file. The cluster's own directory is an orphan's only from a
+  // version that had initdb write it.
   const initialisingDir = path.join(root, 'postgres.initialising');
   const orphanInitdb = await stopOrphanInitdb([clusterDir, initialisingDir]);
-  if (orphanInitdb.includes(clusterDir)) { // an initdb of a version that wrote the cluster's directory itself
-    logger.warn({ dir: clusterDir }, 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again');
-    await rm(clusterDir, { recursive: true, force: true });
-  }
   if (orphanInitdb.length > 0 || await exists(initialisingDir)) {
-    if (!orphanInitdb.includes(clusterDir)) logger.warn({ dir: initialisingDir }, 'removing what a first initdb cut short left, to initialise the embedded PostgreSQL again');
-    await rm(initialisingDir, { recursive: true, force: true });
-    await rm(path.join(root, 'initdb-tmp'), { recursive: true, force: true });
+    if (orphanInitdb.includes(clusterDir)) logger.warn({ dir: clusterDir }, 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again');
+    else logger.warn({ dir: initialisingDir }, 'removing what a first initdb cut short left, to initialise the embedded PostgreSQL again');
+    for (const dir of [...orphanInitdb, initialisingDir, path.join(root, 'initdb-tmp')]) await rm(dir, { recursive: true, force: true });
   }
 
   const running = await readPostmaster(clusterDir);
