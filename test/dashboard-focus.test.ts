@@ -13,34 +13,20 @@
 import test, { type ExecutionContext } from 'ava';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { startTestApp } from './helpers/app.ts';
-import { axe, CHROMIUM, CHROMIUM_ARGS, focused, focusRingContrasts, guardHosts, hasChromium, hold, skipReason } from './helpers/browser.ts';
+import { axe, focused, focusRingContrasts, hasChromium, hold, skipReason } from './helpers/browser.ts';
 import { createApiKey, createApplication, createEndpoint, createEventType, createJob } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
+import { openPage as openSharedPage } from './portal-links/browser.ts';
 
 const SHOTS = path.resolve('test-output/dashboard');
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' }); // no worker: a job stays queued, so it can be cancelled
 const browserTest = hasChromium ? test.serial : test.skip;
 const skip = skipReason;
 
-let browser: Browser | undefined;
-test.after.always(async () => { await browser?.close(); });
-
-async function openPage(t: ExecutionContext) {
-  browser ??= await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
-  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  t.teardown(() => context.close());
-  const origin = new URL(app.baseUrl).origin;
-  const { refused } = await guardHosts(context, (url) => url.origin === origin);
-  const errors: string[] = [];
-  context.on('weberror', (error) => errors.push(error.error().message));
-  const page = await context.newPage();
-  page.setDefaultTimeout(90_000);
-  const dialogs: string[] = [];
-  page.on('dialog', (dialog) => { dialogs.push(dialog.message()); void dialog.accept(); });
-  return { page, refused, errors, dialogs };
-}
+/** A 1440×900 page of the app, any other host refused (the portal tests' openPage). */
+const openPage = (t: ExecutionContext) => openSharedPage(t, [new URL(app.baseUrl).host], { width: 1440, height: 900 });
 
 async function shot(page: Page, name: string) {
   mkdirSync(SHOTS, { recursive: true });

@@ -42,11 +42,12 @@ export async function magicLink(t: ExecutionContext, on: TestApp, key: string, a
 let browser: Browser | undefined;
 test.after.always(async () => { await browser?.close(); });
 
-export type Session = { page: Page; hosts: Set<string>; refused: string[]; errors: string[] };
+export type Session = { page: Page; hosts: Set<string>; refused: string[]; errors: string[]; dialogs: string[] };
 
 /**
  * A fresh browser context and page. Every request's host is recorded; a request for any other
- * host than `allowed` (host:port) is refused and noted in `refused`.
+ * host than `allowed` (host:port) is refused and noted in `refused`. Dialogs are accepted, their
+ * messages noted in `dialogs`.
  */
 export async function openPage(t: ExecutionContext, allowed: string[], viewport = { width: 1280, height: 800 }): Promise<Session> {
   browser ??= await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
@@ -57,8 +58,9 @@ export async function openPage(t: ExecutionContext, allowed: string[], viewport 
   context.on('weberror', (error) => errors.push(error.error().message));
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
-  page.on('dialog', (dialog) => void dialog.accept());
-  return { page, hosts, refused, errors };
+  const dialogs: string[] = [];
+  page.on('dialog', (dialog) => { dialogs.push(dialog.message()); void dialog.accept(); });
+  return { page, hosts, refused, errors, dialogs };
 }
 
 /** A screenshot in test-output/portal/ for a reviewer's eye: the full page, or what the window shows. */
