@@ -45,7 +45,7 @@ export const paths: ZodOpenApiPathsObject = {
       description: '200 when the database answers within 2 s, else 503.',
       responses: {
         200: ok('The service and its database answer: `{"status":"ok"}`.', r.health),
-        503: ok('The database did not answer within 2 s: `{"status":"unavailable"}`.', r.health),
+        503: ok('The database did not answer within 1.5 s (the 503 comes within 2 s): `{"status":"unavailable"}`.', r.health),
       },
       errors: [],
     }),
