@@ -8,10 +8,19 @@
 -- Deliveries of paused endpoints wait; of disabled endpoints, one per endpoint is claimed as a
 -- probe once its cooldown is over. Past its 48 h window a delivery fails without an attempt;
 -- of a deleted endpoint it is dropped.
-create or replace function claim_operational_deliveries(p_limit integer, p_lease_seconds integer)
+--
+-- p_org_holding ({org_id: attempts}) is what the calling worker has in flight per organization,
+-- and p_org_share the most one organization may have there: an organization at its share is
+-- passed over, and one claim gives it no more than its room (probes included). Without it, one
+-- tenant's operational endpoints that never answer took every attempt of a claim for 15 s each,
+-- and every other tenant's events waited behind them (a probe: 28-103 s for one endpoint.created).
+-- Null: no share.
+create or replace function claim_operational_deliveries(
+  p_limit integer, p_lease_seconds integer, p_org_share integer, p_org_holding jsonb
+)
 returns table (
   delivery_id bigint, attempt integer, event_id text, event_type text, body text, url text,
-  secrets text[], expires_at timestamptz, endpoint_id text
+  secrets text[], expires_at timestamptz, endpoint_id text, org_id text
 )
 language plpgsql as $$
 declare
@@ -27,6 +36,8 @@ declare
   -- statement in 75 recordings of a 15,000-delivery drain, under generic plans as under custom).
   v_ids bigint[];
   v_probe_ids bigint[] := '{}';
+  -- In flight per organization, this claim's included: the share's count.
+  v_held jsonb := coalesce(p_org_holding, '{}');
 begin
   update operational_deliveries d set status = case when e.deleted_at is not null then 'dropped' else 'failed' end,
          updated_at = v_now
@@ -37,17 +48,36 @@ begin
   select coalesce(array_agg(c.id), '{}') into v_ids
     from (select d.id from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
           where d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now and e.status = 'active'
+            and (p_org_share is null or coalesce((v_held->>e.org_id)::integer, 0) < p_org_share)
           order by d.next_attempt_at
           limit p_limit
           for update of d skip locked) c;
 
+  -- Within the organizations' room: the earliest due of each, up to its share less what it holds.
+  -- The rest stay pending, unchanged (their row locks end with the transaction).
+  if p_org_share is not null and cardinality(v_ids) > 0 then
+    select coalesce(array_agg(x.id), '{}') into v_ids
+      from (select d.id, e.org_id as org,
+                   row_number() over (partition by e.org_id order by d.next_attempt_at, d.id) as n
+            from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
+            where d.id = any(v_ids)) x
+      where x.n <= p_org_share - coalesce((v_held->>x.org)::integer, 0);
+    select v_held || coalesce(jsonb_object_agg(x.org, coalesce((v_held->>x.org)::integer, 0) + x.taken), '{}') into v_held
+      from (select e.org_id as org, count(*)::integer as taken
+            from operational_deliveries d join operational_endpoints e on e.id = d.endpoint_id
+            where d.id = any(v_ids) group by e.org_id) x;
+  end if;
+
   -- One probe per disabled endpoint whose cooldown is over; the next probe waits a lease at least.
   for v_probe in
-    select e.id from operational_endpoints e
+    select e.id, e.org_id from operational_endpoints e
     where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at <= v_now
+      and (p_org_share is null or coalesce((v_held->>e.org_id)::integer, 0) < p_org_share)
     order by e.next_probe_at limit p_limit
     for update skip locked
   loop
+    -- A probe taken in this loop may have used the organization's last room.
+    continue when p_org_share is not null and coalesce((v_held->>v_probe.org_id)::integer, 0) >= p_org_share;
     select d.id into v_probe_id from operational_deliveries d
       where d.endpoint_id = v_probe.id and d.status in ('pending', 'in_flight') and d.next_attempt_at <= v_now
       order by d.next_attempt_at limit 1
@@ -55,6 +85,7 @@ begin
     if found then
       v_ids := v_ids || v_probe_id;
       v_probe_ids := v_probe_ids || v_probe_id;
+      v_held := jsonb_set(v_held, array[v_probe.org_id], to_jsonb(coalesce((v_held->>v_probe.org_id)::integer, 0) + 1));
       update operational_endpoints set next_probe_at = v_now + p_lease_seconds * interval '1 second' where id = v_probe.id;
     end if;
   end loop;
@@ -68,14 +99,29 @@ begin
   )
   select c.id, c.attempt_count + 1, ev.id, ev.type, ev.body, e.url,
          array_remove(array[e.secret, case when e.old_secret_expires_at > v_now then e.old_secret end], null),
-         c.expires_at, e.id
+         c.expires_at, e.id, e.org_id
   from claimed c join operational_events ev on ev.id = c.event_id join operational_endpoints e on e.id = c.endpoint_id
   order by c.id;
 end;
 $$;
 
+comment on function claim_operational_deliveries(integer, integer, integer, jsonb) is
+  'Claims due operational deliveries for attempts (probes for disabled endpoints), each organization within its share of the worker; fails expired ones and drops those of deleted endpoints.';
+
+-- The claim of workers started before the share (their code calls it with two arguments, until
+-- they are replaced): no share.
+create or replace function claim_operational_deliveries(p_limit integer, p_lease_seconds integer)
+returns table (
+  delivery_id bigint, attempt integer, event_id text, event_type text, body text, url text,
+  secrets text[], expires_at timestamptz, endpoint_id text
+)
+language sql as $$
+  select c.delivery_id, c.attempt, c.event_id, c.event_type, c.body, c.url, c.secrets, c.expires_at, c.endpoint_id
+  from claim_operational_deliveries(p_limit, p_lease_seconds, null, '{}') c
+$$;
+
 comment on function claim_operational_deliveries(integer, integer) is
-  'Claims due operational deliveries for attempts (probes for disabled endpoints); fails expired ones and drops those of deleted endpoints.';
+  'Claims due operational deliveries for attempts, with no share per organization: for workers started before it had one.';
 
 -- Records attempt outcomes ({delivery_id, attempt, status_code, response_body, latency_ms,
 -- attempted_at, success, error, retry_at}; retry_at null on a failure means give up), then the

@@ -13,11 +13,21 @@ export const operationalClaim = z.object({
   secrets: z.array(z.string()),
   expires_at: z.string(),
   endpoint_id: z.string(),
+  org_id: z.string(),
 });
 export type OperationalClaim = z.infer<typeof operationalClaim>;
 
-export async function claimOperationalDeliveries(db: CommonQueryMethods, limit: number, leaseSeconds: number) {
-  return db.any(sql.type(operationalClaim)`select * from claim_operational_deliveries(${limit}, ${leaseSeconds})`);
+/**
+ * Claims up to `limit` due operational deliveries; an organization with `share.holding[org]` in
+ * flight gets at most `share.perOrganization` less that (claim_operational_deliveries); no
+ * share when absent.
+ */
+export async function claimOperationalDeliveries(
+  db: CommonQueryMethods, limit: number, leaseSeconds: number,
+  share?: { perOrganization: number; holding: Readonly<Record<string, number>> },
+) {
+  return db.any(sql.type(operationalClaim)`
+    select * from claim_operational_deliveries(${limit}, ${leaseSeconds}, ${share?.perOrganization ?? null}::integer, ${sql.jsonb(share?.holding ?? {})})`);
 }
 
 /**

@@ -16,7 +16,13 @@ import { storableBody, USER_AGENT } from './delivery-loop.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
 
-const BATCH = 50;
+/** Operational attempts one worker has in flight at once (claimed, until their outcome is recorded). */
+export const OPERATIONAL_CONCURRENCY = 50;
+/**
+ * Of them, one organization's at most: its endpoints that never answer hold this many for 15 s
+ * each, and the other tenants' events take the rest (claim_operational_deliveries).
+ */
+export const OPERATIONAL_SHARE_PER_ORGANIZATION = 10;
 const POLL_MS = 200;
 /** Operational endpoints have no timeout setting: every attempt gets this long. */
 export const OPERATIONAL_TIMEOUT_MS = 15_000;
@@ -67,47 +73,111 @@ export function startOperationalLoop(deps: {
     };
   }
 
-  /** One claim, its attempts at once, one recording; the number of deliveries claimed. */
-  async function round(): Promise<number> {
-    const claims = await pool.transaction((tx) => claimOperationalDeliveries(tx, BATCH, leaseSeconds));
-    if (claims.length === 0) return 0;
-    const heartbeat = heartbeatSeconds === null ? undefined : setInterval(() => {
-      touchOperationalDeliveries(pool, claims.map((c) => c.delivery_id), leaseSeconds).catch((error: unknown) => {
-        if (!isDatabaseUnavailable(error)) logger.warn({ err: error }, 'refreshing the lease of operational deliveries failed');
-      });
-    }, (heartbeatSeconds * 1000) / 3);
-    try {
-      const results = await Promise.all(claims.map(attemptOne));
-      await pool.transaction((tx) => recordOperationalAttempts(tx, results, config.circuitBreakerThreshold, config.circuitBreakerCooldown));
-    } finally {
-      clearInterval(heartbeat);
-    }
-    return claims.length;
+  // Claimed deliveries by id, until their outcome is recorded, and how many each organization has.
+  const inFlight = new Map<number, OperationalClaim>();
+  const holding = new Map<string, number>();
+  const attempts = new Set<Promise<void>>();
+  let attempted: Array<{ claim: OperationalClaim; result: OperationalAttemptResult }> = [];
+  let recording: Promise<void> | undefined;
+
+  const wakeUp = () => {
+    clearTimeout(timer);
+    wake?.();
+  };
+  const release = (claim: OperationalClaim) => {
+    inFlight.delete(claim.delivery_id);
+    const left = (holding.get(claim.org_id) ?? 1) - 1;
+    if (left > 0) holding.set(claim.org_id, left);
+    else holding.delete(claim.org_id);
+    wakeUp();
+  };
+
+  /**
+   * Records what was attempted, one transaction at a time (outcomes that come meanwhile wait for
+   * the next); their room is free once recorded. A failed recording leaves them to their leases:
+   * they are attempted again.
+   */
+  function record(): void {
+    if (recording || attempted.length === 0) return;
+    const batch = attempted;
+    attempted = [];
+    recording = pool.transaction((tx) => recordOperationalAttempts(
+      tx, batch.map((a) => a.result), config.circuitBreakerThreshold, config.circuitBreakerCooldown,
+    )).catch((error: unknown) => {
+      if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'operational event delivery failed');
+    }).finally(() => {
+      recording = undefined;
+      for (const a of batch) release(a.claim);
+      record();
+    });
   }
+
+  /**
+   * Each claimed delivery is attempted on its own and recorded when it ends: one that hangs
+   * holds its own room for up to OPERATIONAL_TIMEOUT_MS, not the others'. (Until 2026-11-30 a
+   * claim's 50 attempts were recorded together and the next claim waited for the slowest: one
+   * tenant's hanging endpoints held every tenant's events 15 s per claim, a probe.)
+   */
+  function begin(claim: OperationalClaim): void {
+    inFlight.set(claim.delivery_id, claim);
+    holding.set(claim.org_id, (holding.get(claim.org_id) ?? 0) + 1);
+    const attempt: Promise<void> = attemptOne(claim).then((result) => {
+      attempted.push({ claim, result });
+    }, (error: unknown) => {
+      logger.error({ err: error }, 'operational event delivery failed');
+      release(claim); // its lease runs out: attempted again
+    }).finally(() => {
+      attempts.delete(attempt);
+      record();
+    });
+    attempts.add(attempt);
+  }
+
+  // The leases of everything in flight, renewed every third of a heartbeat while it runs.
+  const heartbeat = heartbeatSeconds === null ? undefined : setInterval(() => {
+    if (inFlight.size === 0) return;
+    touchOperationalDeliveries(pool, [...inFlight.keys()], leaseSeconds).catch((error: unknown) => {
+      if (!isDatabaseUnavailable(error)) logger.warn({ err: error }, 'refreshing the lease of operational deliveries failed');
+    });
+  }, (heartbeatSeconds * 1000) / 3);
 
   const loop = (async () => {
     while (running) {
+      const room = OPERATIONAL_CONCURRENCY - inFlight.size;
       let claimed = 0;
-      try {
-        claimed = await round();
-      } catch (error) {
-        // The leases run out and the deliveries are claimed again. A lost database is logged once by the pool.
-        if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'operational event delivery failed');
+      if (room > 0) {
+        try {
+          const claims = await pool.transaction((tx) => claimOperationalDeliveries(tx, room, leaseSeconds, {
+            perOrganization: OPERATIONAL_SHARE_PER_ORGANIZATION, holding: Object.fromEntries(holding),
+          }));
+          claimed = claims.length;
+          for (const claim of claims) begin(claim);
+        } catch (error) {
+          // The leases run out and the deliveries are claimed again. A lost database is logged once by the pool.
+          if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'operational event delivery failed');
+        }
       }
-      if (claimed < BATCH && running) {
+      // A full claim asks again at once; otherwise the next poll, or an attempt's end.
+      if (running && (room === 0 || claimed < room)) {
         await new Promise<void>((resolve) => {
           wake = resolve;
           timer = setTimeout(resolve, POLL_MS);
         });
       }
     }
+    // Stopping: the attempts under way end (within their timeout) and are recorded.
+    while (attempts.size > 0 || recording || attempted.length > 0) {
+      await Promise.all([...attempts]);
+      record();
+      await recording;
+    }
+    clearInterval(heartbeat);
   })();
 
   return {
     async stop() {
       running = false;
-      clearTimeout(timer);
-      wake?.();
+      wakeUp();
       await loop;
     },
   };

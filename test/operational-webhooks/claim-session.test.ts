@@ -91,3 +91,42 @@ test.serial('failures of attempts in flight when an operational circuit opens ar
   await recordOperationalAttempts(app.pool, [failed(probes[0]!, new Date())], 3, 30);
   t.like(await circuit(), { status: 'disabled', failure_count: 6, cooldown_seconds: 60 });
 });
+
+// Serial, as the test above: its claims take every due operational delivery of the database.
+test.serial('a claim gives an organization no more than its share less what it holds, probes included; the two-argument claim of older workers has no share', async (t) => {
+  const made = async (name: string, changes: number) => {
+    const { key, orgId } = await app.createOrg();
+    const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: `https://ops.example.com/${name}` } });
+    t.is(ops.status, 201, JSON.stringify(ops.body));
+    const application = await app.request('POST', '/v1/applications', { key, body: { name } });
+    await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.share' } });
+    for (let i = 0; i < changes; i += 1) {
+      t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${name}/${i}`, event_types: ['ops.share'] } })).status, 201);
+    }
+    return { orgId, endpointId: ops.body.id as string };
+  };
+  const a = await made('a', 6);
+  const b = await made('b', 1);
+  const of = (claims: ReadonlyArray<{ endpoint_id: string }>, org: { endpointId: string }) => claims.filter((c) => c.endpoint_id === org.endpointId).length;
+
+  const first = await claimOperationalDeliveries(app.pool, 100, 60, { perOrganization: 3, holding: { [a.orgId]: 1 } });
+  t.is(of(first, a), 2, 'A: its share of 3 less the 1 it holds');
+  t.is(of(first, b), 1, 'B is not held back by A');
+  t.deepEqual(first.filter((c) => c.endpoint_id !== a.endpointId && c.endpoint_id !== b.endpointId), [], 'nothing else was due');
+  t.deepEqual(first.map((c) => c.org_id).sort(), [a.orgId, a.orgId, b.orgId].sort(), 'each claim names its organization');
+  t.is(of(await claimOperationalDeliveries(app.pool, 100, 60, { perOrganization: 3, holding: { [a.orgId]: 3 } }), a), 0, 'A at its share: passed over');
+
+  // A's endpoint disabled, its cooldown over: its probe counts in the share too.
+  await app.pool.query(sql.unsafe`update operational_endpoints set status = 'disabled', disabled_at = now(), next_probe_at = now() where id = ${a.endpointId}`);
+  t.is(of(await claimOperationalDeliveries(app.pool, 100, 60, { perOrganization: 3, holding: { [a.orgId]: 3 } }), a), 0, 'no probe at the share');
+  t.is(of(await claimOperationalDeliveries(app.pool, 100, 60, { perOrganization: 3, holding: { [a.orgId]: 2 } }), a), 1, 'one probe within it');
+
+  // Workers started before the share call the claim with two arguments: everything due, no share.
+  await app.pool.query(sql.unsafe`update operational_endpoints set status = 'active', disabled_at = null, next_probe_at = null where id = ${a.endpointId}`);
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  t.teardown(() => db.end());
+  const { rows } = await db.query<{ endpoint_id: string }>('select * from claim_operational_deliveries(100, 60)');
+  t.is(of(rows, a), 3, 'the rest of A\'s six');
+  t.false('org_id' in rows[0]!, 'the older claim\'s columns');
+});
