@@ -161,6 +161,41 @@ test('SIGTERM lets an in-flight request finish, closes pools, exits 0', async (t
   }
 });
 
+test('a tenant\'s schema text never reaches the log as lines of its own: every line of the web\'s output is one JSON object', async (t) => {
+  // A probe: Ajv warned of an unknown format on the console, the format's text included, so a
+  // format holding newlines wrote a forged JSON log line; a schema of 2,500 unknown formats wrote
+  // 5,000 lines per request.
+  t.timeout(STARTUP_TIMEOUT_MS + 60_000);
+  const url = await database();
+  const { json } = await createOrg(url);
+  const server = startScript('src/main.ts', ['web'], { DATABASE_URL: url, PORT: '0' });
+  stopAtTeardown(t, server);
+  const { port } = await server.waitForLog((line) => line.msg === 'web listening') as { port: number };
+  const call = async (path: string, body: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST', headers: { authorization: `Bearer ${json.api_key.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() as any };
+  };
+  const forged = 'x"\n{"level":50,"time":"2026-11-30T22:00:00.000Z","msg":"FORGED"}\n';
+  const properties = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`p${i}`, { format: `${forged}${i}` }]));
+  const eventType = await call('/v1/event-types', { name: 'forms.sent', schema: { type: 'object', properties: { ...properties, q: { type: 'string' } } } });
+  t.is(eventType.status, 201, JSON.stringify(eventType.body));
+  const application = await call('/v1/applications', { name: 'Forms' });
+  // Payloads checked inline and on a validation thread (one with a problem: every problem collected).
+  t.is((await call('/v1/webhook-jobs', { application_id: application.body.id, event_type: 'forms.sent', payload: { p1: 'a' } })).status, 201);
+  const refused = await call('/v1/webhook-jobs', { application_id: application.body.id, event_type: 'forms.sent', payload: { p1: 'a', q: 3 } });
+  t.is(refused.status, 400, JSON.stringify(refused.body));
+  server.child.kill('SIGTERM');
+  t.deepEqual(await server.exited, { code: 0, signal: null });
+
+  const lines = server.stdout().split('\n').filter((line) => line !== '');
+  const raw = lines.filter((line) => { try { return typeof JSON.parse(line) !== 'object'; } catch { return true; } });
+  t.deepEqual(raw, [], 'lines that are not JSON');
+  t.false(lines.some((line) => line.includes('FORGED') && !line.includes('\\n')), 'the tenant\'s text only inside a JSON string, if at all');
+  t.notRegex(server.stderr(), /unknown format|FORGED/);
+});
+
 for (const role of ['web', 'worker']) {
   test(`the ${role} role alone starts and stops on SIGTERM with exit code 0`, async (t) => {
     t.timeout(STARTUP_TIMEOUT_MS + 60_000); // a start on a busy machine, then the stop

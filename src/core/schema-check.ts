@@ -5,12 +5,12 @@ import { Ajv, type AnySchema, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { compileIsolated, describeErrors, draftOf, type Draft, type SchemaProblem } from './json-schema-engine.ts';
+import { AJV_QUIET, compileIsolated, describeErrors, draftOf, type Draft, type SchemaProblem } from './json-schema-engine.ts';
 import { checkSchemaLimits, type SchemaShape } from './schema-limits.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-const metaOptions = { strict: false, allErrors: true, validateFormats: true } as const;
+const metaOptions = { ...AJV_QUIET, strict: false, allErrors: true, validateFormats: true } as const;
 let metaValidators: Record<Draft, Ajv> | null = null;
 const metaFor = (draft: Draft): Ajv => {
   metaValidators ??= {
