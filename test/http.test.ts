@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config.ts';
 import { makePool } from '../src/db/pool.ts';
 import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
+import { PARSE_IN_TURN_BYTES } from '../src/api/middleware/json-body.ts';
 import { assertError, startTestApp, TEST_HEALTH_TIMEOUT_MS, type Response, type TestApp } from './helpers/app.ts';
 
 const app = startTestApp();
@@ -586,6 +587,35 @@ test('every validation_error names where, in details (decisions section 3), thos
   }
   const gzip = await app.request('POST', '/v1/applications', { key, rawBody: 'not gzip', headers: { ...json, 'content-encoding': 'gzip' } });
   t.deepEqual(gzip.body.error.details, [{ path: 'body', message: 'could not be read' }]);
+});
+
+test('a body whose bytes are not UTF-8 is a 400 naming it and writes nothing; a byte order mark is dropped, as before', async (t) => {
+  // A probe: 0xFF 0xFE and a surrogate's bytes (ED A0 80) were stored as U+FFFD, where the
+  // escaped "\ud800" is refused for that reason. Both paths: a small body, and one past
+  // PARSE_IN_TURN_BYTES (parsed in the organization's turn).
+  const { key } = await app.createOrg();
+  const send = (bytes: Buffer) => fetch(`${app.baseUrl}/v1/applications`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: new Uint8Array(bytes),
+  }).then(async (res) => ({ status: res.status, body: await res.json() as any }));
+  const bodyWith = (name: Buffer, metadataBytes = 0) => Buffer.concat([
+    Buffer.from('{"name":"'), name, Buffer.from(`","metadata":{"pad":"${'x'.repeat(metadataBytes)}"}}`),
+  ]);
+  for (const bytes of [bodyWith(Buffer.from([0xff, 0xfe])), bodyWith(Buffer.from([0xed, 0xa0, 0x80])), bodyWith(Buffer.from([0x41, 0xc3]), 15_000)]) {
+    const res = await send(bytes);
+    t.is(res.status, 400, JSON.stringify(res.body));
+    t.is(res.body.error.code, 'validation_error');
+    t.deepEqual(res.body.error.details, [{ path: 'body', message: 'is not valid UTF-8' }]);
+  }
+  const large = Buffer.concat([Buffer.from('{"name":"big","metadata":{'),
+    Buffer.from(Array.from({ length: 8 }, (_, i) => `"k${i}":"${'y'.repeat(9_000)}"`).join(',')), Buffer.from(',"bad":"'), Buffer.from([0xff]), Buffer.from('"}}')]);
+  t.true(large.length > PARSE_IN_TURN_BYTES);
+  const refusedLarge = await send(large);
+  t.is(refusedLarge.status, 400);
+  t.deepEqual(refusedLarge.body.error?.details, [{ path: 'body', message: 'is not valid UTF-8' }]);
+  t.is((await app.request('GET', '/v1/applications', { key })).body.data.length, 0, 'nothing was written');
+  const marked = await send(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"name":"é and 🦄"}')]));
+  t.is(marked.status, 201, JSON.stringify(marked.body));
+  t.is(marked.body.name, 'é and 🦄');
 });
 
 test('an Expect header other than 100-continue is ignored: the request is served, with the API\'s headers and error body', async (t) => {

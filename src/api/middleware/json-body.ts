@@ -11,6 +11,7 @@
 // drops it, so a payload, metadata or headers lost it silently). The parsed body is walked for
 // them only when the same pass saw a number with an exponent or of more than 308 digits, a
 // `\u` escape of a character of `__proto__`, or those bytes.
+import { isUtf8 } from 'node:buffer';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { payloadTooLarge, unsupportedMediaType, validationError, type AppError } from '../../errors.ts';
 import { currentRequestScope } from '../../db/request-scope.ts';
@@ -176,6 +177,9 @@ function parseBody(bytes: Buffer): { value: unknown } | { error: AppError } {
   const marks: JsonMarks = { longNumber: false, escape: false };
   const problem = inspectJson(bytes, MAX_JSON_DEPTH, marks);
   if (problem) return { error: validationError(problem, [{ path: 'body', message: problem }]) };
+  // Bytes that are not UTF-8 (0xFF, a surrogate's encoding ED A0 80) were decoded to U+FFFD and
+  // stored so, where the escaped lone surrogate `"\ud800"` is refused for that reason (a probe).
+  if (!isUtf8(bytes)) return { error: validationError('The request body is not valid UTF-8.', [{ path: 'body', message: 'is not valid UTF-8' }]) };
   const text = UTF8_DECODER.decode(bytes);
   if (text.length === 0) return { value: {} }; // an empty chunked body (or a byte order mark alone)
   let first = 0;
