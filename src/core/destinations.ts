@@ -19,6 +19,7 @@ const BLOCKED_IPV4: ReadonlyArray<readonly [string, number]> = [
   ['172.16.0.0', 12],
   ['192.0.0.0', 24],
   ['192.0.2.0', 24],
+  ['192.88.99.0', 24], // 6to4 relay anycast, deprecated (RFC 7526): a relay of someone else's choosing
   ['192.168.0.0', 16],
   ['198.18.0.0', 15],
   ['198.51.100.0', 24],
