@@ -214,6 +214,20 @@ test('a body with Content-Type text/plain is 415 unsupported_media_type', async 
   t.is(await keyCount(key), before);
 });
 
+test('two Content-Type headers are 415 naming them, and nothing is written', async (t) => {
+  // A probe: `application/json` then `text/plain` was read as JSON (Node keeps the first).
+  const { key } = await app.createOrg();
+  const before = await keyCount(key);
+  const body = JSON.stringify({ name: 'typed twice' });
+  const res = await sendRaw(app.baseUrl, [
+    'POST /v1/api-keys HTTP/1.1', 'Host: localhost', `Authorization: Bearer ${key}`, 'Content-Type: application/json',
+    'content-type: text/plain', `Content-Length: ${body.length}`, 'Connection: close', '', body,
+  ].join('\r\n'));
+  t.is(res.status, 415);
+  t.deepEqual((res.body as { error: unknown }).error, { code: 'unsupported_media_type', message: 'The Content-Type header is given 2 times: send one, application/json.' });
+  t.is(await keyCount(key), before);
+});
+
 test('a body with no Content-Type is 415 unsupported_media_type', async (t) => {
   const { key } = await app.createOrg();
   const before = await keyCount(key);

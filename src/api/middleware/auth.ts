@@ -11,6 +11,7 @@ import { hashKey, keyRefusal, KEY_PATTERN } from '../../core/api-keys.ts';
 import { TOKEN_PATTERN } from '../../core/portal-tokens.ts';
 import { accessFor, allows, tokenAllows, type Access, type Family } from '../../core/scopes.ts';
 import { forbidden, unauthorized } from '../../errors.ts';
+import { headerCount } from './raw-headers.ts';
 
 type Environment = 'live' | 'test';
 
@@ -123,16 +124,6 @@ function authenticated(res: Response, auth: Auth): void {
   }
 }
 
-/** How many Authorization headers a request has (rawHeaders: name, value, name, value…). */
-function authorizationHeaders(raw: readonly string[]): number {
-  let count = 0;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
-    if (name.length === 13 && name.toLowerCase() === 'authorization') count += 1;
-  }
-  return count;
-}
-
 export function authenticate(pool: DatabasePool, options: AuthenticateOptions = {}) {
   const { recentKeys, provisional } = options;
   return async (req: Request, res: Response, next: NextFunction) => {
@@ -140,7 +131,7 @@ export function authenticate(pool: DatabasePool, options: AuthenticateOptions = 
     if (!header) throw unauthorized('Missing API key: send the header "Authorization: Bearer <API key>".');
     // Node keeps the first of two Authorization headers and drops the other: a request that
     // named two credentials ran as the first without a word (a probe).
-    const given = authorizationHeaders(req.rawHeaders);
+    const given = headerCount(req.rawHeaders, 'authorization');
     if (given > 1) throw unauthorized(`The Authorization header is given ${given} times: send one credential.`);
     const match = /^Bearer +(\S+) *$/i.exec(header);
     if (!match) throw unauthorized('The Authorization header must have the form "Bearer <API key>".');

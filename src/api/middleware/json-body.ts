@@ -16,6 +16,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { payloadTooLarge, unsupportedMediaType, validationError, type AppError } from '../../errors.ts';
 import { currentRequestScope } from '../../db/request-scope.ts';
 import { settleBody } from './body-budget.ts';
+import { headerCount } from './raw-headers.ts';
 
 /** Large enough for a 256 KB job payload with its envelope; job payloads have their own limit. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -243,6 +244,9 @@ export function bodyParserError(error: unknown): AppError | null {
 export function jsonBody(req: Request, res: Response, next: NextFunction): void {
   if (!hasBody(req)) return next();
   if (!req.is(['application/json', '+json'])) return next(unsupportedMediaType());
+  // Two Content-Types (`application/json` then `text/plain`) were read as the first (a probe).
+  const types = headerCount(req.rawHeaders, 'content-type');
+  if (types > 1) return next(unsupportedMediaType(`The Content-Type header is given ${types} times: send one, application/json.`));
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1];
   if (charset !== undefined && !UTF8.test(charset)) return next(unsupportedMediaType());
   // Refused before a byte is read (or inflated) when the sender says it is too large.
