@@ -171,6 +171,9 @@ test('test events and retries count against the organization\'s job creation lim
   t.is(rateHeaders(refused).limit, 3, 'refused by the organization\'s job limit, which the headers name');
   assertLimited(t, await lowPinned.request('POST', `/v1/webhook-jobs/${job.body.id}/retry`, { key }));
   t.is(await lowPinned.pool.oneFirst(sql.type(count)`select count(*)::int as n from deliveries where endpoint_id = ${endpoints[2]!}`), 0, 'the refused test created nothing');
+  // Nor did it use up one of its endpoint's tests (a probe's endpoint spent two of three on 429s).
+  t.is(await lowPinned.pool.oneFirst(sql.type(count)`
+    select coalesce(sum(count), 0)::int as n from rate_limit_counters where key = ${`endpoint-tests:${endpoints[2]!}`}`), 0, 'the endpoint\'s count given back');
 
   // A retry counts as a job does, even one refused (404), as a malformed job creation does.
   const other = await setupJobs(lowPinned);

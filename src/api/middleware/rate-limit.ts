@@ -2,7 +2,7 @@
 // per), checked with one statement before the operation runs, so a 429 creates nothing.
 // Responses of limited operations carry X-RateLimit-Limit, -Remaining and -Reset (Unix s).
 import type { Response } from 'express';
-import type { DatabasePool } from 'slonik';
+import type { CommonQueryMethods } from 'slonik';
 import type { Config } from '../../config.ts';
 import { takeRateLimit, type Taken } from '../../db/rate-limits.ts';
 import { rateLimitExceeded } from '../../errors.ts';
@@ -25,7 +25,7 @@ export function rateLimitRules(config: Config) {
  * only when it refuses (the answer otherwise keeps the first limit's).
  */
 export async function enforceRateLimit(
-  pool: DatabasePool, res: Response, rule: RateLimitRule, subject: string, options: { headers?: 'always' | 'refused' } = {},
+  pool: CommonQueryMethods, res: Response, rule: RateLimitRule, subject: string, options: { headers?: 'always' | 'refused' } = {},
 ): Promise<void> {
   const taken = await takeRateLimit(pool, rateLimitKey(rule, subject), rule.limit, rule.periodSeconds, requestTime(res));
   if (taken.allowed && options.headers === 'refused') return;
