@@ -59,8 +59,9 @@ const frameAncestors = z.string().transform((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: `${withPath} names a page: frame-ancestors matches the embedding page's origin (scheme, host and port) only, so a path or query never matches: give ${origin}` });
     return z.NEVER;
   }
-  // A scheme source other than https: or http: (javascript:, data:) is no site that shows pages.
-  const scheme = sources.find((source) => /^[a-z][a-z0-9+.-]*:$/i.test(source) && !/^https?:$/i.test(source));
+  // A scheme other than https: or http:, alone (javascript:, data:) or before a host
+  // (ftp://app.example.com, a probe), is no site that shows pages.
+  const scheme = sources.find((source) => /^[a-z][a-z0-9+.-]*:($|\/\/)/i.test(source) && !/^https?:($|\/\/)/i.test(source));
   if (scheme !== undefined) {
     ctx.addIssue({ code: 'custom', message: `${scheme} is no scheme of a site that can embed the portal: give https: or http:, or the sites themselves (https://app.example.com)` });
     return z.NEVER;

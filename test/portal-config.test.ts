@@ -57,10 +57,10 @@ test("a source naming a page (a path or a query) is refused with the origin to g
     const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: `'self' ${page}` }), { instanceOf: ConfigError });
     t.true(error?.message.includes(`PORTAL_FRAME_ANCESTORS: ${page} names a page`) && error.message.includes(`give ${origin}`), error?.message);
   }
-  for (const scheme of ['javascript:', 'data:', 'blob:']) {
+  for (const scheme of ['javascript:', 'data:', 'blob:', 'ftp://app.example.com', 'wss://b.example.com']) {
     const error = t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: `'self' ${scheme}` }), { instanceOf: ConfigError });
     t.true(error?.message.includes(`${scheme} is no scheme`), error?.message);
   }
   // An origin with its slash, and the schemes of the web, stay accepted.
-  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: 'https://app.example.com/ http: https:' }).portalFrameAncestors, 'https://app.example.com/ http: https:');
+  t.is(loadConfig({ PORTAL_FRAME_ANCESTORS: 'https://app.example.com/ http: https: HTTP://b.example.com:8080' }).portalFrameAncestors, 'https://app.example.com/ http: https: HTTP://b.example.com:8080');
 });
