@@ -95,7 +95,10 @@ export async function patchEndpoint(
     const current = await lockEndpoint(tx, tenant, id);
     if (!current) throw notFound('Endpoint');
     if (changes.status !== undefined && current.status === 'disabled') {
-      throw invalidState('This endpoint is disabled by its circuit breaker; re-enable it with POST /v1/endpoints/{id}/reset-circuit.');
+      // A 410's is said as such: "by its circuit breaker" sent a probe's reader looking at failure counts.
+      throw invalidState(current.disabled_reason === 'gone'
+        ? 'This endpoint is disabled: its receiver answered 410 Gone; re-enable it with POST /v1/endpoints/{id}/reset-circuit.'
+        : 'This endpoint is disabled by its circuit breaker; re-enable it with POST /v1/endpoints/{id}/reset-circuit.');
     }
     const { eventTypes, ...fields } = changes;
     await updateEndpoint(tx, id, fields);

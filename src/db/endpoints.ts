@@ -58,12 +58,12 @@ export async function endpointOwned(db: CommonQueryMethods, tenant: Tenant, id: 
   return db.exists(sql.unsafe`select 1 from endpoints where ${ownedBy(tenant)} and id = ${id}`);
 }
 
-const stateRow = z.object({ id: z.string(), status: z.enum(['active', 'paused', 'disabled']) });
+const stateRow = z.object({ id: z.string(), status: z.enum(['active', 'paused', 'disabled']), disabled_reason: z.enum(['circuit_breaker', 'gone']).nullable() });
 
-/** The endpoint's status, with its row locked for the rest of the transaction. */
+/** The endpoint's status (and why it is disabled), with its row locked for the rest of the transaction. */
 export async function lockEndpoint(db: CommonQueryMethods, tenant: Tenant, id: string) {
   return db.maybeOne(sql.type(stateRow)`
-    select id, status from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
+    select id, status, disabled_reason from endpoints where ${ownedBy(tenant)} and id = ${id} and deleted_at is null for update`);
 }
 
 export const endpointSummaryRow = endpointRow.pick({

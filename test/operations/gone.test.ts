@@ -70,7 +70,9 @@ test.serial('a 410 disables at once (reason gone, failure_count + 1), no probe a
   t.like(await get(ctx, id), { status: 'disabled', disabled_reason: 'gone' });
 
   // PATCH cannot re-enable it; reset-circuit does, and the held delivery goes out.
-  t.is((await app.request('PATCH', `/v1/endpoints/${id}`, { key: ctx.key, body: { status: 'active' } })).status, 409);
+  const patched = await app.request('PATCH', `/v1/endpoints/${id}`, { key: ctx.key, body: { status: 'active' } });
+  t.is(patched.status, 409);
+  t.is(patched.body.error.message, 'This endpoint is disabled: its receiver answered 410 Gone; re-enable it with POST /v1/endpoints/{id}/reset-circuit.');
   gone = false;
   const reset = await app.request('POST', `/v1/endpoints/${id}/reset-circuit`, { key: ctx.key });
   t.is(reset.status, 200);
