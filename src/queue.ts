@@ -291,7 +291,7 @@ const ENQUEUE_CHUNK = 5000;
 
 export async function startQueue(options: QueueOptions): Promise<Queue> {
   const fresh = options.freshShare === undefined ? null : new FreshShare(options.freshShare, {
-    // At most once a minute per process, as the worker's organization-share warning.
+    // At most once a minute per organization, as the worker's organization-share warning.
     onPast: atMostEvery(60_000, (orgId: string) => options.logger.warn({ org_id: orgId, share: options.freshShare },
       'organization passed its share of the queue\'s front: the rest go behind other tenants\' fresh deliveries until it refills')),
   });

@@ -38,12 +38,16 @@ const limiters = new WeakMap<object, Limiter>();
 /** Set inside a heavy read: a heavy read it makes runs at once (one turn per read, never two). */
 const inside = new AsyncLocalStorage<true>();
 
+/** onWait: a read of the organization has waited HEAVY_WAIT_TOLD_MS (or its acquire timeout, if shorter) for its turn. */
 export type HeavyReadOptions = { perOrganization: number; acquireTimeoutMs: number; onWait?: (organization: string) => void };
 
 /** Limits the heavy reads made through `pool` (the guarded pool the routes are given). */
 export function limitHeavyReads(pool: DatabasePool, options: HeavyReadOptions): void {
   limiters.set(pool, { ...options, running: new Map(), waiting: new Map(), waits: 0 });
 }
+
+/** How long a heavy read waits before onWait is told (or its acquire timeout, when shorter). */
+export const HEAVY_WAIT_TOLD_MS = 1_000;
 
 /** Heavy reads through `pool` that waited for their organization's turn. */
 export function heavyReadWaits(pool: DatabasePool): number {
@@ -62,7 +66,6 @@ export async function heavyRead<T>(db: CommonQueryMethods, read: () => Promise<T
   } else {
     if (scope?.aborted) throw new RequestAbandonedError();
     limiter.waits += 1;
-    limiter.onWait?.(organization);
     const caller = scope?.caller ?? '';
     await new Promise<void>((resolve, reject) => {
       const callers = limiter.waiting.get(organization) ?? new Map<string, Waiter[]>();
@@ -71,6 +74,7 @@ export async function heavyRead<T>(db: CommonQueryMethods, read: () => Promise<T
       callers.set(caller, queue);
       const leave = () => {
         clearTimeout(timer);
+        clearTimeout(slow);
         stopListening?.();
         const index = queue.indexOf(waiter);
         if (index >= 0) queue.splice(index, 1);
@@ -81,6 +85,9 @@ export async function heavyRead<T>(db: CommonQueryMethods, read: () => Promise<T
         grant: () => { leave(); resolve(); }, // the turn passes from the read that ended: running stays as it is
         fail: (error) => { leave(); reject(error); },
       };
+      // Said (onWait) only of a wait that lasts: the dashboard's overview alone makes six heavy
+      // reads at once, and each of its loads warned (a probe) while its reads waited milliseconds.
+      const slow = setTimeout(() => limiter.onWait?.(organization), Math.min(HEAVY_WAIT_TOLD_MS, limiter.acquireTimeoutMs));
       const timer = setTimeout(() => waiter.fail(heavyReadsBusy()), limiter.acquireTimeoutMs);
       const stopListening = scope?.onAbort(() => waiter.fail(new RequestAbandonedError()));
       queue.push(waiter);
