@@ -31,7 +31,8 @@ const ENDPOINT_STATUSES = ['active', 'paused', 'disabled'] as const;
 export type Metrics = {
   registry: Registry;
   /** One finished HTTP request; `route` is a route pattern or `unmatched`, never a raw path. */
-  observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /** `status`: the answer's, or 'abandoned' (the client left before it). */
+  observeRequest(method: string, route: string, status: number | 'abandoned', seconds: number): void;
   /** One delivery attempt, as the attempter returned it. */
   observeAttempt(outcome: { success: boolean; error: AttemptError | null; latencyMs: number }): void;
   /** One claim of due deliveries by the delivery loop: whether it fetched any message. */

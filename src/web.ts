@@ -9,6 +9,9 @@ import { makeApp, type AppDependencies } from './api/app.ts';
 import { withBoundPort } from './config.ts';
 import { stopValidationPool } from './core/json-schema-pool.ts';
 import { AppError, validationError } from './errors.ts';
+import { answeredByServer } from './api/middleware/request-context.ts';
+import type { Logger } from './logger.ts';
+import { makeMetrics, type Metrics } from './metrics.ts';
 
 export type WebServer = { port: number; stop(): Promise<void> };
 
@@ -27,26 +30,46 @@ const IDLE_GRACE_MS = 1_000;
  * header, headers past 16 KB, a request not arrived whole within HTTP_REQUEST_TIMEOUT_MS) is
  * answered in the API's error shape, with an X-Request-Id, as every other client mistake is:
  * Node's own handler answered a bare 400, 431 or 408 with no body. The connection is closed.
+ * Each such answer is logged and counted as every request is: a request the app had (its body
+ * late) under its own line and X-Request-Id, with that status (answeredByServer); one whose
+ * headers never arrived whole, with a new id, method and path "unknown" and route `unmatched`,
+ * timed from the connection's start. Before, none had a line or a sample (a probe).
  */
-function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
-  // Nothing to answer on a reset or closed socket, or once a response has begun.
-  const started = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
-  if (error.code === 'ECONNRESET' || !socket.writable || started) {
-    socket.destroy();
-    return;
-  }
-  const problem = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-    ? new AppError(408, 'request_timeout', 'The request did not arrive whole in time.')
-    : error.code === 'HPE_HEADER_OVERFLOW'
-      ? new AppError(431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.')
-      : validationError('The request is not valid HTTP/1.1.', [{ path: 'request', message: 'is not valid HTTP/1.1' }]);
-  const { status } = problem;
-  const body = JSON.stringify(problem.toBody());
-  socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
-    // Cache-Control as on every /v1 answer (a probe of the contract found it missing here).
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nX-Content-Type-Options: nosniff\r\n`
-    + `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
+function makeClientErrorAnswer(logger: Logger, metrics: Metrics) {
+  return (error: Error & { code?: string }, socket: Duplex): void => {
+    // Nothing to answer on a reset or closed socket, or once a response has begun.
+    const current = (socket as Duplex & { _httpMessage?: http.ServerResponse | null })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || current?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    const problem = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new AppError(408, 'request_timeout', 'The request did not arrive whole in time.')
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? new AppError(431, 'request_header_fields_too_large', 'The request\'s headers are larger than 16 KB.')
+        : validationError('The request is not valid HTTP/1.1.', [{ path: 'request', message: 'is not valid HTTP/1.1' }]);
+    const { status } = problem;
+    // The app's request on this connection, if it has one: its line is written when it closes.
+    let requestId = current ? answeredByServer(current, status) : undefined;
+    if (requestId === undefined) {
+      requestId = randomUUID();
+      const since = (socket as Duplex & { [CONNECTED_AT]?: bigint })[CONNECTED_AT];
+      const seconds = since === undefined ? 0 : Number(process.hrtime.bigint() - since) / 1e9;
+      metrics.observeRequest('unknown', 'unmatched', status, seconds);
+      logger.info({
+        request_id: requestId, method: 'unknown', path: 'unknown', status, latency_ms: Math.round(seconds * 1e6) / 1e3, org_id: null,
+      }, 'request');
+    }
+    const body = JSON.stringify(problem.toBody());
+    socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
+      // Cache-Control as on every /v1 answer (a probe of the contract found it missing here).
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nX-Content-Type-Options: nosniff\r\n`
+      + `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`);
+  };
 }
+
+/** When a connection opened (process.hrtime): the start of a request the server answers before reading its headers. */
+const CONNECTED_AT = Symbol('connected at');
 
 export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // A request must arrive whole within HTTP_REQUEST_TIMEOUT_MS (Node's default is 300 s): a
@@ -63,7 +86,9 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     headersTimeout: Math.min(requestTimeout, 60_000),
     connectionsCheckingInterval: Math.min(5_000, Math.ceil(requestTimeout / 4)),
   });
-  server.on('clientError', answerClientError);
+  // One registry for the app and the answers the server gives itself (the app's own when none is given).
+  const metrics = deps.metrics ?? makeMetrics({ pool: deps.pool, logger: deps.logger, queue: deps.queue });
+  server.on('clientError', makeClientErrorAnswer(deps.logger, metrics));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(deps.config.port, () => resolve());
@@ -77,6 +102,7 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // wrapping every response's `end`, as the stop first did, cost as much: docs/performance.md).
   const sockets = new Set<Duplex>();
   server.on('connection', (socket: Duplex) => {
+    (socket as Duplex & { [CONNECTED_AT]?: bigint })[CONNECTED_AT] = process.hrtime.bigint();
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
@@ -99,7 +125,7 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
   // The app is made once the port is known: without PUBLIC_URL its links name the port bound
   // (PORT=0 picks one). No request is missed: no socket is read between the listen and here.
   try {
-    server.on('request', makeApp({ ...deps, config: withBoundPort(deps.config, port) }));
+    server.on('request', makeApp({ ...deps, metrics, config: withBoundPort(deps.config, port) }));
     // An Expect other than 100-continue: Node answered 417 itself, empty, without the API's
     // error body or X-Request-Id (a probe). The expectation is ignored (RFC 9110 allows either)
     // and the request served as any other.

@@ -84,7 +84,7 @@ test.serial('requests, attempts and the database gauges on /metrics of the API p
   t.true(requests('GET', '/v1/endpoints/:id', '404') >= 1, 'the route of a 404 thrown by its handler');
   t.true(requests('GET', '/v1/webhook-jobs/:id', '200') >= 1);
   t.true(requests('GET', 'unmatched', '404') >= 1);
-  t.true(requests('GET', 'unmatched', '401') >= 1, 'refused before any route matched');
+  t.true(requests('GET', '/v1/endpoints/:id', '401') >= 1, 'refused before its route ran: labelled with its route\'s pattern all the same');
   const routes = new Set(select(e, 'hookline_http_request_duration_seconds_count').map((s) => s.labels.route));
   for (const route of routes) t.regex(route ?? '', /^(unmatched|(\/(v1|[a-z-]+|:[a-z]+))+)$/, `route label ${route}`);
   t.false([...routes].some((route) => /(ep|app|job|evt)_/.test(route ?? '')));

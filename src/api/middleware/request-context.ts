@@ -1,14 +1,46 @@
 // X-Request-Id on every response (the caller's when it is sane, else a new one), and one
 // log line and one duration observation (hookline_http_request_duration_seconds) per request
-// when its response is finished. Whether the request was abandoned (its client went away before
+// when its response is finished, or when its connection closed before (status "abandoned"). Whether the request was abandoned (its client went away before
 // the response was written) is carried to the pool through requestScope.
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
 import { RequestScope, requestScope } from '../../db/request-scope.ts';
+import { paths } from '../openapi/paths.ts';
 
 const SANE_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+const SERVER_ANSWER = Symbol('answered by the server');
+type Marked = Response & { [SERVER_ANSWER]?: number };
+
+/**
+ * Marks a request the HTTP server answers itself (`status`) before its handler did, so that its
+ * log line and sample say that status rather than "abandoned"; its X-Request-Id, for that answer.
+ */
+export function answeredByServer(res: object, status: number): string | undefined {
+  (res as Marked)[SERVER_ANSWER] = status;
+  const id = (res as Response).getHeader?.('X-Request-Id');
+  return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * The documented operations' paths as route patterns (`/v1/endpoints/:id`), by segments: the
+ * pattern of a request that ended before its router matched it (a 401, a 403, a 413, a body that
+ * waited and was abandoned), which was labelled `unmatched` as an unknown path is (a probe).
+ * Those with fewer parameters first, so a literal segment wins.
+ */
+const DOCUMENTED = Object.keys(paths)
+  .map((path) => ({ pattern: path.replace(/\{(\w+)\}/g, ':$1'), segments: path.split('/') }))
+  .sort((a, b) => a.segments.filter((x) => x.startsWith('{')).length - b.segments.filter((x) => x.startsWith('{')).length);
+
+/** The documented pattern `path` (without its query) falls under, or `unmatched`. */
+export function documentedPattern(path: string): string {
+  const segments = (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).split('/');
+  const found = DOCUMENTED.find((route) => route.segments.length === segments.length
+    && route.segments.every((segment, i) => (segment.startsWith('{') ? segments[i] !== '' : segment === segments[i])));
+  return found?.pattern ?? 'unmatched';
+}
 
 const ROUTE = Symbol('route');
 const PATTERN = Symbol('route pattern');
@@ -55,21 +87,30 @@ export function requestContext(logger: Logger, metrics: Metrics) {
     // else. Error details echo what was sent (a probe's `?<script>…` came back in a 400).
     res.setHeader('X-Content-Type-Options', 'nosniff');
     trackRoutes(Object.getPrototypeOf(req) as object);
-    res.on('finish', () => {
+    /** The request's line and sample: its status, or "abandoned" (`status` undefined). */
+    const record = (status: number | undefined) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.observeRequest(req.method, (req as Tracked)[PATTERN] ?? 'unmatched', res.statusCode, seconds);
+      const path = req.originalUrl.split('?')[0]!;
+      metrics.observeRequest(req.method, (req as Tracked)[PATTERN] ?? documentedPattern(path), status ?? 'abandoned', seconds);
       logger.info({
         request_id: requestId,
         method: req.method,
-        path: req.originalUrl.split('?')[0],
-        status: res.statusCode,
+        path,
+        status: status ?? null,
+        ...(status === undefined ? { abandoned: true } : {}),
         latency_ms: Math.round(seconds * 1e6) / 1e3, // microsecond precision, no float noise
         org_id: res.locals.auth?.orgId ?? null,
       }, 'request');
-    });
+    };
+    res.on('finish', () => record(res.statusCode));
     const scope = new RequestScope();
     res.on('close', () => {
-      if (!res.writableFinished) scope.abort();
+      if (res.writableFinished) return;
+      scope.abort();
+      // Not finished: its client went away first, or the server answered it itself (a body not
+      // arrived whole in time: 408, src/web.ts). Logged and counted too: such requests left no
+      // line and no sample (a probe's abandoned POST and its 408s were nowhere).
+      record((res as Marked)[SERVER_ANSWER]);
     });
     res.locals.requestScope = scope;
     requestScope.run(scope, next);
