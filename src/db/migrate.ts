@@ -101,7 +101,7 @@ export async function applySqlDefinitions(
         logger?.info({ revision: definitions.revision, tries }, 'sql/ definitions applied');
       } else if (result === 'same revision') {
         logger?.warn({ revision: definitions.revision },
-          'sql/ of the same revision but other content was in the database: replaced by this one (give each change to sql/ its own revision)');
+          'sql/ of the same revision but other content was in the database: replaced by this one (a process of a version without sql/revision.json, started after this one\'s release, applies its own: see docs/deploy.md; or two changes to sql/ share a revision: give each its own)');
       }
       return result === 'same revision' ? 'applied' : result;
     } catch (error) {
