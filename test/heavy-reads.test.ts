@@ -245,3 +245,25 @@ test('a pool made with the setting logs an organization whose reads wait a secon
   t.is(heavyReadWaits(pool), 8);
   t.deepEqual(logged().map((line) => [line.org_id, line.heavy_reads]), [['org_logged', 1], ['org_other', 1]], 'one line per organization within the minute');
 });
+
+test('a heavy read whose client leaves is cancelled on the server: its organization\'s next heavy read runs, and nothing of it runs on', async (t) => {
+  // A probe: an abandoned deep page of a big tenant's jobs ran on for 8 s and held the
+  // organization's turn; the dashboard's next page waited for it and answered 503.
+  const pool = await makePool(app.databaseUrl, { maximumPoolSize: 2, heavyReadsPerOrganization: 1 });
+  t.teardown(() => pool.end());
+  const as = <T>(scope: RequestScope, work: () => Promise<T>) => requestScope.run(scope, () => heavyRead(pool, work));
+  const leaving = new RequestScope();
+  leaving.organization = 'org_cancelled';
+  const staying = new RequestScope();
+  staying.organization = 'org_cancelled';
+  const marker = `abandoned_${Date.now()}`;
+  const slow = as(leaving, () => pool.oneFirst(sql.unsafe`select pg_sleep(60) as ${sql.identifier([marker])}`)).then(() => 'finished', (error: unknown) => error);
+  const next = as(staying, () => pool.oneFirst(sql.unsafe`select 'next'`));
+  const running = () => app.pool.oneFirst(sql.unsafe`
+    select count(*)::int from pg_stat_activity where query like ${`%${marker}%`} and state = 'active' and pid <> pg_backend_pid()`);
+  await until('the slow read running', async () => (await running()) === 1);
+  leaving.abort();
+  t.is(await next, 'next', 'the next read got the turn');
+  t.is((await slow as Error).name, 'RequestAbandonedError');
+  t.is(await running(), 0, 'nothing of it runs on the server');
+});

@@ -38,6 +38,9 @@ const limiters = new WeakMap<object, Limiter>();
 /** Set inside a heavy read: a heavy read it makes runs at once (one turn per read, never two). */
 const inside = new AsyncLocalStorage<true>();
 
+/** Whether the caller runs inside a heavy read (its statements are cancelled when its client leaves: src/db/pg-driver.ts). */
+export const inHeavyRead = (): boolean => inside.getStore() === true;
+
 /** onWait: a read of the organization has waited HEAVY_WAIT_TOLD_MS (or its acquire timeout, if shorter) for its turn. */
 export type HeavyReadOptions = { perOrganization: number; acquireTimeoutMs: number; onWait?: (organization: string) => void };
 

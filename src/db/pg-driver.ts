@@ -13,6 +13,9 @@
 // this service and are refused.
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
+import { RequestAbandonedError } from './availability.ts';
+import { inHeavyRead } from './heavy-reads.ts';
+import { currentRequestScope } from './request-scope.ts';
 import {
   BackendTerminatedError, BackendTerminatedUnexpectedlyError, CheckExclusionConstraintViolationError, CheckIntegrityConstraintViolationError,
   createDriverFactory, ForeignKeyIntegrityConstraintViolationError, IdleTransactionTimeoutError, InputSyntaxError, InvalidInputError,
@@ -114,6 +117,26 @@ function wrapError(error: Error & { code?: string }, query: { sql: string; value
   }
 }
 
+/**
+ * Asks the server to cancel what the backend of `client` runs, as libpq's PQcancel does: a
+ * CancelRequest with the backend's key on a connection of its own (through a pooler too, which
+ * forwards it). The caller then never hands `client` to another statement: a cancel that arrives
+ * late would reach that one.
+ */
+function cancelStatement(config: pg.ClientConfig, client: pg.Client): void {
+  const { processID, secretKey } = client as unknown as { processID: number | null; secretKey: number | null };
+  if (processID === null || secretKey === null) return;
+  const connection = new pg.Connection({ keepAlive: false }) as unknown as {
+    on(event: string, listener: () => void): void; connect(port: number | string, host?: string): void; cancel(processID: number, secretKey: number): void;
+  };
+  connection.on('error', () => {}); // the server closes it once it read the request
+  connection.on('connect', () => connection.cancel(processID, secretKey));
+  const host = config.host ?? 'localhost';
+  const port = config.port ?? 5432;
+  if (host.startsWith('/')) connection.connect(`${host}/.s.PGSQL.${port}`);
+  else connection.connect(port, host);
+}
+
 export function createDriverFactoryWithDeadlines(): DriverFactory {
   return createDriverFactory(async ({ driverConfiguration }) => {
     const base = clientConfiguration(driverConfiguration);
@@ -148,6 +171,18 @@ export function createDriverFactoryWithDeadlines(): DriverFactory {
           },
           query: async (text, values, options) => {
             let result: pg.QueryResult | pg.QueryResult[];
+            // A heavy read whose client left is cancelled on the server: it ran on to its end
+            // (8 s for a deep page of a big tenant's jobs, a probe) and held its organization's
+            // turn, so that organization's next heavy read, the dashboard's next page, waited
+            // for it and answered 503. Other statements run on: one that writes is rolled back
+            // by its transaction's own check, and a group of job creations serves other clients.
+            const scope = inHeavyRead() ? currentRequestScope() : undefined;
+            if (scope?.aborted) throw new RequestAbandonedError();
+            let cancelled = false;
+            const stopListening = scope?.onAbort(() => {
+              cancelled = true;
+              cancelStatement(config, client);
+            });
             try {
               result = options?.name
                 ? await client.query({ name: options.name, text, values: values as unknown[] })
@@ -164,8 +199,15 @@ export function createDriverFactoryWithDeadlines(): DriverFactory {
                   `the database did not answer a statement within ${String(base.query_timeout)} ms (the statement timeout plus ${QUERY_DEADLINE_MARGIN_MS} ms): its connection was closed`,
                   { cause: error }));
               }
+              if (cancelled) throw new RequestAbandonedError();
               throw wrapError(error as Error, { sql: text, values: values ?? [] });
+            } finally {
+              stopListening?.();
             }
+            // Answered before the cancel reached it: thrown all the same, so that slonik destroys
+            // this connection (it does on any error of a statement) rather than give it to a
+            // statement the cancel could still reach.
+            if (cancelled) throw new RequestAbandonedError();
             if (Array.isArray(result)) throw new InvalidInputError('Must not use multiple statements in a single query.');
             return {
               command: result.command as never,
