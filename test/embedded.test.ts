@@ -261,6 +261,10 @@ test.serial('a web and a worker on one DATA_DIR: restarts of the web leave the w
   t.true(alive(postmaster), 'left running for the worker');
   const web3 = await start('web');
   t.is(postmasterPid(), postmaster);
+  // Left in order, not by a kill: said at info, not as the warning after a SIGKILL (a probe read
+  // that warning after every orderly restart).
+  const takeover = await web3.waitForLog((line) => typeof line.msg === 'string' && line.msg.startsWith('taking over the embedded PostgreSQL'), 1);
+  t.like(takeover, { level: 30, msg: 'taking over the embedded PostgreSQL its owner left running for the processes using it' });
 
   // Throughout, the worker never lost its database.
   t.is(worker.stdout().split('\n').filter((line) => line.includes('database unavailable')).length, 0, worker.stdout().slice(-2000));

@@ -210,10 +210,17 @@ async function startLocked(options: EmbeddedOptions, root: string): Promise<Embe
     const others = users.others();
     if (others > 0) {
       // Its owner is gone, but other processes (a worker beside a web) use it: taken over as it is.
+      // An owner that stopped in order took its name out of the owner file (leaveCluster), one
+      // killed left it: only that is worth a warning (a probe read one after every restart).
       await users.join();
       await writeFile(ownerFile, `${process.pid}\n`);
-      logger.warn({ port: running.port, postmaster_pid: running.pid, processes: others },
-        'taking over the embedded PostgreSQL of a process that is gone: other processes use it');
+      if (owner === null) {
+        logger.info({ port: running.port, postmaster_pid: running.pid, processes: others },
+          'taking over the embedded PostgreSQL its owner left running for the processes using it');
+      } else {
+        logger.warn({ port: running.port, postmaster_pid: running.pid, processes: others, owner },
+          'taking over the embedded PostgreSQL of a process that is gone: other processes use it');
+      }
       return { url, owned: true, stop: () => leaveCluster(clusterDir, ownerFile, users, logger) };
     }
     logger.warn({ postmaster_pid: running.pid }, 'stopping an embedded PostgreSQL left behind by a killed process');
