@@ -36,10 +36,15 @@ const columns = sql.fragment`id, application_id, event_type, event_id, webhook_j
 
 /** The stored statuses a job shown in `shown` can have: executing is a created or awaiting_retry job with an attempt in flight. */
 function statusFilter(shown: z.infer<typeof status>) {
-  const stored = shown === 'executing' ? ['created', 'awaiting_retry', 'executing'] : [shown];
-  return shown === 'executing' || shown === 'created' || shown === 'awaiting_retry'
-    ? sql.fragment`status = any(${sql.array(stored, 'text')}) and webhook_jobs.current_status = ${shown}`
-    : sql.fragment`status = ${shown}`;
+  // current_status() (sql/004-job-state.sql) as a set: the jobs with a delivery in flight, read
+  // once (a hashed subplan: a few rows, bounded by the workers' attempts), not one read of each
+  // open job's deliveries. Asked per job, `?status=created` took 3.1 s and `executing` 5.6 s with
+  // 44,000 jobs open after a recover (a probe). `executing` is no longer stored (migration
+  // 1765200000000), but a row that has it still reads as executing.
+  const inFlight = sql.fragment`webhook_jobs.id in (select d.job_id from deliveries d where d.status = 'in_flight')`;
+  if (shown === 'executing') return sql.fragment`(status = 'executing' or (status in ('created', 'awaiting_retry') and ${inFlight}))`;
+  if (shown === 'created' || shown === 'awaiting_retry') return sql.fragment`status = ${shown} and not ${inFlight}`;
+  return sql.fragment`status = ${shown}`;
 }
 
 const acceptedRow = z.object({

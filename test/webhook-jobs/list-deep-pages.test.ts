@@ -63,3 +63,29 @@ test.serial('a list through another tenant\'s application finds nothing, however
   t.is(own.total, 300);
   t.is(own.rows.length, 100);
 });
+
+test.serial('a list by status created, executing or awaiting_retry reads about a page of deliveries, not one per open job', async (t) => {
+  // A probe: after a recover left 44,000 jobs open, `?status=created` took 3.1 s and
+  // `?status=executing` 5.6 s. The filter asked, per open job, whether one of its deliveries was
+  // in flight: one read of its deliveries each (392,973 buffers for the total alone).
+  const fixture = await planFixture(t, app);
+  await insertPlanJobs(fixture, JOBS, 'pending', 'open');
+  const executing = [1, 7, 12_345].map((n) => `job_open${String(n).padStart(23, '0')}`);
+  await fixture.db.query(`update deliveries set status = 'in_flight' where job_id = any($1)`, [executing]);
+  await vacuumAllVisible(fixture.db, 'deliveries');
+  const pool = await makePool(app.databaseUrl, { maximumPoolSize: 1 });
+  t.teardown(() => pool.end());
+  const rowsRead = () => tableCount(pool, fixture.db, 'deliveries', ROWS_READ);
+  const tenant = { orgId: fixture.orgId, environment: 'live' as const };
+  for (const [status, total] of [['created', JOBS - executing.length], ['executing', executing.length], ['awaiting_retry', 0]] as const) {
+    for (const page of [1, Math.max(1, Math.ceil(total / PER_PAGE) - 1)]) {
+      const before = await rowsRead();
+      const listed = await listJobs(pool, tenant, { status }, { page, perPage: PER_PAGE });
+      const read = await rowsRead() - before;
+      t.is(listed.total, total, `${status}, page ${page}: the total`);
+      t.true(listed.rows.every((r) => r.status === status), `${status}, page ${page}: every row is ${status}`);
+      if (status === 'executing') t.deepEqual(listed.rows.map((r) => r.id).sort(), [...executing].sort());
+      t.true(read <= 3 * PER_PAGE, `${status}, page ${page}: ${read} deliveries read for a page of ${PER_PAGE} and its total`);
+    }
+  }
+});
