@@ -1,7 +1,8 @@
 // X-Request-Id on every response (the caller's when it is sane, else a new one), and one
 // log line and one duration observation (hookline_http_request_duration_seconds) per request
-// when its response is finished, or when its connection closed before (status "abandoned"). Whether the request was abandoned (its client went away before
-// the response was written) is carried to the pool through requestScope.
+// when its response is finished, or when its connection closed first (status "abandoned", or
+// the status the server answered itself). Whether the request was abandoned (its client went
+// away before the response was written) is carried to the pool through requestScope.
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../logger.ts';

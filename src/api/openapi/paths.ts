@@ -42,7 +42,7 @@ export const paths: ZodOpenApiPathsObject = {
   '/health': {
     get: operation('get', {
       operationId: 'getHealth', summary: 'Health check', tag: 'Service',
-      description: '200 when the database answers within 2 s, else 503.',
+      description: '200 when the database answers within 1.5 s, else 503 (within 2 s).',
       responses: {
         200: ok('The service and its database answer: `{"status":"ok"}`.', r.health),
         503: ok('The database did not answer within 1.5 s (the 503 comes within 2 s): `{"status":"unavailable"}`.', r.health),
