@@ -1,12 +1,15 @@
 // Create or edit an endpoint: its URL, the event types it receives (each with its description
 // and, on demand, its JSON Schema), and its delivery limits. The API's validation errors land
 // under the field they name.
-import { useRef, useState } from 'preact/hooks';
+import { useCallback, useRef, useState } from 'preact/hooks';
 import type { Client, Endpoint, EndpointCreated, EventType } from './api.ts';
+import { EventTypePicker } from './event-type-picker.tsx';
 import { ActionButton, ErrorNotice, Field, fieldError, useAction, useFocusOnError } from '../shared/ui.tsx';
 
 type Props = {
-  client: Client; applicationId: string; eventTypes: EventType[];
+  client: Client; applicationId: string;
+  /** Every event type; null while they are read (the form opens without waiting for them). */
+  eventTypes: EventType[] | null;
   existing?: Endpoint; onSaved: (id: string) => void; onCancel: () => void;
 };
 
@@ -31,7 +34,7 @@ export function EndpointForm(props: Props) {
       props.onSaved(created.id);
     }
   });
-  const toggle = (name: string) => setTypes((current) => current.includes(name) ? current.filter((n) => n !== name) : [...current, name].sort());
+  const toggle = useCallback((name: string) => setTypes((current) => current.includes(name) ? current.filter((n) => n !== name) : [...current, name].sort()), []);
   const typesError = fieldError(save.error, 'event_types');
   const generalError = save.error && !['url', 'event_types', 'rate_limit_rps', 'timeout_ms'].some((p) => fieldError(save.error, p)) ? save.error : null;
   // A refused save takes the focus (and the window) to the first field the API named: with 150
@@ -52,24 +55,7 @@ export function EndpointForm(props: Props) {
         </Field>
         <fieldset class={`field event-types${typesError ? ' has-error' : ''}`} aria-describedby={typesError ? 'event-types-error' : undefined}>
           <legend>Event types</legend>
-          <p class="hint">The events this endpoint receives. It receives nothing until you pick at least one.</p>
-          {props.eventTypes.length === 0 && <p class="hint">No event types are defined yet.</p>}
-          <ul class="type-list">
-            {[...props.eventTypes].sort((a, b) => a.name.localeCompare(b.name)).map((type) => (
-              <li key={type.id}>
-                <label class="check">
-                  <input type="checkbox" name="event_types" value={type.name} checked={types.includes(type.name)} onChange={() => toggle(type.name)} />
-                  <span><code>{type.name}</code>{type.description && <span class="type-description">{type.description}</span>}</span>
-                </label>
-                {type.schema && (
-                  <details class="schema">
-                    <summary>Payload schema<span class="visually-hidden"> of {type.name}</span></summary>
-                    <pre tabIndex={0}>{JSON.stringify(type.schema, null, 2)}</pre>
-                  </details>
-                )}
-              </li>
-            ))}
-          </ul>
+          <EventTypePicker eventTypes={props.eventTypes} chosen={types} onToggle={toggle} />
           {typesError && <p class="field-error" id="event-types-error" role="alert">{typesError}</p>}
         </fieldset>
         <div class="row">
