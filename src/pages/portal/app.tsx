@@ -1,8 +1,8 @@
 // The portal's shell: reads the portal link's token from the URL fragment (then removes it from
 // the address bar and keeps it in memory only), asks the API what the token is (GET
-// /v1/credential: its application and whether it is read-only), loads the application and its
-// event types, and shows the endpoints list, an endpoint, or the form to add one.
-import { useEffect, useMemo, useState } from 'preact/hooks';
+// /v1/credential: its application and whether it is read-only), shows the endpoints list, an
+// endpoint, or the form to add one, and reads the application and its event types beside them.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { allPages, ApiError, makeClient, type Application, type Client, type Credential, type EventType } from './api.ts';
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
@@ -39,13 +39,22 @@ window.addEventListener('hashchange', () => {
 /** How often an open page asks whether its link still works. */
 const LINK_CHECK_MS = 5_000;
 
-type Session = { credential: Credential; application: Application; eventTypes: EventType[] };
-
 export function App() {
   /** Why the link stopped working (the API's 401 message), at the start or during the visit. */
   const [ended, setEnded] = useState<ApiError | null>(null);
   const client: Client = useMemo(() => makeClient(token, setEnded), []);
-  const [session, setSession] = useState<Session | null>(null);
+  const [credential, setCredential] = useState<Credential | null>(null);
+  /** For the header's name; null until read, which the views do not wait for. */
+  const [application, setApplication] = useState<Application | null>(null);
+  /** Every event type, for the endpoint form; null until read. */
+  const [eventTypes, setEventTypes] = useState<EventType[] | null>(null);
+  /**
+   * The shell's read of the application, handed to the first view that reads it (the list's
+   * success rates, an endpoint's): the answer carries every endpoint (232 KB at 2,000 endpoints)
+   * and the shell and the list each asked for it. Dropped when the view changes, so a view opened
+   * later reads rates of its own time.
+   */
+  const firstRead = useRef<Promise<Application> | null>(null);
   const [notPortal, setNotPortal] = useState(false);
   const [error, setError] = useState<unknown>(null);
   /** The scopes the key that made the link lacks, of those the portal reads with (a 403 names one at a time). */
@@ -62,11 +71,15 @@ export function App() {
     (async () => {
       const credential = await client<Credential>('GET', '/v1/credential');
       if (credential.type !== 'portal_token' || !credential.application_id) { setNotPortal(true); return; }
-      const [application, types] = await Promise.all([
-        client<Application>('GET', `/v1/applications/${credential.application_id}`),
-        allPages<EventType>(client, '/v1/event-types', { limit: 100 }),
+      // The view is shown at once, with the application and the event types read beside it: the
+      // first render of a tenant with 1,501 event types waited for their 16 pages, one after
+      // another, and for the application, before it asked for the endpoints (2.1 s in a probe).
+      const application = firstRead.current = client<Application>('GET', `/v1/applications/${credential.application_id}`);
+      setCredential(credential);
+      await Promise.all([
+        application.then(setApplication),
+        allPages<EventType>(client, '/v1/event-types', { limit: 100 }).then(setEventTypes),
       ]);
-      setSession({ credential, application, eventTypes: types });
     })().catch(async (caught) => {
       if (!(caught instanceof ApiError && caught.status === 403 && /made this portal link lacks/.test(caught.message))) { setError(caught); return; }
       // Every read the portal needs, asked once, so that the page names every scope missing: it
@@ -85,14 +98,20 @@ export function App() {
   // Whether the link still works, asked every few seconds on every view (the endpoint view also
   // reads its endpoint that often): a revoked or expired link ends the page where the customer
   // is, not at their next action. The client turns the API's 401 into `ended`.
-  useWhileShown(LINK_CHECK_MS, () => void client<Credential>('GET', '/v1/credential').catch(() => {}), session !== null && !ended);
+  useWhileShown(LINK_CHECK_MS, () => void client<Credential>('GET', '/v1/credential').catch(() => {}), credential !== null && !ended);
 
   const [moved, setMoved] = useState(0);
   useFocusOnChange(moved);
 
-  const application = session?.application;
-  const readOnly = session?.credential.read_only ?? true;
-  const show = (next: View, message: string) => { setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
+  const applicationId = credential?.application_id;
+  const readOnly = credential?.read_only ?? true;
+  /** The application with its endpoints' success rates: the shell's read if no view took it yet, else a new one. */
+  const readApplication = (): Promise<Application> => {
+    const kept = firstRead.current;
+    firstRead.current = null;
+    return kept ?? client<Application>('GET', `/v1/applications/${applicationId}`);
+  };
+  const show = (next: View, message: string) => { firstRead.current = null; setFlash(message); setView(next); setMoved((n) => n + 1); window.scrollTo(0, 0); };
   // Each view is a history entry, so the browser's Back and Forward move between the portal's
   // views (Back left the portal, and with it the token, which lives in this page's memory only).
   const go = (next: View, message = '', replace = false) => {
@@ -133,18 +152,18 @@ export function App() {
     );
   } else if (error) {
     body = <ErrorNotice error={error} />;
-  } else if (!session || !application) {
+  } else if (!applicationId) {
     body = <Busy label="Loading your webhooks…" />;
   } else if (view.kind === 'new') {
-    body = <EndpointForm client={client} applicationId={application.id} eventTypes={session.eventTypes}
+    body = <EndpointForm client={client} applicationId={applicationId} eventTypes={eventTypes}
       onCancel={() => leaveTo({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.', true)} />;
   } else if (view.kind === 'endpoint') {
     const { id } = view;
-    body = <EndpointDetail key={id} client={client} applicationId={application.id} endpointId={id} readOnly={readOnly} initialMessage={flash}
+    body = <EndpointDetail key={id} client={client} readApplication={readApplication} endpointId={id} readOnly={readOnly} initialMessage={flash}
       editing={!readOnly && view.editing === true} onEdit={() => go({ kind: 'endpoint', id, editing: true })} onEditDone={() => leaveTo({ kind: 'endpoint', id })}
-      eventTypes={session.eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
+      eventTypes={eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
   } else {
-    body = <EndpointsList client={client} applicationId={application.id} readOnly={readOnly} pages={listPages} onPages={setListPages}
+    body = <EndpointsList client={client} applicationId={applicationId} readApplication={readApplication} readOnly={readOnly} pages={listPages} onPages={setListPages}
       onOpen={(id) => go({ kind: 'endpoint', id })} onAdd={() => go({ kind: 'new' })} onRestored={(id) => go({ kind: 'endpoint', id }, 'Endpoint restored.')} />;
   }
   return (
@@ -153,8 +172,8 @@ export function App() {
         <div class="inner">
           <p class="brand"><span class="logo" aria-hidden="true">⟲</span> Webhooks</p>
           {application && !ended && <p class="app-name">{application.name}</p>}
-          {application && !ended && readOnly && <span class="badge badge-readonly">Read-only</span>}
-          {session?.credential.expires_at && !ended && <p class="expiry">Link valid until {formatTime(session.credential.expires_at)}</p>}
+          {credential && !ended && readOnly && <span class="badge badge-readonly">Read-only</span>}
+          {credential?.expires_at && !ended && <p class="expiry">Link valid until {formatTime(credential.expires_at)}</p>}
         </div>
       </header>
       <main class="inner" id="main" tabIndex={-1}>

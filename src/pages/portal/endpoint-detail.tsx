@@ -10,7 +10,9 @@ import { ActionButton, Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, 
 const REFRESH_MS = 3_000;
 
 type Props = {
-  client: Client; applicationId: string; endpointId: string; readOnly: boolean; eventTypes: EventType[];
+  client: Client; readApplication: () => Promise<Application>; endpointId: string; readOnly: boolean;
+  /** Every event type, for the edit form; null while they are read. */
+  eventTypes: EventType[] | null;
   onBack: () => void; onDeleted: (message: string) => void;
   /** Whether the edit form is shown (a view of its own, with its own history entry), and the ways in and out of it. */
   editing: boolean; onEdit: () => void; onEditDone: () => void;
@@ -44,7 +46,7 @@ export function EndpointDetail(props: Props) {
     const asked = ++order.current.next;
     return Promise.all([
       client<Endpoint>('GET', `/v1/endpoints/${endpointId}`),
-      client<Application>('GET', `/v1/applications/${props.applicationId}`),
+      props.readApplication(), // the endpoint's success rate
     ]).then(([one, application]) => {
       if (asked < order.current.shown || asked < order.current.action) return; // overtaken
       order.current.shown = asked;
@@ -94,7 +96,7 @@ export function EndpointDetail(props: Props) {
   if (loadError) return <><BackLink onBack={props.onBack} /><ErrorNotice error={loadError} /></>;
   if (!endpoint) return <Busy label="Loading endpoint…" />;
   if (editing) {
-    return <EndpointForm client={client} applicationId={props.applicationId} eventTypes={props.eventTypes} existing={endpoint}
+    return <EndpointForm client={client} applicationId={endpoint.application_id} eventTypes={props.eventTypes} existing={endpoint}
       onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {

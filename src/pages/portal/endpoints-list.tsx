@@ -10,7 +10,7 @@ const PER_PAGE = 25;
 export type ListPages = { page: number; deletedPage: number };
 
 type Props = {
-  client: Client; applicationId: string; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void;
+  client: Client; applicationId: string; readApplication: () => Promise<Application>; readOnly: boolean; onOpen: (id: string) => void; onAdd: () => void; onRestored: (id: string) => void;
   pages: ListPages; onPages: (pages: ListPages) => void;
 };
 
@@ -28,7 +28,7 @@ export function EndpointsList(props: Props) {
     // The list items carry no success rate; the application's own view has it for each endpoint.
     Promise.all([
       client<EndpointList>('GET', `/v1/endpoints?application_id=${applicationId}&per_page=${PER_PAGE}&page=${page}`),
-      client<Application>('GET', `/v1/applications/${applicationId}`),
+      props.readApplication(),
     ]).then(([endpoints, application]) => {
       // The page kept from before is past the end (its last endpoint deleted): the last page.
       const last = Math.max(1, endpoints.pagination.total_pages);
