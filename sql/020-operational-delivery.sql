@@ -69,13 +69,17 @@ begin
   end if;
 
   -- One probe per disabled endpoint whose cooldown is over; the next probe waits a lease at least.
+  -- Within p_limit with the rest: a claim of more than the worker asked for sent its loop round
+  -- without end (its room below zero, a probe of this code), so a probe waits for room as any
+  -- delivery does.
   for v_probe in
     select e.id, e.org_id from operational_endpoints e
     where e.status = 'disabled' and e.deleted_at is null and e.next_probe_at <= v_now
       and (p_org_share is null or coalesce((v_held->>e.org_id)::integer, 0) < p_org_share)
-    order by e.next_probe_at limit p_limit
+    order by e.next_probe_at limit greatest(p_limit - cardinality(v_ids), 0)
     for update skip locked
   loop
+    exit when cardinality(v_ids) >= p_limit;
     -- A probe taken in this loop may have used the organization's last room.
     continue when p_org_share is not null and coalesce((v_held->>v_probe.org_id)::integer, 0) >= p_org_share;
     select d.id into v_probe_id from operational_deliveries d

@@ -488,6 +488,31 @@ test.serial('SIGTERM with an attempt still hanging: the worker gives up on it af
   t.deepEqual(await messageStates([delivery?.id ?? 0]), {}, 'its queue message settled');
 });
 
+test.serial('SIGTERM with an operational attempt still hanging: the worker stops within SHUTDOWN_TIMEOUT_MS, records nothing and hands the event back, due at once', async (t) => {
+  // A probe: with SHUTDOWN_TIMEOUT_MS=2000 a worker took 14 s to stop, waiting out the
+  // operational attempt's own 15 s timeout, after the deliveries' wait (25 + 15 s by default,
+  // past a platform's 30 s).
+  let held = 0;
+  const receiver = await startReceiver(() => { held += 1; }); // never answered
+  t.teardown(() => receiver.close());
+  const { key, appId } = await setup(t, ['order.ops']);
+  const ops = await ok(t, 'POST', '/v1/operational-webhooks/endpoints', key, { url: receiver.url(), event_types: ['endpoint.created'] }, 201);
+  const worker = await startWorkerProcess(t, { SHUTDOWN_TIMEOUT_MS: '1000' });
+  await createEndpoint(t, key, { application_id: appId, url: 'https://hooks.example.com/ops', event_types: ['order.ops'] });
+  await until('the operational event held at the receiver', () => held === 1);
+
+  worker.child.kill('SIGTERM');
+  const stopped = await Promise.race([worker.exited.then((exit) => exit), sleep(12_000).then(() => 'still running' as const)]);
+  t.deepEqual(stopped, { code: 0, signal: null }, 'exited before the attempt could time out');
+  t.true(worker.stdout().includes('stopping with operational attempts still running'));
+  const errors = worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
+  t.deepEqual(errors, [], 'no error logged');
+  const delivery = await app.pool.one(sql.type(z.object({ status: z.string(), due: z.boolean(), attempts: z.number() }))`
+    select d.status, d.next_attempt_at <= now() as due, (select count(*)::int from operational_attempts a where a.delivery_id = d.id) as attempts
+    from operational_deliveries d where d.endpoint_id = ${ops.id as string}`);
+  t.deepEqual(delivery, { status: 'pending', due: true, attempts: 0 }, 'not recorded, handed back due at once');
+});
+
 test.serial('rate_limit_rps 10 holds across two worker processes: 60 jobs, each once, never more than 10 starts in a second', async (t) => {
   // Each request is traced to the worker process whose socket sent it.
   const senders: Array<Promise<number | null>> = [];

@@ -41,6 +41,18 @@ export async function touchOperationalDeliveries(db: CommonQueryMethods, deliver
     where id = any(${sql.array(deliveryIds, 'int8')}) and status = 'in_flight'`);
 }
 
+/**
+ * Operational deliveries a stopping worker gave up on (their attempts still running at its
+ * shutdown deadline): pending and due at once, for the next worker, instead of in flight until
+ * their leases end (which the stopping worker's heartbeat kept: no other worker holds them).
+ */
+export async function handBackOperationalDeliveries(db: CommonQueryMethods, deliveryIds: readonly number[]): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await db.query(sql.unsafe`
+    update operational_deliveries set status = 'pending', next_attempt_at = now(), updated_at = now()
+    where id = any(${sql.array(deliveryIds, 'int8')}) and status = 'in_flight'`);
+}
+
 export type OperationalAttemptResult = {
   /** event_id: the claimed delivery's event, as AttemptResult's job_id (delivery ids are a sequence). */
   delivery_id: number; event_id?: string; attempt: number; status_code: number | null; response_body: string; latency_ms: number;

@@ -40,9 +40,10 @@ export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
   return {
     stop: async () => {
       await upkeep.stop();
-      await loop.stop();
+      // Both wait for their attempts up to SHUTDOWN_TIMEOUT_MS, together: one after the other, a
+      // stop could take 25 s and then 15 more, past a platform's 30 s.
+      await Promise.all([loop.stop(), operational.stop(Date.now() + deps.config.shutdownTimeoutMs)]);
       await wakeup.stop();
-      await operational.stop();
       await attempter.close();
       await loop.handBack(); // after the close, which aborted the attempts given up on
       deps.logger.info('worker stopped');

@@ -7,7 +7,8 @@
 import type { DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import {
-  claimOperationalDeliveries, recordOperationalAttempts, touchOperationalDeliveries, type OperationalAttemptResult, type OperationalClaim,
+  claimOperationalDeliveries, handBackOperationalDeliveries, recordOperationalAttempts, touchOperationalDeliveries,
+  type OperationalAttemptResult, type OperationalClaim,
 } from '../db/operational-deliveries.ts';
 import type { Logger } from '../logger.ts';
 import { isDatabaseUnavailable } from '../db/availability.ts';
@@ -16,11 +17,16 @@ import { storableBody, USER_AGENT } from './delivery-loop.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
 
-/** Operational attempts one worker has in flight at once (claimed, until their outcome is recorded). */
-export const OPERATIONAL_CONCURRENCY = 50;
+/**
+ * Operational attempts one worker has in flight at once (claimed, until their outcome is
+ * recorded). Waiting sockets and small bodies: with 50, five tenants whose operational endpoints
+ * all hung held every room, and a sixth tenant's event waited 12-59 s (a probe).
+ */
+export const OPERATIONAL_CONCURRENCY = 200;
 /**
  * Of them, one organization's at most: its endpoints that never answer hold this many for 15 s
- * each, and the other tenants' events take the rest (claim_operational_deliveries).
+ * each, and the other tenants' events take the rest (claim_operational_deliveries): twenty
+ * organizations all hanging at once before a twenty-first waits.
  */
 export const OPERATIONAL_SHARE_PER_ORGANIZATION = 10;
 const POLL_MS = 200;
@@ -41,7 +47,7 @@ export function operationalHeaders(claim: OperationalClaim, timestamp: number): 
 
 export function startOperationalLoop(deps: {
   pool: DatabasePool; config: Config; logger: Logger; attempter: Attempter;
-}): { stop(): Promise<void> } {
+}): { stop(deadline?: number): Promise<void> } {
   const { pool, config, logger, attempter } = deps;
   let running = true;
   let timer: NodeJS.Timeout | undefined;
@@ -79,6 +85,10 @@ export function startOperationalLoop(deps: {
   const attempts = new Set<Promise<void>>();
   let attempted: Array<{ claim: OperationalClaim; result: OperationalAttemptResult }> = [];
   let recording: Promise<void> | undefined;
+  /** When a stop stops waiting for the attempts (Date.now() ms); those still running then are handed back. */
+  let stopBy = Number.POSITIVE_INFINITY;
+  /** Set once a stop gave up on the attempts still running: what they come to is not recorded. */
+  let abandoned = false;
 
   const wakeUp = () => {
     clearTimeout(timer);
@@ -122,7 +132,7 @@ export function startOperationalLoop(deps: {
     inFlight.set(claim.delivery_id, claim);
     holding.set(claim.org_id, (holding.get(claim.org_id) ?? 0) + 1);
     const attempt: Promise<void> = attemptOne(claim).then((result) => {
-      attempted.push({ claim, result });
+      if (!abandoned) attempted.push({ claim, result }); // given up on: its abort is not the receiver's failure
     }, (error: unknown) => {
       logger.error({ err: error }, 'operational event delivery failed');
       release(claim); // its lease runs out: attempted again
@@ -157,25 +167,46 @@ export function startOperationalLoop(deps: {
           if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'operational event delivery failed');
         }
       }
-      // A full claim asks again at once; otherwise the next poll, or an attempt's end.
-      if (running && (room === 0 || claimed < room)) {
+      // A full claim asks again at once; otherwise the next poll, or an attempt's end. (Never a
+      // turn without a wait when there is no room: a claim that gave more than asked, probes
+      // past the limit, left the room below zero and this loop spinning on a core, a probe.)
+      if (running && (room <= 0 || claimed < room)) {
         await new Promise<void>((resolve) => {
           wake = resolve;
           timer = setTimeout(resolve, POLL_MS);
         });
       }
     }
-    // Stopping: the attempts under way end (within their timeout) and are recorded.
-    while (attempts.size > 0 || recording || attempted.length > 0) {
-      await Promise.all([...attempts]);
+    // Stopping: the attempts under way are waited for until the stop's deadline (the worker's
+    // SHUTDOWN_TIMEOUT_MS, as its deliveries' attempts are), and recorded. Waited for to their own
+    // 15 s timeout, after the deliveries' wait, a stop took 25 + 15 s by default, past a
+    // platform's 30 s before its SIGKILL (a probe: 14 s with SHUTDOWN_TIMEOUT_MS=2000).
+    while (attempts.size > 0 && Date.now() < stopBy) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all([...attempts]), new Promise<void>((resolve) => { timer = setTimeout(resolve, stopBy - Date.now()); })]);
+      clearTimeout(timer);
+    }
+    while (recording || attempted.length > 0) {
       record();
       await recording;
+    }
+    if (attempts.size > 0) {
+      // Given up on, as after a crash, but handed back due at once rather than left to their
+      // leases; the attempter's close then aborts their requests.
+      abandoned = true;
+      const ids = [...inFlight.keys()];
+      logger.warn({ in_flight: ids.length }, 'stopping with operational attempts still running: handed back, sent again by the next worker');
+      await handBackOperationalDeliveries(pool, ids).catch((error: unknown) => {
+        if (!isDatabaseUnavailable(error)) logger.warn({ err: error }, 'handing back operational attempts failed: they are sent again when their leases end');
+      });
     }
     clearInterval(heartbeat);
   })();
 
   return {
-    async stop() {
+    /** Stops claiming; waits for the attempts under way until `deadline` (Date.now() ms), no longer. */
+    async stop(deadline = Number.POSITIVE_INFINITY) {
+      stopBy = deadline;
       running = false;
       wakeUp();
       await loop;

@@ -130,3 +130,27 @@ test.serial('a claim gives an organization no more than its share less what it h
   t.is(of(rows, a), 3, 'the rest of A\'s six');
   t.false('org_id' in rows[0]!, 'the older claim\'s columns');
 });
+
+// Serial, as the tests above: its claims take every due operational delivery of the database.
+test.serial('a claim never gives more than its limit, probes included (more left the worker\'s loop spinning on a core)', async (t) => {
+  const made = async (name: string, changes: number) => {
+    const { key } = await app.createOrg();
+    const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: `https://ops.example.com/${name}` } });
+    t.is(ops.status, 201, JSON.stringify(ops.body));
+    const application = await app.request('POST', '/v1/applications', { key, body: { name } });
+    await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.limit' } });
+    for (let i = 0; i < changes; i += 1) {
+      t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${name}/${i}`, event_types: ['ops.limit'] } })).status, 201);
+    }
+    return ops.body.id as string;
+  };
+  const probed = await made('probed', 1);
+  await made('busy', 3);
+  // The first endpoint disabled, its cooldown over: a probe is due beside the three deliveries.
+  await app.pool.query(sql.unsafe`update operational_endpoints set status = 'disabled', disabled_at = now(), next_probe_at = now() where id = ${probed}`);
+  const share = { perOrganization: 10, holding: {} };
+  const first = await claimOperationalDeliveries(app.pool, 3, 60, share);
+  t.is(first.length, 3, 'the three deliveries, and no probe past the limit');
+  const second = await claimOperationalDeliveries(app.pool, 3, 60, share);
+  t.deepEqual(second.map((c) => c.endpoint_id), [probed], 'the probe, in the next claim');
+});

@@ -16,7 +16,7 @@ const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' }, { worker: true 
 
 test('a tenant whose operational endpoints hang holds its share; another tenant\'s event arrives while they still hang', async (t) => {
   // Tenant A: 6 operational endpoints on a receiver that never answers, and 10 changes: 60
-  // deliveries, more than the loop's 50 attempts at once.
+  // deliveries, more than its share (and more than the loop's 50 attempts at once before).
   let ended = 0;
   const hanging = await startReceiver((_arrival, _index, { res }: { res: http.ServerResponse }) => {
     res.on('close', () => { ended += 1; });
