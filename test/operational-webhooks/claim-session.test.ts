@@ -3,7 +3,7 @@
 // pg_temp schema in the catalog, and PostgreSQL resets every session's cached plans on any
 // change to pg_namespace: in a new database the worker's claims and recordings planned all
 // their statements again each time one of its connections did it.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
@@ -92,21 +92,26 @@ test.serial('failures of attempts in flight when an operational circuit opens ar
   t.like(await circuit(), { status: 'disabled', failure_count: 6, cooldown_seconds: 60 });
 });
 
+/**
+ * An organization with an operational endpoint (every event type) and `changes` endpoints
+ * created: as many `endpoint.created` deliveries due to it.
+ */
+async function opsOrganization(t: ExecutionContext, name: string, changes: number) {
+  const { key, orgId } = await app.createOrg();
+  const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: `https://ops.example.com/${name}` } });
+  t.is(ops.status, 201, JSON.stringify(ops.body));
+  const application = await app.request('POST', '/v1/applications', { key, body: { name } });
+  await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.made' } });
+  for (let i = 0; i < changes; i += 1) {
+    t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${name}/${i}`, event_types: ['ops.made'] } })).status, 201);
+  }
+  return { orgId, endpointId: ops.body.id as string };
+}
+
 // Serial, as the test above: its claims take every due operational delivery of the database.
 test.serial('a claim gives an organization no more than its share less what it holds, probes included; the two-argument claim of older workers has no share', async (t) => {
-  const made = async (name: string, changes: number) => {
-    const { key, orgId } = await app.createOrg();
-    const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: `https://ops.example.com/${name}` } });
-    t.is(ops.status, 201, JSON.stringify(ops.body));
-    const application = await app.request('POST', '/v1/applications', { key, body: { name } });
-    await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.share' } });
-    for (let i = 0; i < changes; i += 1) {
-      t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${name}/${i}`, event_types: ['ops.share'] } })).status, 201);
-    }
-    return { orgId, endpointId: ops.body.id as string };
-  };
-  const a = await made('a', 6);
-  const b = await made('b', 1);
+  const a = await opsOrganization(t, 'a', 6);
+  const b = await opsOrganization(t, 'b', 1);
   const of = (claims: ReadonlyArray<{ endpoint_id: string }>, org: { endpointId: string }) => claims.filter((c) => c.endpoint_id === org.endpointId).length;
 
   const first = await claimOperationalDeliveries(app.pool, 100, 60, { perOrganization: 3, holding: { [a.orgId]: 1 } });
@@ -133,19 +138,8 @@ test.serial('a claim gives an organization no more than its share less what it h
 
 // Serial, as the tests above: its claims take every due operational delivery of the database.
 test.serial('a claim never gives more than its limit, probes included (more left the worker\'s loop spinning on a core)', async (t) => {
-  const made = async (name: string, changes: number) => {
-    const { key } = await app.createOrg();
-    const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: `https://ops.example.com/${name}` } });
-    t.is(ops.status, 201, JSON.stringify(ops.body));
-    const application = await app.request('POST', '/v1/applications', { key, body: { name } });
-    await app.request('POST', '/v1/event-types', { key, body: { name: 'ops.limit' } });
-    for (let i = 0; i < changes; i += 1) {
-      t.is((await app.request('POST', '/v1/endpoints', { key, body: { application_id: application.body.id, url: `https://hooks.example.com/${name}/${i}`, event_types: ['ops.limit'] } })).status, 201);
-    }
-    return ops.body.id as string;
-  };
-  const probed = await made('probed', 1);
-  await made('busy', 3);
+  const probed = (await opsOrganization(t, 'probed', 1)).endpointId;
+  await opsOrganization(t, 'busy', 3);
   // The first endpoint disabled, its cooldown over: a probe is due beside the three deliveries.
   await app.pool.query(sql.unsafe`update operational_endpoints set status = 'disabled', disabled_at = now(), next_probe_at = now() where id = ${probed}`);
   const share = { perOrganization: 10, holding: {} };
