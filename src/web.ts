@@ -9,7 +9,7 @@ import { makeApp, type AppDependencies } from './api/app.ts';
 import { withBoundPort } from './config.ts';
 import { stopValidationPool } from './core/json-schema-pool.ts';
 import { AppError, validationError } from './errors.ts';
-import { answeredByServer } from './api/middleware/request-context.ts';
+import { answeredByServer, recordRequest } from './api/middleware/request-context.ts';
 import type { Logger } from './logger.ts';
 import { makeMetrics, type Metrics } from './metrics.ts';
 
@@ -54,11 +54,10 @@ function makeClientErrorAnswer(logger: Logger, metrics: Metrics) {
     if (requestId === undefined) {
       requestId = randomUUID();
       const since = (socket as Duplex & { [CONNECTED_AT]?: bigint })[CONNECTED_AT];
-      const seconds = since === undefined ? 0 : Number(process.hrtime.bigint() - since) / 1e9;
-      metrics.observeRequest('unknown', 'unmatched', status, seconds);
-      logger.info({
-        request_id: requestId, method: 'unknown', path: 'unknown', status, latency_ms: Math.round(seconds * 1e6) / 1e3, org_id: null,
-      }, 'request');
+      recordRequest(logger, metrics, {
+        requestId, method: 'unknown', path: 'unknown', route: 'unmatched', status, orgId: null,
+        seconds: since === undefined ? 0 : Number(process.hrtime.bigint() - since) / 1e9,
+      });
     }
     const body = JSON.stringify(problem.toBody());
     socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n`

@@ -105,6 +105,14 @@ async function startWorkerProcess(t: ExecutionContext, env: Record<string, strin
   return worker;
 }
 
+/** How the process exited, or 'still running' after `ms`. */
+const exitWithin = (worker: Started, ms: number) =>
+  Promise.race([worker.exited.then((exit) => exit), sleep(ms).then(() => 'still running' as const)]);
+
+/** The process's JSON log lines at level error or above, as written. */
+const errorLines = (worker: Started) =>
+  worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
+
 async function stopWorkerProcess(worker: Started): Promise<void> {
   if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
   worker.child.kill('SIGTERM');
@@ -460,11 +468,9 @@ test.serial('SIGTERM with an attempt still hanging: the worker gives up on it af
   await until('the request held at the receiver', () => receiver.arrivals.some((a) => a.id === jobId));
 
   worker.child.kill('SIGTERM');
-  const stopped = await Promise.race([worker.exited.then((exit) => exit), sleep(15_000).then(() => 'still running' as const)]);
-  t.deepEqual(stopped, { code: 0, signal: null }, 'exited well before the attempt could time out');
+  t.deepEqual(await exitWithin(worker, 15_000), { code: 0, signal: null }, 'exited well before the attempt could time out');
   t.true(worker.stdout().includes('stopping with attempts still running'));
-  const errors = worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
-  t.deepEqual(errors, [], 'no error logged');
+  t.deepEqual(errorLines(worker), [], 'no error logged');
   t.truthy(await worker.waitForLog((line) => line.msg === 'attempts given up on handed back to the queue: due at once' && line.messages === 1, 1000));
   // Not recorded: no attempt counted, the delivery still in flight, and its message due now.
   t.deepEqual(await attemptsOf([jobId]), []);
@@ -502,11 +508,9 @@ test.serial('SIGTERM with an operational attempt still hanging: the worker stops
   await until('the operational event held at the receiver', () => held === 1);
 
   worker.child.kill('SIGTERM');
-  const stopped = await Promise.race([worker.exited.then((exit) => exit), sleep(12_000).then(() => 'still running' as const)]);
-  t.deepEqual(stopped, { code: 0, signal: null }, 'exited before the attempt could time out');
+  t.deepEqual(await exitWithin(worker, 12_000), { code: 0, signal: null }, 'exited before the attempt could time out');
   t.true(worker.stdout().includes('stopping with operational attempts still running'));
-  const errors = worker.stdout().split('\n').filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
-  t.deepEqual(errors, [], 'no error logged');
+  t.deepEqual(errorLines(worker), [], 'no error logged');
   const delivery = await app.pool.one(sql.type(z.object({ status: z.string(), due: z.boolean(), attempts: z.number() }))`
     select d.status, d.next_attempt_at <= now() as due, (select count(*)::int from operational_attempts a where a.delivery_id = d.id) as attempts
     from operational_deliveries d where d.endpoint_id = ${ops.id as string}`);

@@ -77,6 +77,27 @@ function trackRoutes(proto: object): void {
   });
 }
 
+/**
+ * One request's access line and duration sample, the same for those the app answered and those
+ * the HTTP server answered itself (src/web.ts): `status` undefined is a request whose client left
+ * before its answer ("abandoned").
+ */
+export function recordRequest(logger: Logger, metrics: Metrics, request: {
+  requestId: string; method: string; path: string; route: string; status: number | undefined; seconds: number; orgId: string | null;
+}): void {
+  const { status, seconds } = request;
+  metrics.observeRequest(request.method, request.route, status ?? 'abandoned', seconds);
+  logger.info({
+    request_id: request.requestId,
+    method: request.method,
+    path: request.path,
+    status: status ?? null,
+    ...(status === undefined ? { abandoned: true } : {}),
+    latency_ms: Math.round(seconds * 1e6) / 1e3, // microsecond precision, no float noise
+    org_id: request.orgId,
+  }, 'request');
+}
+
 export function requestContext(logger: Logger, metrics: Metrics) {
   return (req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
@@ -90,18 +111,11 @@ export function requestContext(logger: Logger, metrics: Metrics) {
     trackRoutes(Object.getPrototypeOf(req) as object);
     /** The request's line and sample: its status, or "abandoned" (`status` undefined). */
     const record = (status: number | undefined) => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const path = req.originalUrl.split('?')[0]!;
-      metrics.observeRequest(req.method, (req as Tracked)[PATTERN] ?? documentedPattern(path), status ?? 'abandoned', seconds);
-      logger.info({
-        request_id: requestId,
-        method: req.method,
-        path,
-        status: status ?? null,
-        ...(status === undefined ? { abandoned: true } : {}),
-        latency_ms: Math.round(seconds * 1e6) / 1e3, // microsecond precision, no float noise
-        org_id: res.locals.auth?.orgId ?? null,
-      }, 'request');
+      recordRequest(logger, metrics, {
+        requestId, method: req.method, path, route: (req as Tracked)[PATTERN] ?? documentedPattern(path), status,
+        seconds: Number(process.hrtime.bigint() - started) / 1e9, orgId: res.locals.auth?.orgId ?? null,
+      });
     };
     res.on('finish', () => record(res.statusCode));
     const scope = new RequestScope();
