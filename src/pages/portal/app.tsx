@@ -159,7 +159,7 @@ export function App() {
       onCancel={() => leaveTo({ kind: 'list' })} onSaved={(id) => go({ kind: 'endpoint', id }, 'Endpoint created.', true)} />;
   } else if (view.kind === 'endpoint') {
     const { id } = view;
-    body = <EndpointDetail key={id} client={client} readApplication={readApplication} endpointId={id} readOnly={readOnly} initialMessage={flash}
+    body = <EndpointDetail key={id} client={client} endpointId={id} readOnly={readOnly} initialMessage={flash}
       editing={!readOnly && view.editing === true} onEdit={() => go({ kind: 'endpoint', id, editing: true })} onEditDone={() => leaveTo({ kind: 'endpoint', id })}
       eventTypes={eventTypes} onBack={() => leaveTo({ kind: 'list' })} onDeleted={(message) => leaveTo({ kind: 'list' }, message)} />;
   } else {

@@ -4,7 +4,9 @@ import type { Client, Stats } from './api.ts';
 import { AttemptsChart, type Point } from '../shared/chart.tsx';
 import { Busy, ErrorNotice } from '../shared/ui.tsx';
 
-export function StatsPanel(props: { client: Client; endpointId: string; refresh: number; onAttempts?: (attempts: number) => void }) {
+/** `onTotals`: each read's totals. The default window is the one `success_rate` counts (decisions: the
+ * minutes after 24 hours ago), so successes / attempts is the endpoint's success rate. */
+export function StatsPanel(props: { client: Client; endpointId: string; refresh: number; onTotals?: (totals: Stats['totals']) => void }) {
   const [stats, setStats] = useState<Stats | null>(null);
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
@@ -13,7 +15,7 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
       .then((result) => {
         if (!live) return;
         setError(null);
-        props.onAttempts?.(result.totals.attempts);
+        props.onTotals?.(result.totals);
         // Redraw the chart only when a bucket changed (the page refreshes every few seconds).
         setStats((current) => (current && JSON.stringify(current.data) === JSON.stringify(result.data) ? current : result));
       }, (caught) => { if (live) setError(caught); });
