@@ -18,7 +18,7 @@ const GROUPS = ['billing', 'customer', 'invoice', 'order', 'shipment'];
 /** `order.event_0042`: the group cycles, the number is the type's own. */
 const typeName = (i: number) => `${GROUPS[i % GROUPS.length]}.event_${String(i).padStart(4, '0')}`;
 
-async function bigTenant(t: ExecutionContext) {
+async function bigTenant(t: ExecutionContext, linkBody: Record<string, unknown> = {}) {
   const { key, orgId } = await app.createOrg();
   await app.pool.query(sql.unsafe`
     insert into event_types (id, org_id, environment, name)
@@ -28,7 +28,7 @@ async function bigTenant(t: ExecutionContext) {
   const by = { on: app, key, t };
   const appId = (await createApplication(by, { name: 'Big Corp' })).id as string;
   const endpoint = await createEndpoint(by, { application_id: appId, url: 'https://hooks.example.com/big', event_types: [typeName(1499)] });
-  const link = await magicLink(t, app, key, appId);
+  const link = await magicLink(t, app, key, appId, linkBody);
   const session = await openPage(t, [new URL(link.url).host]);
   /** Every request the page made, in the order it made them: "GET /v1/…?…". */
   const requests: string[] = [];
@@ -158,5 +158,18 @@ browserTest(`the endpoint page's refresh reads the endpoint and its stats, its s
   t.true(reads() >= before + 2, 'two refreshes of the endpoint');
   t.deepEqual(requests.filter((r) => r === `GET /v1/applications/${appId}`), [`GET /v1/applications/${appId}`], 'the application read once, by the first view');
   await shot(page, 'big-tenant-endpoint');
+  t.deepEqual(errors, []);
+});
+
+browserTest(`a read-only link reads no event types: only the endpoint form, which it never opens, uses them${skipped}`, async (t) => {
+  const { page, link, endpointId, requests, errors } = await bigTenant(t, { read_only: true });
+  await page.goto(link.url);
+  await page.getByRole('link', { name: 'https://hooks.example.com/big' }).click();
+  const reads = () => requests.filter((r) => r === `GET /v1/endpoints/${endpointId}`).length;
+  for (let waited = 0; reads() < 2 && waited < 30_000; waited += 250) await new Promise((resolve) => setTimeout(resolve, 250));
+  t.true(reads() >= 2, 'the endpoint page shown and refreshed once');
+  t.is(await page.getByRole('button', { name: 'Edit' }).count(), 0, 'read-only: no form to open');
+  t.deepEqual(requests.filter((r) => r.startsWith('GET /v1/event-types')), []);
+  await shot(page, 'big-tenant-read-only');
   t.deepEqual(errors, []);
 });

@@ -297,6 +297,21 @@ browserTest(`a link cut or spoilt says it is incomplete or invalid; a link made 
   t.deepEqual(await page.locator('.message code').allTextContents(), ['event-types:read', 'endpoints:read']);
   await axe(t, page, 'a link of a narrow key');
   await shot(page, 'link-narrow-key');
+  // A read-only link reads no event types (only the endpoint form uses them): it lacks one scope.
+  const readOnly = await magicLink(t, app, narrow.body.key, acme, { read_only: true });
+  await page.goto('about:blank');
+  await page.goto(readOnly.url);
+  await page.getByRole('heading', { level: 1, name: 'This link cannot show your webhooks' }).waitFor();
+  t.deepEqual(await page.locator('.message code').allTextContents(), ['endpoints:read']);
+  // The shell's reads all allowed, the list's refused: named the same way (it showed the API's
+  // error inside the list, under no heading).
+  const noEndpoints = await app.request('POST', '/v1/api-keys', { key, body: { name: 'no endpoints', scopes: ['applications:write', 'event-types:read'] } });
+  const second = await magicLink(t, app, noEndpoints.body.key, acme);
+  await page.goto('about:blank');
+  await page.goto(second.url);
+  await page.getByRole('heading', { level: 1, name: 'This link cannot show your webhooks' }).waitFor();
+  t.deepEqual(await page.locator('.message code').allTextContents(), ['endpoints:read']);
+  await shot(page, 'link-key-without-endpoints');
   t.deepEqual(errors, []);
 });
 

@@ -50,7 +50,14 @@ export class ApiError extends Error {
 
 export type Client = <T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown) => Promise<T>;
 
-export function makeClient(credential: string, onUnauthorized: (error: ApiError) => void): Client {
+/** The 403 of a portal token whose link was made by a key without a scope the request needs. */
+export const LACKS_SCOPE = /made this portal link lacks the (.+) scope/;
+
+/**
+ * `onUnauthorized`: every 401 (the link ended). `onLacking`: every 403 naming a scope the key that
+ * made the link lacks, whichever view's read met it.
+ */
+export function makeClient(credential: string, onUnauthorized: (error: ApiError) => void, onLacking?: (error: ApiError) => void): Client {
   return async <T,>(method: string, path: string, body?: unknown): Promise<T> => {
     const headers: Record<string, string> = { Authorization: `Bearer ${credential}` };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -69,6 +76,7 @@ export function makeClient(credential: string, onUnauthorized: (error: ApiError)
     if (!response.ok) {
       const error = new ApiError(response.status, parsed as Partial<ErrorBody> | undefined);
       if (response.status === 401) onUnauthorized(error);
+      if (response.status === 403 && LACKS_SCOPE.test(error.message)) onLacking?.(error);
       throw error;
     }
     return parsed as T;

@@ -3,7 +3,7 @@
 // /v1/credential: its application and whether it is read-only), shows the endpoints list, an
 // endpoint, or the form to add one, and reads the application and its event types beside them.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { allPages, ApiError, makeClient, type Application, type Client, type Credential, type EventType } from './api.ts';
+import { allPages, ApiError, LACKS_SCOPE, makeClient, type Application, type Client, type Credential, type EventType } from './api.ts';
 import { EndpointDetail } from './endpoint-detail.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { EndpointsList, type ListPages } from './endpoints-list.tsx';
@@ -42,7 +42,20 @@ const LINK_CHECK_MS = 5_000;
 export function App() {
   /** Why the link stopped working (the API's 401 message), at the start or during the visit. */
   const [ended, setEnded] = useState<ApiError | null>(null);
-  const client: Client = useMemo(() => makeClient(token, setEnded), []);
+  const [lacking, setLacking] = useState<string[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  // A read refused for a scope the link's key lacks, by the shell or by a view (the list's
+  // endpoints, when the shell's own reads need no other scope): every scope the portal reads with
+  // is asked once, so that the page names them all.
+  const client: Client = useMemo(() => {
+    let asked = false;
+    const made: Client = makeClient(token, setEnded, (caught) => {
+      if (asked) return;
+      asked = true;
+      scopesLacking(made, caught).then(setLacking, setError);
+    });
+    return made;
+  }, []);
   const [credential, setCredential] = useState<Credential | null>(null);
   /** For the header's name; null until read, which the views do not wait for. */
   const [application, setApplication] = useState<Application | null>(null);
@@ -56,9 +69,6 @@ export function App() {
    */
   const firstRead = useRef<Promise<Application> | null>(null);
   const [notPortal, setNotPortal] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  /** The scopes the key that made the link lacks, of those the portal reads with (a 403 names one at a time). */
-  const [lacking, setLacking] = useState<string[] | null>(null);
   const [view, setView] = useState<View>(() => entryOf(history.state)?.portal ?? { kind: 'list' });
   const [flash, setFlash] = useState('');
   /** The list's pages, kept while an endpoint is open: "← All endpoints" from page 2 showed page 1. */
@@ -76,23 +86,15 @@ export function App() {
       // another, and for the application, before it asked for the endpoints (2.1 s in a probe).
       const application = firstRead.current = client<Application>('GET', `/v1/applications/${credential.application_id}`);
       setCredential(credential);
+      // The event types are for the endpoint form only: a read-only link never opens it, and
+      // read all 16 pages of a big tenant's for nothing (a probe).
       await Promise.all([
         application.then(setApplication),
-        allPages<EventType>(client, '/v1/event-types', { limit: 100 }).then(setEventTypes),
+        credential.read_only ? null : allPages<EventType>(client, '/v1/event-types', { limit: 100 }).then(setEventTypes),
       ]);
-    })().catch(async (caught) => {
-      if (!(caught instanceof ApiError && caught.status === 403 && /made this portal link lacks/.test(caught.message))) { setError(caught); return; }
-      // Every read the portal needs, asked once, so that the page names every scope missing: it
-      // named event-types:read alone, then the next one once that was given (a probe).
-      const credential = await client<Credential>('GET', '/v1/credential');
-      const reads = await Promise.allSettled([
-        client('GET', `/v1/applications/${credential.application_id}`),
-        client('GET', '/v1/event-types?limit=1'),
-        client('GET', `/v1/endpoints?application_id=${credential.application_id}&per_page=1`),
-      ]);
-      const scopes = reads.flatMap((read) => read.status === 'rejected' ? [/lacks the (.+) scope/.exec(String((read.reason as Error).message))?.[1] ?? ''] : []).filter(Boolean);
-      setLacking(scopes.length ? scopes : [/lacks the (.+) scope/.exec(caught.message)?.[1] ?? '']);
-    }).catch(setError);
+    })().catch((caught) => {
+      if (!(caught instanceof ApiError && caught.status === 403 && LACKS_SCOPE.test(caught.message))) setError(caught);
+    });
   }, []);
 
   // Whether the link still works, asked every few seconds on every view (the endpoint view also
@@ -146,8 +148,8 @@ export function App() {
   } else if (lacking) {
     body = (
       <Message title="This link cannot show your webhooks">
-        The API key that made this link lacks {lacking.map((scope, i) => <span key={scope}>{i > 0 ? (i === lacking.length - 1 ? ' and ' : ', ') : ''}<code>{scope}</code></span>)}
-        {lacking.length > 1 ? ' scopes' : ' scope'}, which the portal needs. Ask the service that sent you here for a link made with a key that has them.
+        The API key that made this link lacks the {lacking.map((scope, i) => <span key={scope}>{i > 0 ? (i === lacking.length - 1 ? ' and ' : ', ') : ''}<code>{scope}</code></span>)}
+        {lacking.length > 1 ? ' scopes' : ' scope'}, which the portal needs. Ask the service that sent you here for a link made with a key that has {lacking.length > 1 ? 'them' : 'it'}.
       </Message>
     );
   } else if (error) {
@@ -182,6 +184,22 @@ export function App() {
       </main>
     </>
   );
+}
+
+/**
+ * The scopes the key that made the link lacks, of those the portal reads with: every read it
+ * needs, asked once (a 403 names one scope at a time: the page named event-types:read alone, then
+ * the next one once that was given, a probe). A read-only link reads no event types.
+ */
+async function scopesLacking(client: Client, caught: ApiError): Promise<string[]> {
+  const credential = await client<Credential>('GET', '/v1/credential');
+  const reads = await Promise.allSettled([
+    client('GET', `/v1/applications/${credential.application_id}`),
+    credential.read_only ? null : client('GET', '/v1/event-types?limit=1'),
+    client('GET', `/v1/endpoints?application_id=${credential.application_id}&per_page=1`),
+  ]);
+  const scopes = reads.flatMap((read) => read.status === 'rejected' ? [LACKS_SCOPE.exec(String((read.reason as Error).message))?.[1] ?? ''] : []).filter(Boolean);
+  return scopes.length ? scopes : [LACKS_SCOPE.exec(caught.message)?.[1] ?? ''];
 }
 
 function endedTitle(error: ApiError): string {
