@@ -6,7 +6,7 @@ import test from 'ava';
 import pino from 'pino';
 import { startTestApp, assertError } from './helpers/app.ts';
 import { twoSessions } from './helpers/sessions.ts';
-import { createApplication } from './helpers/fixtures.ts';
+import { createApplication, createEventType } from './helpers/fixtures.ts';
 import { until } from './helpers/until.ts';
 
 type Line = { level: number; msg: string; path?: string; org_id?: string; request_id?: string };
@@ -61,4 +61,34 @@ test.serial('a statement an operator cancels answers 503 too', async (t) => {
   t.is(res.headers.get('retry-after'), '5');
   await holder.query('rollback');
   t.is((await app.request('GET', `/v1/applications/${application.id}`, { key: org.key })).body.name, 'Before');
+});
+
+test.serial('a job creation whose statement is cancelled answers 503 at once: it is not tried again alone', async (t) => {
+  // A probe: a group of job creations whose statement the timeout cancelled was tried again, each
+  // request alone, behind the same lock: 503 after twice DATABASE_STATEMENT_TIMEOUT_MS (60 s), or
+  // a 201 after 44 s when the lock went in between, past the documented 503.
+  const { org, application, holder, watcher } = await lockedApplication(t);
+  await createEventType({ on: app, key: org.key }, 'order.locked');
+  const lockWaits = async () => (await watcher.query<{ pid: number; started: string }>(`
+    select pid, query_start::text as started from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock' and pid <> $1`, [(holder as unknown as { processID: number }).processID])).rows;
+  let settled = false;
+  const answer = app.request('POST', '/v1/webhook-jobs', {
+    key: org.key, body: { application_id: application.id, event_type: 'order.locked', event_id: 'locked-1', payload: {} },
+  }).finally(() => { settled = true; });
+  await until('the creation waiting on the lock', async () => (await lockWaits()).length === 1);
+  const [first] = await lockWaits();
+  await watcher.query('select pg_cancel_backend($1)', [first?.pid]);
+  // Until the answer comes: any other statement waiting on the lock is the creation tried again.
+  const again: string[] = [];
+  while (!settled) {
+    for (const w of await lockWaits()) if (w.started !== first?.started && !again.includes(w.started)) again.push(w.started);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const res = await answer;
+  assertError(t, res, 503, 'service_unavailable');
+  t.deepEqual(again, [], 'no second statement waited behind the lock');
+  await holder.query('rollback');
+  const listed = await app.request('GET', `/v1/webhook-jobs?application_id=${application.id}`, { key: org.key });
+  t.is(listed.body.data.length, 0, 'nothing written');
 });

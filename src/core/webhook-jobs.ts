@@ -1,10 +1,10 @@
 // Job operations shared by POST /v1/webhook-jobs and the endpoint test action: creation with
 // idempotency, schema validation, fan-out and enqueueing in one transaction; retry; cancel.
 import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } from 'slonik';
-import { invalidState, notFound, rateLimitExceeded, serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, validationError } from '../errors.ts';
+import { invalidState, isStatementCancelled, notFound, rateLimitExceeded, serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, validationError } from '../errors.ts';
 import { takeRateLimit, takeRateLimits, type CounterCount, type Taken } from '../db/rate-limits.ts';
 import { confirmApiKeys } from '../db/api-keys.ts';
-import { DatabaseBusyError, RequestAbandonedError } from '../db/availability.ts';
+import { DatabaseBusyError, isDatabaseUnavailable, RequestAbandonedError } from '../db/availability.ts';
 import { currentRequestScope, requestScope, type RequestScope } from '../db/request-scope.ts';
 import { findEventTypeForJob } from '../db/event-types.ts';
 import { confirmKey, keyRefusal } from './api-keys.ts';
@@ -296,7 +296,15 @@ export function makeJobAcceptor(
         if (items.length > 0) await queue.enqueueFresh(tx, items, orgIds, weights);
         return answers;
       });
-    } catch {
+    } catch (error) {
+      // The group failed as any statement would have, whoever was in it: cancelled (the statement
+      // timeout, behind a lock held long: a DBA's open transaction) or the database gone. Tried
+      // again alone, each request waited the same again, 503 after twice the timeout (60 s) or a
+      // 201 past the documented 503 (a probe): answered now, nothing written.
+      if (isStatementCancelled(error) || isDatabaseUnavailable(error) || error instanceof DatabaseBusyError) {
+        for (const waiter of group) waiter.reject(error);
+        return;
+      }
       await Promise.all(group.map(async (w) => {
         await checkAlone(pool, rule, w.take, w.key);
         return acceptAlone(pool, queue, w.a);
