@@ -665,7 +665,7 @@ test('a Content-Encoding that cannot be undone is named in its 415 (at most 100 
   }
 });
 
-test('HEAD answers as its GET without a body; OPTIONS, with a credential, names the path\'s methods (docs/api.md §3)', async (t) => {
+test('HEAD answers as its GET without a body; OPTIONS, with a credential that may write there, names the path\'s methods (docs/api.md §3)', async (t) => {
   const { key } = await app.createOrg();
   const headers = { authorization: `Bearer ${key}` };
   const head = await fetch(`${app.baseUrl}/v1/applications`, { method: 'HEAD', headers });
@@ -675,4 +675,12 @@ test('HEAD answers as its GET without a body; OPTIONS, with a credential, names 
   t.is(options.status, 200);
   t.deepEqual(options.headers.get('allow')?.split(',').map((m) => m.trim()).sort(), ['GET', 'HEAD', 'POST']);
   t.is((await fetch(`${app.baseUrl}/v1/applications`, { method: 'OPTIONS' })).status, 401);
+  // Decisions §4: every method but GET needs <family>:write; HEAD is the GET's read. A read key
+  // gets a write's 403 for OPTIONS (the docs had promised 200 to any valid credential: a probe).
+  const reader = await app.request('POST', '/v1/api-keys', { key, body: { name: 'reader', scopes: ['applications:read'] } });
+  const readHeaders = { authorization: `Bearer ${reader.body.key}` };
+  t.is((await fetch(`${app.baseUrl}/v1/applications`, { method: 'HEAD', headers: readHeaders })).status, 200);
+  const refused = await fetch(`${app.baseUrl}/v1/applications`, { method: 'OPTIONS', headers: readHeaders });
+  t.is(refused.status, 403);
+  t.is(((await refused.json()) as { error: { message: string } }).error.message, 'This API key lacks the applications:write scope.');
 });
