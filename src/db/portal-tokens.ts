@@ -58,6 +58,17 @@ export async function revokePortalTokens(db: CommonQueryMethods, tenant: Tenant,
     select count(*) filter (where expires_at > now())::int as revoked from revoked`);
 }
 
+/**
+ * The links a key made end with it for good: its expiry, when earlier than a link's own, becomes
+ * the link's. A link past its key's expiry came back to life when the key's expiry was moved
+ * later again (a probe). Called in the transaction that changed the key.
+ */
+export async function capPortalTokensAtKeyExpiry(db: CommonQueryMethods, apiKeyId: string, expiresAt: string): Promise<void> {
+  await db.query(sql.unsafe`
+    update portal_tokens set expires_at = ${expiresAt}::timestamptz
+    where api_key_id = ${apiKeyId} and expires_at > ${expiresAt}::timestamptz`);
+}
+
 /** When the token stops working (for GET /v1/credential). */
 export async function portalTokenExpiry(db: CommonQueryMethods, id: number): Promise<string | null> {
   return db.maybeOneFirst(sql.type(z.object({ expires_at: z.string() }))`

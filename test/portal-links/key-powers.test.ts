@@ -97,6 +97,24 @@ test('a link never outlives its key: its expiry is the key\'s when that comes fi
   t.is(ended.body.error.message, 'This portal link has expired.');
 });
 
+test('a key\'s expiry moved earlier ends its links then, for good: moved later again, they stay ended', async (t) => {
+  // A probe: a link ended by its key's expiry worked again once the key's expiry was extended.
+  const { key: root, a } = await twoApps(app);
+  const linker = await keyOf(root, { scopes: ['*'] });
+  const week = await requestLink(app, linker.key, a.appId, { expires_in: 604_800 });
+  const own = week.body.expires_at as string;
+  const soon = new Date(Date.now() + 60_000).toISOString();
+  const shortened = await app.request('PATCH', `/v1/api-keys/${linker.id}`, { key: root, body: { expires_at: soon } });
+  t.is(shortened.status, 200);
+  t.is((await app.request('GET', '/v1/credential', { key: week.body.token })).body.expires_at, soon);
+  for (const later of [null, new Date(Date.now() + 86_400_000).toISOString()]) {
+    t.is((await app.request('PATCH', `/v1/api-keys/${linker.id}`, { key: root, body: { expires_at: later } })).status, 200);
+    const credential = await app.request('GET', '/v1/credential', { key: week.body.token });
+    t.is(credential.body.expires_at, soon, `the key's expiry moved to ${later}: the link still ends at the earlier one, not at its own ${own}`);
+  }
+  t.is((await app.request('GET', `/v1/endpoints/${a.endpointId}`, { key: week.body.token })).status, 200, 'until then it works');
+});
+
 test('a token made before keys were kept (no api_key_id) works as it did', async (t) => {
   const { key: root, a } = await twoApps(app);
   const token = await tokenFor(t, app, root, a.appId);

@@ -6,6 +6,7 @@ import { createApiKey } from '../../core/api-keys.ts';
 import { reachesEnvironment, scopesBeyond, withinLifetime } from '../../core/key-reach.ts';
 import { canGrant, SCOPES } from '../../core/scopes.ts';
 import { deleteApiKey, findApiKey, listApiKeys, lockApiKeyLifetime, updateApiKey } from '../../db/api-keys.ts';
+import { capPortalTokensAtKeyExpiry } from '../../db/portal-tokens.ts';
 import { isId } from '../../ids.ts';
 import { forbidden, notFound, unauthorized } from '../../errors.ts';
 import { authOf, type Auth } from '../middleware/auth.ts';
@@ -177,6 +178,7 @@ export function makeApiKeysRouter(pool: DatabasePool, config: Config): Router {
       const row = await updateApiKey(tx, auth.orgId, id, {
         name: body.name, scopes: body.scopes, expiresAt: body.expires_at,
       }, grantableBy(auth), reach);
+      if (row?.expires_at) await capPortalTokensAtKeyExpiry(tx, id, row.expires_at);
       return row ?? refusalAfterWrite(tx, auth, id, 'change', reach);
     });
     res.json(toApiKey(updated));
