@@ -429,6 +429,8 @@ browserTest(`long names, URLs and answers fit every list and page at 1440 and 37
     application_id: acme.id, url: receiver.at(`/${'very-long-path-segment-'.repeat(8)}`), event_types: [longType],
   });
   await createEndpoint(by, { application_id: acme.id, url: 'https://hooks.example.com/short', event_types: [longType] });
+  // A right-to-left override showed `…/\u202Egpj.exe` as `…/exe.jpg` (a probe): percent-encoded, as sent.
+  await createEndpoint(by, { application_id: acme.id, url: 'https://hooks.example.com/\u202Egpj.exe', event_types: [longType] });
   const job = await createJob(by, { application_id: acme.id, event_type: longType, payload: { note: 'y'.repeat(400) } });
   await until('a failed attempt recorded', async () => (await app.request('GET', `/v1/webhook-jobs/${job.id}`, { key: by.key })).body.attempt_count > 0);
   const { page } = await openPage(t);
@@ -436,7 +438,11 @@ browserTest(`long names, URLs and answers fit every list and page at 1440 and 37
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   const visits: Array<[string, () => Promise<unknown>]> = [
-    ['endpoints', async () => { await nav(page, 'Endpoints'); await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor(); }],
+    ['endpoints', async () => {
+      await nav(page, 'Endpoints');
+      await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor();
+      t.is(await page.getByRole('link', { name: 'https://hooks.example.com/%E2%80%AEgpj.exe', exact: true }).count(), 1);
+    }],
     ['event-types', async () => { await nav(page, 'Event types'); await page.getByText(longType).first().waitFor(); }],
     ['jobs', async () => { await nav(page, 'Jobs'); await page.getByRole('link', { name: job.id }).waitFor(); }],
     ['job', async () => { await page.goto(`${app.baseUrl}/dashboard#/jobs/${job.id}`); await page.getByText(/not today/).first().waitFor(); }],

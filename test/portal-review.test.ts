@@ -351,3 +351,21 @@ browserTest(`the 24 hours chart shows its oldest and its current hour's bars who
   t.true(Math.abs(oldest - middle) <= 1 && Math.abs(current - middle) <= 1, `bars ${runs.join(', ')} px wide`);
   await shot(page, 'chart-whole-bars');
 });
+
+browserTest(`a URL with a right-to-left override is shown with it percent-encoded, as requests send it, not reversed${skipped}`, async (t) => {
+  // A probe: `…/\u202Egpj.exe` was shown as `…/exe.jpg` in the list and on the endpoint's page.
+  const { key } = await app.createOrg();
+  const by = { on: app, key, t };
+  await createEventType(by, 'invoice.paid');
+  const acme = (await createApplication(by, { name: 'Acme Corp' })).id as string;
+  const created = await createEndpoint(by, { application_id: acme, url: 'https://hooks.example.com/\u202Egpj.exe', event_types: ['invoice.paid'] });
+  t.is(created.url, 'https://hooks.example.com/\u202Egpj.exe', 'stored as sent');
+  const link = await magicLink(t, app, key, acme);
+  const { page, errors } = await openPage(t, [new URL(link.url).host]);
+  await page.goto(link.url);
+  const shown = 'https://hooks.example.com/%E2%80%AEgpj.exe';
+  await page.getByRole('link', { name: shown }).click();
+  t.is(await page.locator('h1.url').textContent(), shown);
+  await shot(page, 'bidi-override-url');
+  t.deepEqual(errors, []);
+});

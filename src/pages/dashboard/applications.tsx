@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { query, type ApplicationDetail, type ApplicationList, type DeletedEndpointList, type JobList, type Need, type PortalLink } from './api.ts';
 import { Action, Copyable, hashParams, JobStatus, Loaded, NeedsScope, Rate, setHashParams, useLoad, useRouteDraft, useSession } from './session.tsx';
-import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, StatusBadge, TypeName, useAction, When } from '../shared/ui.tsx';
+import { ErrorNotice, Field, fieldError, formatTime, Notice, Pager, shownUrl, StatusBadge, TypeName, useAction, When } from '../shared/ui.tsx';
 
 export function ApplicationsPage() {
   const { client, can } = useSession();
@@ -102,7 +102,7 @@ export function ApplicationDetailPage(props: { id: string }) {
               <table class="list">
                 <thead><tr><th scope="col">URL</th><th scope="col">Status</th><th scope="col">Success rate (24 h)</th></tr></thead>
                 <tbody>{a.endpoints.map((e) => (
-                  <tr key={e.id}><td class="url"><a href={`#/endpoints/${e.id}`}>{e.url}</a></td><td><StatusBadge status={e.status} /></td><td><Rate value={e.success_rate} /></td></tr>
+                  <tr key={e.id}><td class="url"><a href={`#/endpoints/${e.id}`}>{shownUrl(e.url)}</a></td><td><StatusBadge status={e.status} /></td><td><Rate value={e.success_rate} /></td></tr>
                 ))}</tbody>
               </table>
             )}
@@ -110,8 +110,8 @@ export function ApplicationDetailPage(props: { id: string }) {
               <>
                 <h3>Deleted endpoints (restorable for 30 days)</h3>
                 <ul class="deleted">{d.data.map((e) => (
-                  <li key={e.id}><span class="url">{e.url}</span><span class="muted">deleted {formatTime(e.deleted_at)}</span>
-                    <Action need="endpoints:write" busy={restore.busy} onClick={() => void restore.run(e.id)} label={`Restore ${e.url}`}>Restore</Action></li>
+                  <li key={e.id}><span class="url">{shownUrl(e.url)}</span><span class="muted">deleted {formatTime(e.deleted_at)}</span>
+                    <Action need="endpoints:write" busy={restore.busy} onClick={() => void restore.run(e.id)} label={`Restore ${shownUrl(e.url)}`}>Restore</Action></li>
                 ))}</ul>
                 <Pager page={d.pagination.page} totalPages={d.pagination.total_pages} onPage={setDeletedPage} label="Deleted endpoint pages" />
                 <ErrorNotice error={restore.error} />

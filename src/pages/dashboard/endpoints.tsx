@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { query, type AttemptList, type Endpoint, type EndpointList, type Stats } from './api.ts';
 import { AttemptsPerMinute } from './charts.tsx';
 import { Action, hashParams, Loaded, NeedsScope, setHashParams, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Names, Notice, Pager, StatusBadge, TypeName, useAction, useCursorPages, When } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, formatTime, Names, Notice, Pager, shownUrl, StatusBadge, TypeName, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 export function EndpointsPage() {
   const { client, can } = useSession();
@@ -38,7 +38,7 @@ export function EndpointsPage() {
               <thead><tr><th scope="col">URL</th><th scope="col">Application</th><th scope="col">Status</th><th scope="col">Failures in a row</th><th scope="col">Event types</th><th scope="col">Created</th></tr></thead>
               <tbody>{l.data.map((e) => (
                 <tr key={e.id}>
-                  <td class="url"><a href={`#/endpoints/${e.id}`}>{e.url}</a></td>
+                  <td class="url"><a href={`#/endpoints/${e.id}`}>{shownUrl(e.url)}</a></td>
                   <td><a href={`#/applications/${e.application_id}`}><code>{e.application_id}</code></a></td>
                   <td><StatusBadge status={e.status} /></td><td>{e.failure_count}</td>
                   <td class="types"><Names names={e.event_types} /></td><td><When iso={e.created_at} /></td>
@@ -102,7 +102,7 @@ export function EndpointDetailPage(props: { id: string }) {
         <>
           <div class="page-head">
             <div>
-              <h1 class="url">{e.url}</h1>
+              <h1 class="url">{shownUrl(e.url)}</h1>
               <p class="meta"><code>{e.id}</code><span>application <a href={`#/applications/${e.application_id}`}><code>{e.application_id}</code></a></span></p>
             </div>
             <div class="actions">

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { allPages, query, type OperationalEndpoint, type OperationalEventList } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { CursorPager, ErrorNotice, Field, fieldError, Names, Notice, StatusBadge, useAction, useCursorPages, When } from '../shared/ui.tsx';
+import { CursorPager, ErrorNotice, Field, fieldError, Names, Notice, shownUrl, StatusBadge, useAction, useCursorPages, When } from '../shared/ui.tsx';
 
 const TYPES = ['endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.disabled',
   'endpoint.enabled', 'endpoint.failing', 'delivery.exhausted'];
@@ -32,7 +32,7 @@ export function OperationalPage() {
     endpoints.reload();
   });
   if (!can('endpoints:read')) return <><h1>Operational webhooks</h1><NeedsScope need="endpoints:read" what="operational webhooks" /></>;
-  const urlOf = new Map((endpoints.data?.data ?? []).map((e) => [e.id, e.url]));
+  const urlOf = new Map((endpoints.data?.data ?? []).map((e) => [e.id, shownUrl(e.url)]));
   return (
     <>
       <h1>Operational webhooks</h1>
@@ -46,13 +46,13 @@ export function OperationalPage() {
             <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>{l.data.map((e) => (
               <tr key={e.id}>
-                <td class="url">{e.url}</td><td class="types"><Names names={e.event_types} empty="all" /></td>
+                <td class="url">{shownUrl(e.url)}</td><td class="types"><Names names={e.event_types} empty="all" /></td>
                 <td><StatusBadge status={e.status} /></td><td><When iso={e.created_at} /></td>
                 <td><div class="actions">
                   {e.status === 'active'
-                    ? <Action need="endpoints:write" busy={act.busy} label={`Pause ${e.url}`} onClick={() => void act.run(e.id, 'pause')}>Pause</Action>
-                    : <Action need="endpoints:write" busy={act.busy} label={`Resume ${e.url}`} onClick={() => void act.run(e.id, 'resume')}>Resume</Action>}
-                  <Action need="endpoints:write" kind="danger" busy={act.busy} label={`Delete ${e.url}`} onClick={() => void act.run(e.id, 'delete')}>Delete</Action>
+                    ? <Action need="endpoints:write" busy={act.busy} label={`Pause ${shownUrl(e.url)}`} onClick={() => void act.run(e.id, 'pause')}>Pause</Action>
+                    : <Action need="endpoints:write" busy={act.busy} label={`Resume ${shownUrl(e.url)}`} onClick={() => void act.run(e.id, 'resume')}>Resume</Action>}
+                  <Action need="endpoints:write" kind="danger" busy={act.busy} label={`Delete ${shownUrl(e.url)}`} onClick={() => void act.run(e.id, 'delete')}>Delete</Action>
                 </div></td>
               </tr>
             ))}</tbody>

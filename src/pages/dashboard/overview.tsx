@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks';
 import type { EndpointList, JobList, Stats, Summary } from './api.ts';
 import { AttemptsPerMinute, SuccessRate } from './charts.tsx';
 import { Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { StatusBadge, useWhileShown } from '../shared/ui.tsx';
+import { shownUrl, StatusBadge, useWhileShown } from '../shared/ui.tsx';
 
 /** How often the overview reads its figures again on its own. */
 const OVERVIEW_REFRESH_MS = 60_000;
@@ -116,7 +116,7 @@ function EndpointTable(props: { title: string; empty: string; state: { data?: En
           <tbody>
             {list.data.map((e) => (
               <tr key={e.id}>
-                <td class="url"><a href={`#/endpoints/${e.id}`}>{e.url}</a></td>
+                <td class="url"><a href={`#/endpoints/${e.id}`}>{shownUrl(e.url)}</a></td>
                 <td><StatusBadge status={e.status} /></td>
                 <td>{e.failure_count}</td>
               </tr>

@@ -5,7 +5,7 @@ import { ApiError, type Client, type Deleted, type Endpoint, type EventType, typ
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel } from './stats-panel.tsx';
-import { ActionButton, Busy, ErrorNotice, Field, Notice, StatusBadge, TypeName, fieldError, formatRate, formatTime, isolate, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
+import { ActionButton, Busy, ErrorNotice, Field, Notice, shownUrl, StatusBadge, TypeName, fieldError, formatRate, formatTime, isolate, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
 
@@ -99,7 +99,7 @@ export function EndpointDetail(props: Props) {
       onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
-    if (window.confirm(`Delete the endpoint ${isolate(endpoint.url)}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
+    if (window.confirm(`Delete the endpoint ${isolate(shownUrl(endpoint.url))}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
   };
   const statusAction = endpoint.status === 'active' ? { kind: 'pause', label: 'Pause' } as const
     : endpoint.status === 'paused' ? { kind: 'resume', label: 'Resume' } as const : { kind: 'reset', label: 'Re-enable endpoint' } as const;
@@ -110,7 +110,7 @@ export function EndpointDetail(props: Props) {
       <section class="card" aria-labelledby="endpoint-title">
         <div class="card-head">
           <div>
-            <h1 id="endpoint-title" class="url">{endpoint.url}</h1>
+            <h1 id="endpoint-title" class="url">{shownUrl(endpoint.url)}</h1>
             <p class="meta"><StatusBadge status={endpoint.status} /> {totals?.attempts === 0 ? <span>No attempts (24 h)</span> : totals && <span>{formatRate(rateOf(totals))} success (24 h)</span>}
               <span>Created {formatTime(endpoint.created_at)}</span></p>
           </div>

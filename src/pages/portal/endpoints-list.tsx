@@ -2,7 +2,7 @@
 // can still be restored: each list a page at a time, with a pager when it has more than one.
 import { useEffect, useState } from 'preact/hooks';
 import type { Application, Client, DeletedEndpointList, Endpoint, EndpointList } from './api.ts';
-import { ActionButton, Busy, ErrorNotice, Names, Pager, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
+import { ActionButton, Busy, ErrorNotice, Names, Pager, shownUrl, StatusBadge, formatRate, formatTime, useAction } from '../shared/ui.tsx';
 
 const PER_PAGE = 25;
 
@@ -70,7 +70,7 @@ export function EndpointsList(props: Props) {
             <tbody>
               {list.data.map((endpoint) => (
                 <tr key={endpoint.id}>
-                  <td class="url"><a href="#" onClick={(event) => { event.preventDefault(); props.onOpen(endpoint.id); }}>{endpoint.url}</a></td>
+                  <td class="url"><a href="#" onClick={(event) => { event.preventDefault(); props.onOpen(endpoint.id); }}>{shownUrl(endpoint.url)}</a></td>
                   <td><StatusBadge status={endpoint.status} /></td>
                   <td data-label="Success (24 h)" class={(rates.get(endpoint.id) ?? 100) < 90 ? 'rate low' : 'rate'}>{rates.has(endpoint.id) ? formatRate(rates.get(endpoint.id)!) : '—'}</td>
                   <td data-label="Event types" class="types"><Names names={endpoint.event_types} /></td>
@@ -89,9 +89,9 @@ export function EndpointsList(props: Props) {
           <ul class="deleted">
             {deleted.data.map((endpoint) => (
               <li key={endpoint.id}>
-                <span class="url">{endpoint.url}</span>
+                <span class="url">{shownUrl(endpoint.url)}</span>
                 <span class="muted">deleted {formatTime(endpoint.deleted_at)}</span>
-                {!props.readOnly && <ActionButton busy={restore.busy} onClick={() => void restore.run(endpoint.id)}>Restore<span class="visually-hidden"> {endpoint.url}</span></ActionButton>}
+                {!props.readOnly && <ActionButton busy={restore.busy} onClick={() => void restore.run(endpoint.id)}>Restore<span class="visually-hidden"> {shownUrl(endpoint.url)}</span></ActionButton>}
               </li>
             ))}
           </ul>

@@ -137,6 +137,12 @@ export function useFocusOnError(form: RefObject<HTMLElement | null>, error: unkn
   }, [error]);
 }
 
+/**
+ * A URL as the pages show it: its bidirectional controls percent-encoded, as a request to it sends
+ * them. A right-to-left override showed `…/\u202Egpj.exe` as `…/exe.jpg` (a probe).
+ */
+export const shownUrl = (url: string): string => url.replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g, (c) => encodeURIComponent(c));
+
 /** A name someone typed, isolated for a text the page writes around it (a native confirm()): an unterminated right-to-left override in it reversed the words after it. */
 export const isolate = (name: string): string => `\u2068${name}\u2069`;
 
