@@ -45,12 +45,16 @@ language sql as $$
   -- while deliveries had not been analyzed yet (a new database, or the burst that filled it
   -- since autovacuum's last look): 5 ms instead of 1.4 ms for 100 jobs at 15,000 deliveries,
   -- growing with the table.
+  -- A delivery a retry or recovery left out (its endpoint deleted when that round began:
+  -- start_delivery_round, sql/010-retry-cancel.sql) is no longer one of the job's targets and
+  -- does not count (docs/api.md, retry): its dropped or failed state made a retried job whose
+  -- every live target had succeeded discarded (a black-box probe).
   from unnest(p_job_ids) as x (id) cross join lateral (
     select coalesce(max(d.attempt_count), 0) as max_attempt,
            count(*) filter (where d.status in ('pending', 'in_flight', 'held')) as open,
            count(*) filter (where d.status in ('pending', 'in_flight', 'held') and d.attempt_count > 0) as retrying,
            count(*) filter (where d.status in ('failed', 'dropped')) as gave_up
-    from deliveries d where d.job_id = x.id
+    from deliveries d where d.job_id = x.id and not d.left_out
   ) s
   where j.id = x.id;
 $$;
@@ -92,7 +96,8 @@ $trigger$);
 -- included, refreshes. Holds, deferrals and releases refreshed their jobs before: a lock on
 -- each job (taken by a claim after its endpoints' rows, where a recording takes the job first)
 -- and a statement for nothing, for every delivery of an outage's hold and release and for every
--- deferral of a rate-limited endpoint (test/claim-locks.test.ts).
+-- deferral of a rate-limited endpoint (test/claim-locks.test.ts). (left_out counts too, but
+-- only start_delivery_round sets it, which writes its jobs itself: sql/010-retry-cancel.sql.)
 -- Each delivery's two versions are grouped, never joined: PL/pgSQL plans this query once per
 -- session, with the transition tables' sizes at its first firing, and the join of the two,
 -- planned for one row as a nested loop, then compared every row with every other in a later

@@ -84,11 +84,21 @@ begin
     from unnest(v_rows) r order by r.delivery_id;
 
   -- Attempt counts always; the next state only for deliveries still in flight in this round.
+  -- A failed attempt whose endpoint was deleted while it ran drops its delivery, as the claim
+  -- of its next attempt would (sql/006-claim.sql): made pending, it waited for that attempt (up
+  -- to 10 h), its job awaiting_retry meanwhile, and a restore in between (which counts neither
+  -- it nor, once the upkeep had found nothing left to drop, any pending one) sent it again
+  -- after all (a black-box probe: attempts 2 and 3 arrived). An endpoint delete locks the jobs
+  -- of its deliveries in flight first (deliveries_locked_by_delete, sql/003-soft-delete.sql),
+  -- and this recording locked its jobs above: a delete that committed before that lock was
+  -- granted is seen here; one after it finds the delivery pending and drops it (its trigger, or
+  -- the upkeep past its first 1,000).
   update deliveries d set
     attempt_count = greatest(d.attempt_count, r.attempt),
     last_attempt_at = r.attempted_at,
     status = case when d.status <> 'in_flight' or d.round <> r.round then d.status
                   when r.success then 'succeeded'
+                  when exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is not null) then 'dropped'
                   when (select j.discard_reason from webhook_jobs j where j.id = d.job_id) = 'cancelled' then 'cancelled'
                   when r.retry_at is null then 'failed' else 'pending' end,
     next_attempt_at = case when d.status = 'in_flight' and d.round = r.round and not r.success then r.retry_at

@@ -10,7 +10,10 @@
 -- recover (sql/017-recover.sql): each starts again from attempt 0 (pending, now; held when its
 -- live endpoint is paused or disabled), and its job gets a new 48 h window and is no longer
 -- finished; the job's other finished targets count from attempt 0 too (their earlier attempts
--- stay in delivery_attempts), targets still under way keep theirs. The jobs' statuses then
+-- stay in delivery_attempts), targets still under way keep theirs. The jobs' finished
+-- deliveries to endpoints deleted by then, not restarted, are left out (left_out): no longer
+-- targets, they do not count in their jobs' state (refresh_webhook_jobs); a later round that
+-- restarts one (its endpoint restored) counts it again. The jobs' statuses then
 -- follow from their deliveries. Queue messages of earlier rounds are skipped by their round.
 -- Returns the pending deliveries, to enqueue. Callers lock the jobs first (retry locks its job;
 -- a recovery batch its jobs, then its deliveries).
@@ -26,6 +29,19 @@ begin
   update deliveries d set attempt_count = 0
     where d.job_id = any(v_jobs) and d.attempt_count > 0 and d.status not in ('pending', 'in_flight', 'held')
       and d.id not in (select unnest(p_delivery_ids));
+
+  -- The finished deliveries to deleted endpoints, left out of the new round (the retry leaves
+  -- them out of its targets: a deleted endpoint's delivery would only be dropped). Still
+  -- counted, the one a delete had dropped (or that had failed before it) made the job
+  -- discarded, listed as failed, once every live target had succeeded again (a black-box probe,
+  -- twice). Open ones are not touched: a claim holding one to drop it then waits for its job,
+  -- which this holds; a delete's are dropped within moments and count as deleted under way.
+  -- Left out after the update above, whose refresh then seldom changes the job, and before the
+  -- jobs' write below, which leaves them out of its prediction as the refresh does.
+  update deliveries d set left_out = true
+    where d.job_id = any(v_jobs) and not d.left_out and d.status not in ('pending', 'in_flight', 'held')
+      and d.id not in (select unnest(p_delivery_ids))
+      and exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is not null);
 
   -- Then the jobs, so none is ever finished without completed_at (or the reverse) in between,
   -- each written once with the state its deliveries are about to have: the reopened ones at
@@ -43,7 +59,7 @@ begin
         from (select coalesce(max(d.attempt_count) filter (
                        where d.status in ('pending', 'in_flight', 'held') and d.id not in (select unnest(p_delivery_ids))), 0) -- hashed once
                        as max_attempt
-              from deliveries d where d.job_id = j.id) o),
+              from deliveries d where d.job_id = j.id and not d.left_out) o),
       expires_at = now() + interval '48 hours', completed_at = null, discarded_at = null, discard_reason = null
     where j.id = any(v_jobs);
 
@@ -53,7 +69,7 @@ begin
   -- an endpoint made active while this ran). A deleted endpoint's stay pending: the claim drops them.
   return query
     with restarted as (
-      update deliveries d set round = d.round + 1, attempt_count = 0, is_probe = false,
+      update deliveries d set round = d.round + 1, attempt_count = 0, is_probe = false, left_out = false,
                               status = case when exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is null
                                                                                     and e.status in ('paused', 'disabled'))
                                             then 'held' else 'pending' end,

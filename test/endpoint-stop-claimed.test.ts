@@ -200,3 +200,51 @@ test('a restore right after a delete waits (409) while a worker still holds deli
   t.is(receiver.arrivals.length, sent, 'nothing sent after the delete, nor after the restore');
   t.deepEqual(await statuses(), { succeeded: sent, dropped: waiting });
 });
+
+test('an attempt under way when its endpoint is deleted, then failed, is dropped when recorded: the job is discarded at once, and a restore sends nothing again', async (t) => {
+  // A black-box probe (twice): the attempt in flight at the delete timed out, was recorded as a
+  // retry (the job awaiting_retry though its endpoint was deleted), and a restore then answered
+  // 200 and the same delivery was sent again, attempts 2 and 3. Without a restore the job waited
+  // for its next attempt's claim to drop it (up to 10 h with the default schedule). Here the
+  // receiver holds the attempt until the delete has been answered, then fails it with a 500.
+  let fail: (() => void) | undefined;
+  const receiver = await startReceiver(() => new Promise((resolve) => { fail = () => resolve({ status: 500, body: 'down' }); }));
+  t.teardown(() => { fail?.(); return receiver.close(); });
+  const { key } = await app.createOrg();
+  const by: By = { on: app, key, t };
+  await createEventType(by, 'order.created');
+  const application = (await createApplication(by)).id as string;
+  const endpointId = (await createEndpoint(by, { application_id: application, url: receiver.at('/hangs'), event_types: ['order.created'], timeout_ms: 60_000 })).id as string;
+  const job = await createJob(by, { application_id: application, event_type: 'order.created', payload: { n: 1 } });
+  await until('attempt 1 under way', () => receiver.arrivals.length === 1);
+
+  t.is((await app.request('DELETE', `/v1/endpoints/${endpointId}`, { key })).status, 200);
+  const early = await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key });
+  t.is(early.status, 409, 'the attempt is still under way: not restorable yet');
+  t.regex(early.body.error.message, /still being dropped or finished/);
+  fail!();
+
+  const getJob = async () => (await app.request('GET', `/v1/webhook-jobs/${job.id as string}`, { key })).body;
+  await until('attempt 1 recorded', async () => (await getJob()).deliveries.length === 1);
+  const delivery = async () => app.pool.one(sql.type(z.object({ id: z.number(), status: z.string() }))`
+    select id::int as id, status from deliveries where job_id = ${job.id as string}`);
+  const messages = async (id: number) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pgboss.job where name = 'deliveries' and data->>'deliveryId' = ${String(id)}`);
+  const recorded = await getJob();
+  t.like(recorded, { status: 'discarded', attempt_count: 1 }, 'discarded when the attempt is recorded, not awaiting a retry');
+  t.truthy(recorded.completed_at);
+  t.truthy(recorded.discarded_at);
+  t.like(recorded.deliveries[0], { attempt: 1, status_code: 500, success: false });
+  const dropped = await delivery();
+  t.is(dropped.status, 'dropped');
+  t.is(await messages(dropped.id), 0, 'no queue message for a next attempt');
+  const failed = await app.request('GET', `/v1/webhook-jobs?application_id=${application}&status=failed`, { key });
+  t.deepEqual(failed.body.data.map((j: { id: string }) => j.id), [job.id], 'listed as failed');
+
+  // A restore now brings the endpoint back, not the delivery its delete dropped.
+  t.is((await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key })).status, 200);
+  t.like(await getJob(), { status: 'discarded', attempt_count: 1 });
+  t.like(await delivery(), { status: 'dropped' });
+  t.is(await messages(dropped.id), 0);
+  t.is(receiver.arrivals.length, 1, 'sent once, before the delete');
+});

@@ -142,6 +142,32 @@ test.serial('a failed delivery of a cancelled job is not recovered; a recovered 
   t.is((await app.request('GET', `/v1/webhook-jobs/${cancelled}`, { key: ctx.key })).body.status, 'discarded');
 });
 
+test.serial('a recovered job leaves out the delivery of an endpoint deleted before: it succeeds once the recovered target does', async (t) => {
+  // As after a retry (test/webhook-jobs/cancel-retry.test.ts): the deleted endpoint is no longer a
+  // target, and its delivery, dropped by the delete, no longer makes the job discarded.
+  const ctx = await setup(t);
+  const target = await createEndpoint(t, ctx);
+  const deleted = await createEndpoint(t, ctx);
+  const since = new Date(Date.now() - 60_000).toISOString();
+  const job = await createJob(t, ctx);
+  await fail([job], target);
+  t.is((await app.request('DELETE', `/v1/endpoints/${deleted}`, { key: ctx.key })).status, 200);
+  const read = async () => (await app.request('GET', `/v1/webhook-jobs/${job}`, { key: ctx.key })).body;
+  t.is((await read()).status, 'discarded');
+
+  t.is(await recover(t, ctx, target, { since }), 1);
+  await drain();
+  t.is((await read()).status, 'created');
+  // The recovered delivery's attempt succeeds (as the worker's recording would leave it).
+  await app.pool.query(sql.unsafe`
+    update deliveries set status = 'succeeded', attempt_count = 1 where job_id = ${job} and endpoint_id = ${target}`);
+  const done = await read();
+  t.like(done, { status: 'succeeded', attempt_count: 1, discarded_at: null });
+  const statuses = await app.pool.any(sql.type(z.object({ status: z.string(), left_out: z.boolean() }))`
+    select status, left_out from deliveries where job_id = ${job} order by endpoint_id = ${target} desc`);
+  t.deepEqual(statuses, [{ status: 'succeeded', left_out: false }, { status: 'dropped', left_out: true }]);
+});
+
 test.serial('a batch writes each job it reopens once, with the state its deliveries then give it', async (t) => {
   const ctx = await setup(t);
   const target = await createEndpoint(t, ctx);

@@ -1,11 +1,18 @@
 // Cancel and retry of a job: which states allow them, their effect on deliveries and the queue.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
-import { assertError } from '../helpers/app.ts';
+import { z } from 'zod';
+import { assertError, startTestApp } from '../helpers/app.ts';
+import { startReceiver, type Reply } from '../helpers/receiver.ts';
+import { until } from '../helpers/until.ts';
 import {
   app, ISO_MS, HOURS_48, setup, ok, createEventType, createEndpoint, getJob, cancel, retry, list, createJob,
   twoTargetJob, deliveriesOf, messagesFor, setState, ids,
 } from './helpers.ts';
+
+// The real worker and receivers, for the retries whose outcome is the attempts' (below). A
+// failed attempt's retry waits an hour: a failing receiver gets one attempt per round.
+const worker = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true', RETRY_SCHEDULE: '3600,3600,3600,3600,3600,3600' }, { worker: true });
 
 // ---------------------------------------------------------------- cancel
 
@@ -208,4 +215,106 @@ test('retry from created or executing: 409 invalid_state, nothing changes', asyn
     t.is(row?.round, 1);
     t.is(await messagesFor(row?.id ?? 0), 1);
   }
+});
+
+// ---------------------------------------------------------------- retry, with the worker
+
+/** A job of a new event type fanned out to one endpoint per reply, each at its own receiver. */
+async function jobToReceivers(t: ExecutionContext, replies: Reply[]) {
+  const { key, appId } = await setup(t, worker);
+  await createEventType(t, key, 'invoice.paid', undefined, worker);
+  const receivers = [];
+  const endpoints = [];
+  for (const reply of replies) {
+    const receiver = await startReceiver(reply);
+    t.teardown(() => receiver.close());
+    receivers.push(receiver);
+    endpoints.push(await createEndpoint(t, key, appId, ['invoice.paid'], worker, receiver.at('/hooks')));
+  }
+  const job = await createJob(t, key, { application_id: appId, event_type: 'invoice.paid', payload: { n: 1 } }, worker);
+  const read = async (): Promise<any> => (await getJob(key, job.id, worker)).body;
+  const listed = async (status: string): Promise<string[]> =>
+    ids(await worker.request('GET', `/v1/webhook-jobs?application_id=${appId}&status=${status}`, { key }));
+  return { key, appId, job, receivers, endpoints, read, listed };
+}
+
+/** The job once `n` attempts are recorded and nothing is in flight or about to start; `status` is asserted. */
+async function settled(t: ExecutionContext, read: () => Promise<any>, n: number, status: string): Promise<any> {
+  const job = await until(`${n} attempts recorded and the job neither created nor executing`, async () => {
+    const now = await read();
+    return now.deliveries.length === n && !['created', 'executing'].includes(now.status) ? now : undefined;
+  });
+  t.is(job.status, status, `after ${n} attempts`);
+  return job;
+}
+
+/** Deletes `deleted`, one of the job's endpoints, then retries the job: 200 `created`. */
+async function retriedAfterDelete(t: ExecutionContext, key: string, jobId: string, deleted: string) {
+  ok(t, await worker.request('DELETE', `/v1/endpoints/${deleted}`, { key }), 200, 'delete the failing endpoint');
+  const res = await worker.request('POST', `/v1/webhook-jobs/${jobId}/retry`, { key });
+  ok(t, res, 200, 'retry');
+  t.deepEqual(res.body, { id: jobId, status: 'created', attempt_count: 0 });
+}
+
+test('retry after a failing endpoint was deleted: the job succeeds once every live target has, and is not listed as failed', async (t) => {
+  // A black-box probe (twice): A answers 200, C 500; after attempt 1, C deleted (the job
+  // discarded: its delivery to C dropped). The retry re-sent the job to A, which answered 200,
+  // and the job stayed discarded, listed by ?status=failed, though its one target had succeeded.
+  const { key, job, receivers: [a, c], endpoints: [aId, cId], read, listed } = await jobToReceivers(t, [
+    () => ({ status: 200, body: 'ok' }),
+    () => ({ status: 500, body: 'down' }),
+  ]);
+  await settled(t, read, 2, 'awaiting_retry');
+  ok(t, await worker.request('DELETE', `/v1/endpoints/${cId}`, { key }), 200, 'delete C');
+  const discarded = await read();
+  t.is(discarded.status, 'discarded', 'C\'s delivery dropped by its delete: the job gave up');
+  t.deepEqual(await listed('failed'), [job.id]);
+
+  const res = await worker.request('POST', `/v1/webhook-jobs/${job.id}/retry`, { key });
+  ok(t, res, 200, 'retry');
+  t.deepEqual(res.body, { id: job.id, status: 'created', attempt_count: 0 });
+  const done = await settled(t, read, 3, 'succeeded');
+  t.is(done.attempt_count, 1);
+  t.regex(done.completed_at ?? '', ISO_MS);
+  t.is(done.discarded_at, null);
+  t.deepEqual(await listed('failed'), []);
+  t.deepEqual(await listed('succeeded'), [job.id]);
+  // The records stay what happened: A's two attempts and C's one.
+  t.deepEqual(done.deliveries.map((d: any) => [d.endpoint_id, d.attempt, d.status_code]).sort(),
+    [[aId, 1, 200], [aId, 1, 200], [cId, 1, 500]].sort());
+  t.is(a!.arrivals.length, 2);
+  t.is(c!.arrivals.length, 1, 'nothing sent to the deleted endpoint');
+  // Only a deleted endpoint's delivery is left out: the job's timeline ends in its completion.
+  const timeline = await worker.pool.any(sql.type(z.object({ kind: z.string() }))`
+    select kind from job_timeline where job_id = ${job.id} order by seq`);
+  t.deepEqual(timeline.map((e) => e.kind), ['created', 'attempt', 'attempt', 'attempt', 'completed']);
+});
+
+test('retry after a given-up endpoint of three was deleted: both live targets are sent again and the job succeeds', async (t) => {
+  // The three-endpoint variant: C gave up at once (a Retry-After past the job's window), so
+  // the job was discarded before the delete; the two others had succeeded.
+  const { key, job, receivers: [a, b, c], endpoints: [, , cId], read, listed } = await jobToReceivers(t, [
+    () => ({ status: 200, body: 'ok' }),
+    () => ({ status: 200, body: 'ok' }),
+    () => ({ status: 503, body: 'later', headers: { 'retry-after': '999999' } }),
+  ]);
+  await settled(t, read, 3, 'discarded');
+  await retriedAfterDelete(t, key, job.id, cId!);
+  const done = await settled(t, read, 5, 'succeeded');
+  t.is(done.discarded_at, null);
+  t.deepEqual(await listed('failed'), []);
+  t.deepEqual([a!.arrivals.length, b!.arrivals.length, c!.arrivals.length], [2, 2, 1]);
+});
+
+test('retry leaves out only deleted endpoints: a live target that gives up in the new round still discards the job', async (t) => {
+  const { key, job, endpoints: [, , cId], read, listed } = await jobToReceivers(t, [
+    () => ({ status: 200, body: 'ok' }),
+    () => ({ status: 503, body: 'later', headers: { 'retry-after': '999999' } }),
+    () => ({ status: 500, body: 'down' }),
+  ]);
+  await settled(t, read, 3, 'awaiting_retry');
+  await retriedAfterDelete(t, key, job.id, cId!);
+  const done = await settled(t, read, 4, 'discarded');
+  t.regex(done.discarded_at ?? '', ISO_MS);
+  t.deepEqual(await listed('failed'), [job.id]);
 });
