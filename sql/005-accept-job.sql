@@ -414,6 +414,11 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 -- (README.md, Performance). A generic plan is made again whenever autovacuum analyzes a table
 -- it reads; test/accept-plans.test.ts holds it to index reads of small tables. Not the fetch of
 -- messages (claim_next_deliveries, sql/006-claim.sql): a generic plan does not know its limit.
+-- A lock waited for a second fails the call (55P03, lock_timeout): the caller then accepts each
+-- job of the group alone, where only the one behind the lock waits for it. A row another
+-- transaction held (a DBA's `select ... for update` of one application) held the whole group,
+-- every other tenant's jobs in it, for the statement timeout (30 s), and three such groups every
+-- job creation of the web process (black-box probes).
 create or replace function accept_job_group(
   p_key_ids text[], p_granting text[],
   p_limit_keys text[], p_limit_counts integer[], p_limit integer, p_period_seconds integer, p_limit_at timestamptz,
@@ -430,6 +435,7 @@ returns table (
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan
+set lock_timeout = '1s'
 as $$
 declare
   r record;

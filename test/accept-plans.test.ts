@@ -23,7 +23,8 @@ test('job creation, the claim and the fetch of messages plan generically (and th
     select proname as name, proconfig as config from pg_proc
     where proname in ('accept_job_group', 'claim_deliveries', 'claim_next_deliveries', 'fetch_due_messages') order by proname`);
   t.deepEqual(rows, [
-    { name: 'accept_job_group', config: ['plan_cache_mode=force_generic_plan'] },
+    // And a second at most for a lock: test/webhook-jobs/group-lock-wait.test.ts.
+    { name: 'accept_job_group', config: ['plan_cache_mode=force_generic_plan', 'lock_timeout=1s'] },
     { name: 'claim_deliveries', config: ['plan_cache_mode=force_generic_plan'] },
     // It calls the two below.
     { name: 'claim_next_deliveries', config: null },

@@ -2,17 +2,20 @@
 // answers 503 with nothing written. With the database frozen (SIGSTOP: every group's statement
 // stalled on an open connection), the requests queued behind the stalled groups waited for the
 // whole outage and answered 201 after it, up to 45 s later, where the docs promise a 503 within
-// the acquire timeout (found by a probe). Here a table lock this test holds stalls the groups;
-// requests already in a group wait for it, as their jobs may commit.
+// the acquire timeout (found by a probe). Here a table lock this test holds stalls the groups (a
+// frozen server never ends a lock wait: accept_job_group's one-second lock timeout is off in this
+// file's database); requests already in a group wait for it, as their jobs may commit.
 import test from 'ava';
 import { startTestApp, type Response } from './helpers/app.ts';
 import { createApplication, createEventType } from './helpers/fixtures.ts';
+import { groupsWaitForLocks } from './helpers/group-lock.ts';
 import { session, waitingOn } from './helpers/sessions.ts';
 import { until } from './helpers/until.ts';
 
 const app = startTestApp({ DATABASE_ACQUIRE_TIMEOUT_MS: '1000' });
 
 test('behind stalled groups, a job creation answers 503 within the acquire timeout and writes nothing; the stalled ones are created after', async (t) => {
+  await groupsWaitForLocks(app.pool);
   const { key } = await app.createOrg();
   const by = { on: app, key, t };
   await createEventType(by, 'order.created');

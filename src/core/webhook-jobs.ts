@@ -11,7 +11,7 @@ import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, acceptJobGroup, acceptJobs, cancelJob as cancelJobRow, payloadBytes, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
+  acceptJob, acceptJobGroup, acceptJobs, boundGroupLockWait, cancelJob as cancelJobRow, payloadBytes, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import { freshWeight, type Queue, type QueueItem } from '../queue.ts';
@@ -266,6 +266,7 @@ export function makeJobAcceptor(
     let settled: Map<Waiting, Settled>;
     try {
       settled = await acceptAtOnce(group) ?? await pool.transaction(async (tx) => {
+        await boundGroupLockWait(tx);
         const answers = new Map<Waiting, Settled>();
         await confirmKeys(tx, group, answers);
         if (rule) await takeLimits(tx, rule, group, answers);
@@ -298,13 +299,18 @@ export function makeJobAcceptor(
       });
     } catch (error) {
       // The group failed as any statement would have, whoever was in it: cancelled (the statement
-      // timeout, behind a lock held long: a DBA's open transaction) or the database gone. Tried
-      // again alone, each request waited the same again, 503 after twice the timeout (60 s) or a
-      // 201 past the documented 503 (a probe): answered now, nothing written.
+      // timeout: a database too slow or frozen; a lock fails the group after a second, below) or
+      // the database gone. Tried again alone, each request waited the same again, 503 after twice
+      // the timeout (60 s) or a 201 past the documented 503 (a probe): answered now, nothing written.
       if (isStatementCancelled(error) || isDatabaseUnavailable(error) || error instanceof DatabaseBusyError) {
         for (const waiter of group) waiter.reject(error);
         return;
       }
+      // Any other failure (a lock waited for a second, one job's error): each request alone, and
+      // the group's turn given back first, its transaction being over: the request behind a lock
+      // waits for it alone, up to the statement timeout, without holding other groups back (three
+      // such requests held every job creation of the process: a probe).
+      release();
       await Promise.all(group.map(async (w) => {
         await checkAlone(pool, rule, w.take, w.key);
         return acceptAlone(pool, queue, w.a);

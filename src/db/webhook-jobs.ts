@@ -164,6 +164,14 @@ export type LimitCount = z.infer<typeof limitCount>;
  * caller then takes the group step by step. Otherwise each job's rows in the order given, and
  * each counter's count after the take.
  */
+/**
+ * A group's transaction, taken step by step, waits at most a second for a lock, as
+ * accept_job_group does (its `set lock_timeout`, sql/005-accept-job.sql): then each job goes alone.
+ */
+export async function boundGroupLockWait(tx: CommonQueryMethods): Promise<void> {
+  await tx.query(sql.unsafe`set local lock_timeout = '1s'`);
+}
+
 export async function acceptJobGroup(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>, checks: GroupChecks,
 ): Promise<{ answers: AcceptedRow[][]; limits: readonly LimitCount[] } | 'refused'> {

@@ -3,7 +3,6 @@
 // a refused job leaves nothing behind for the others' commit (no idempotency key claimed), and a
 // group whose transaction fails has each of its jobs accepted alone.
 import test, { type ExecutionContext } from 'ava';
-import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type LimitTake, type NewJobInput, type ProvisionalKey } from '../../src/core/webhook-jobs.ts';
@@ -15,8 +14,19 @@ import type { Tenant } from '../../src/db/tenant.ts';
 import { AppError, translateDatabaseError } from '../../src/errors.ts';
 import { makePool } from '../../src/db/pool.ts';
 import { RequestScope, requestScope } from '../../src/db/request-scope.ts';
+import { groupsWaitForLocks } from '../helpers/group-lock.ts';
 import { until } from '../helpers/until.ts';
-import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, INVOICE_SCHEMA } from './helpers.ts';
+import { app, setup, createApplication, createEventType, createEndpoint, postJob, deliveriesOf, messagesFor, jobRows, holdApplications, INVOICE_SCHEMA } from './helpers.ts';
+
+// The tests below hold a group behind a lock as long as they need it (oneGroup): they take
+// their locks through hold(), which first turns accept_job_group's lock timeout (a second,
+// sql/005-accept-job.sql) off in this file's database; group-lock-wait.test.ts tests it.
+let lockTimeoutOff: Promise<void> | undefined;
+async function hold(appIds: string[]) {
+  lockTimeoutOff ??= groupsWaitForLocks(app.pool);
+  await lockTimeoutOff;
+  return holdApplications(appIds);
+}
 
 const job = (appId: string, eventType: string, payload: Record<string, unknown>, eventId: string | null = null): NewJobInput =>
   ({ applicationId: appId, eventType, payload, eventId, headers: {} });
@@ -29,35 +39,6 @@ const settle = (promise: Promise<{ job: { id: string }; replayed: boolean }>): P
 );
 
 /**
- * Holds the rows of these applications locked (for update) until the returned release() commits;
- * release() may be called again, and its `pid` is the holding backend's. A connection of its own
- * (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
- */
-async function holdApplications(appIds: string[]): Promise<(() => Promise<void>) & { pid: number }> {
-  const locker = new pg.Client({ connectionString: app.databaseUrl });
-  await locker.connect();
-  let pid: number;
-  try {
-    await locker.query('begin');
-    await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
-    pid = (await locker.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-  } catch (error) {
-    await locker.end();
-    throw error;
-  }
-  let released = false;
-  return Object.assign(async () => {
-    if (released) return;
-    released = true;
-    try {
-      await locker.query('commit');
-    } finally {
-      await locker.end();
-    }
-  }, { pid });
-}
-
-/**
  * `inputs` in one group, deterministically: a first job for `heldAppId`, whose application row
  * this test holds locked, occupies the acceptor's one group until all of `inputs` wait; then the
  * lock is let go and they go together. Answers the first job's answer, then one for each input.
@@ -66,7 +47,7 @@ async function oneGroup(
   accept: Acceptor, tenant: Tenant, heldAppId: string, inputs: NewJobInput[], take: (i: number) => LimitTake | undefined = () => undefined,
   key: (i: number) => ProvisionalKey | undefined = () => undefined,
 ): Promise<Answer[]> {
-  const release = await holdApplications([heldAppId]);
+  const release = await hold([heldAppId]);
   let first: Promise<Answer>;
   let rest: Promise<Answer[]>;
   try {
@@ -91,7 +72,7 @@ test('a client that goes away does not take other requests down with it: the nex
   const held = await createApplication(t, key);
   const tenant = { orgId, environment: 'live' as const };
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
-  const release = await holdApplications([held]);
+  const release = await hold([held]);
   const gone = new RequestScope();
   let first: Promise<Answer>;
   let others: Promise<Answer[]>;
@@ -176,7 +157,7 @@ test('with more waiting than a group holds, the next group takes each organizati
   for (const [tenant, appId] of [[floodTenant, flood.appId], [otherTenant, other.appId]] as const) {
     t.true('id' in await settle(accept(tenant, job(appId, 'invoice.paid', { warm: true }))));
   }
-  const release = await holdApplications([held]);
+  const release = await hold([held]);
   let floods: Answer[];
   let theirs: Answer;
   try {
@@ -206,7 +187,7 @@ test('one group at a time while the running group is young: requests that come m
   const tenant = { orgId, environment: 'live' } as const;
   // Three groups allowed, but none overlaps a group younger than a minute.
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 3, overlapAfterMs: 60_000 });
-  const release = await holdApplications([held]);
+  const release = await hold([held]);
   let answers: Answer[];
   try {
     const first = settle(accept(tenant, job(held, 'invoice.paid', { n: 0 })));
@@ -248,7 +229,7 @@ async function statementsSentAtFirstAnswer(t: ExecutionContext, earlyStartAt: nu
   });
   t.teardown(() => pool.end());
   const accept = makeJobAcceptor(pool, app.queue, { groupsInFlight: 3, overlapAfterMs: 60_000, earlyStartAt });
-  const release = await holdApplications([held]);
+  const release = await hold([held]);
   let sentAtFirstAnswer: number | undefined;
   let answers: Answer[];
   try {
@@ -286,7 +267,7 @@ test('a group still running past overlapAfterMs lets the next start beside it, u
   const stalled = [await createApplication(t, key), await createApplication(t, key)];
   const tenant = { orgId, environment: 'live' } as const;
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 2, overlapAfterMs: 50 });
-  const release = await holdApplications(stalled);
+  const release = await hold(stalled);
   let answers: Answer[];
   try {
     let firstSettled = false;

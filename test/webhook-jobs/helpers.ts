@@ -7,6 +7,7 @@
 // rows (the job status is derived from them by a trigger). A few tests run the real worker
 // against a real receiver.
 import type { ExecutionContext } from 'ava';
+import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { startTestApp, type Response, type TestApp } from '../helpers/app.ts';
@@ -162,3 +163,32 @@ export const INVOICE_SCHEMA = {
     lines: { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } },
   },
 };
+
+/**
+ * Holds the rows of these applications locked (for update) until the returned release() commits;
+ * release() may be called again, and its `pid` is the holding backend's. A connection of its own
+ * (node-postgres): the acceptor's queries must not run in a slonik transaction's context.
+ */
+export async function holdApplications(appIds: string[]): Promise<(() => Promise<void>) & { pid: number }> {
+  const locker = new pg.Client({ connectionString: app.databaseUrl });
+  await locker.connect();
+  let pid: number;
+  try {
+    await locker.query('begin');
+    await locker.query('select 1 from applications where id = any($1) order by id for update', [appIds]);
+    pid = (await locker.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+  } catch (error) {
+    await locker.end();
+    throw error;
+  }
+  let released = false;
+  return Object.assign(async () => {
+    if (released) return;
+    released = true;
+    try {
+      await locker.query('commit');
+    } finally {
+      await locker.end();
+    }
+  }, { pid });
+}

@@ -1,0 +1,72 @@
+// A group of job creations waits at most a second for a lock (accept_job_group's lock_timeout,
+// sql/005-accept-job.sql), then gives its turn back and accepts each job alone: only the job
+// behind the lock waits for it. Black-box probes held one application's row (`select ... for
+// update`, as a DBA's open transaction does): every group holding one of its jobs waited the
+// statement timeout, with the other tenants' jobs in it, and three such groups held every job
+// creation of the web process; with the group refused at the timeout, those jobs answered 503.
+import test from 'ava';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { makeJobAcceptor, type NewJobInput } from '../../src/core/webhook-jobs.ts';
+import { until } from '../helpers/until.ts';
+import { app, setup, createApplication, createEventType, createEndpoint, holdApplications } from './helpers.ts';
+
+const job = (applicationId: string, n: number): NewJobInput =>
+  ({ applicationId, eventType: 'invoice.paid', payload: { n }, eventId: null, headers: {} });
+
+const jobsOf = async (applicationId: string) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+  select count(*)::int as n from webhook_jobs where application_id = ${applicationId}`);
+
+test('a group whose application row another transaction holds: its other jobs are created while the lock is held, the locked one once it goes', async (t) => {
+  const { key, orgId, appId: free } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const locked = await createApplication(t, key);
+  const first = await createApplication(t, key);
+  for (const id of [free, locked, first]) await createEndpoint(t, key, id, ['invoice.paid']);
+  const tenant = { orgId, environment: 'live' } as const;
+  // One group at a time: the first job's group, behind the lock, has the turn while the two
+  // others come and wait for the next one, which then holds both of them.
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const release = await holdApplications([first, locked]);
+  let answers: Promise<unknown[]>;
+  try {
+    const done = new Set<string>();
+    const settle = (id: string, n: number) => accept(tenant, job(id, n)).then(() => { done.add(id); return 201; }, (error: unknown) => error);
+    const firstAnswer = settle(first, 0);
+    await until('the first group to start', () => accept.busy === 1);
+    answers = Promise.all([firstAnswer, settle(locked, 1), settle(free, 2)]);
+    // On the old code no group gave its turn back while the lock was held: this waited until
+    // the statement timeout.
+    await until('the free application\'s job created, the lock still held', () => done.has(free), 20_000);
+    t.is(await jobsOf(free), 1);
+    t.is(await jobsOf(locked), 0, 'the locked application\'s job waits alone');
+    t.false(done.has(first) || done.has(locked));
+  } finally {
+    await release();
+  }
+  t.deepEqual(await answers, [201, 201, 201], 'the jobs behind the lock are created once it goes');
+  t.is(await jobsOf(locked), 1);
+  t.is(await jobsOf(first), 1);
+});
+
+test('a group behind a lock gives up after its lock timeout, writing nothing, and its job waits alone and is created once', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const release = await holdApplications([appId]);
+  try {
+    const answer = accept({ orgId, environment: 'live' }, job(appId, 1));
+    const waits = await until('the job to wait alone, after its group gave up', async () => {
+      const rows = await app.pool.any(sql.type(z.object({ query: z.string() }))`
+        select query from pg_stat_activity where ${release.pid}::int = any(pg_blocking_pids(pid))`);
+      return rows.some((row) => !row.query.includes('accept_job_group')) && rows;
+    }, 20_000);
+    t.false(waits.some((row) => row.query.includes('accept_job_group')), 'the group statement no longer waits');
+    await release();
+    t.like(await answer, { replayed: false });
+  } finally {
+    await release();
+  }
+  t.is(await jobsOf(appId), 1, 'one job: the group wrote nothing');
+});
