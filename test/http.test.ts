@@ -675,6 +675,10 @@ test('HEAD answers as its GET without a body; OPTIONS, with a credential that ma
   t.is(options.status, 200);
   t.deepEqual(options.headers.get('allow')?.split(',').map((m) => m.trim()).sort(), ['GET', 'HEAD', 'POST']);
   t.is((await fetch(`${app.baseUrl}/v1/applications`, { method: 'OPTIONS' })).status, 401);
+  // Job creation is served ahead of the routers: its POST was missing from Allow (a probe).
+  const jobs = await fetch(`${app.baseUrl}/v1/webhook-jobs`, { method: 'OPTIONS', headers });
+  t.is(jobs.status, 200);
+  t.deepEqual(jobs.headers.get('allow')?.split(',').map((m) => m.trim()).sort(), ['GET', 'HEAD', 'POST']);
   // Decisions §4: every method but GET needs <family>:write; HEAD is the GET's read. A read key
   // gets a write's 403 for OPTIONS (the docs had promised 200 to any valid credential: a probe).
   const reader = await app.request('POST', '/v1/api-keys', { key, body: { name: 'reader', scopes: ['applications:read'] } });

@@ -143,6 +143,12 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
 export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
   const { jobCreation } = rateLimitRules(config);
   const router = Router();
+  // POST / (job creation) is served ahead of every router (src/api/app.ts): Express's automatic
+  // OPTIONS answer of this router left it out of Allow (a probe).
+  router.options('/', (_req, res) => {
+    const allow = 'GET, HEAD, POST';
+    res.set({ Allow: allow, 'Content-Type': 'text/plain' }).send(allow);
+  });
 
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
