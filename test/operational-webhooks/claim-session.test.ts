@@ -15,7 +15,10 @@ import { startTestApp } from '../helpers/app.ts';
 
 const app = startTestApp();
 
-test('claiming operational deliveries makes no temporary table, which would reset every session\'s cached plans', async (t) => {
+// Serial, as every test here that claims: a claim takes every due operational delivery of the
+// database, whichever test's. This one's took the next test's endpoint.created when they ran
+// together (a full run: "endpoint.created was claimed" failed).
+test.serial('claiming operational deliveries makes no temporary table, which would reset every session\'s cached plans', async (t) => {
   const db = new pg.Client({ connectionString: app.databaseUrl });
   await db.connect();
   t.teardown(() => db.end());
@@ -33,7 +36,7 @@ test('no database function makes a temporary table (docs/deploy.md promises none
   }
 });
 
-test('an operational outcome is recorded only on the delivery of the event it was claimed for (a database gone back to a backup)', async (t) => {
+test.serial('an operational outcome is recorded only on the delivery of the event it was claimed for (a database gone back to a backup)', async (t) => {
   // As record_attempts (test/record-outcomes.test.ts): operational delivery ids are a sequence too.
   const { key } = await app.createOrg();
   const ops = await app.request('POST', '/v1/operational-webhooks/endpoints', { key, body: { url: 'https://ops.example.com/hookline' } });
@@ -56,7 +59,6 @@ test('an operational outcome is recorded only on the delivery of the event it wa
   t.is(await attempts(), 1);
 });
 
-// Serial: the claims here take every due operational delivery of the database, as the test above's do.
 test.serial('failures of attempts in flight when an operational circuit opens are not failed probes: the first probe comes after the cooldown, and only its failure doubles it', async (t) => {
   // A probe: 25 quick changes, 16 failed attempts in flight at once against threshold 10 and a
   // 30 s cooldown; each failure recorded after the circuit opened doubled the cooldown, to 32
