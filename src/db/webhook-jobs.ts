@@ -155,6 +155,14 @@ const groupRow = acceptedRow.extend({ item: z.number(), limits: z.array(limitCou
 export type LimitCount = z.infer<typeof limitCount>;
 
 /**
+ * A group's transaction, taken step by step, waits at most a second for a lock, as
+ * accept_job_group does (its `set lock_timeout`, sql/005-accept-job.sql): then each job goes alone.
+ */
+export async function boundGroupLockWait(tx: CommonQueryMethods): Promise<void> {
+  await tx.query(sql.unsafe`set local lock_timeout = '1s'`);
+}
+
+/**
  * A whole group of job creations in one call of accept_job_group (sql/005-accept-job.sql), so
  * one round trip, in its own transaction: its provisional keys confirmed, its requests counted
  * against their limits, its jobs accepted and their deliveries enqueued. It is for the group
@@ -164,14 +172,6 @@ export type LimitCount = z.infer<typeof limitCount>;
  * caller then takes the group step by step. Otherwise each job's rows in the order given, and
  * each counter's count after the take.
  */
-/**
- * A group's transaction, taken step by step, waits at most a second for a lock, as
- * accept_job_group does (its `set lock_timeout`, sql/005-accept-job.sql): then each job goes alone.
- */
-export async function boundGroupLockWait(tx: CommonQueryMethods): Promise<void> {
-  await tx.query(sql.unsafe`set local lock_timeout = '1s'`);
-}
-
 export async function acceptJobGroup(
   db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>, checks: GroupChecks,
 ): Promise<{ answers: AcceptedRow[][]; limits: readonly LimitCount[] } | 'refused'> {

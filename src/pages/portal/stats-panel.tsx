@@ -4,7 +4,7 @@ import type { Client, Stats } from './api.ts';
 import { AttemptsChart, type Point } from '../shared/chart.tsx';
 import { Busy, ErrorNotice } from '../shared/ui.tsx';
 
-/** `onTotals`: each read's totals. The default window is the one `success_rate` counts (decisions: the
+/** `onTotals`: each read's totals. The default window is the one `success_rate` counts (docs/api.md: the
  * minutes after 24 hours ago), so successes / attempts is the endpoint's success rate. */
 export function StatsPanel(props: { client: Client; endpointId: string; refresh: number; onTotals?: (totals: Stats['totals']) => void }) {
   const [stats, setStats] = useState<Stats | null>(null);
