@@ -62,8 +62,8 @@ export function App() {
   /** Every event type, for the endpoint form; null until read. */
   const [eventTypes, setEventTypes] = useState<EventType[] | null>(null);
   /**
-   * The shell's read of the application, handed to the first view that reads it (the list's
-   * success rates, an endpoint's): the answer carries every endpoint (232 KB at 2,000 endpoints)
+   * The shell's read of the application, handed to the first view that reads it (the list, for
+   * its success rates): the answer carries every endpoint (232 KB at 2,000 endpoints)
    * and the shell and the list each asked for it. Dropped when the view changes, so a view opened
    * later reads rates of its own time.
    */

@@ -4,13 +4,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Client, type Deleted, type Endpoint, type EventType, type Recovering, type Reset, type Rotated, type Stats, type TestQueued } from './api.ts';
 import { AttemptLog } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
-import { StatsPanel } from './stats-panel.tsx';
+import { StatsPanel, successRate } from './stats-panel.tsx';
 import { ActionButton, Busy, ErrorNotice, Field, Notice, shownUrl, StatusBadge, TypeName, fieldError, formatRate, formatTime, isolate, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
-
-/** The success rate as the API rounds it: percent, two decimals. */
-const rateOf = (totals: Stats['totals']) => Math.round((10_000 * totals.successes) / totals.attempts) / 100;
 
 type Props = {
   client: Client; endpointId: string; readOnly: boolean;
@@ -111,7 +108,7 @@ export function EndpointDetail(props: Props) {
         <div class="card-head">
           <div>
             <h1 id="endpoint-title" class="url">{shownUrl(endpoint.url)}</h1>
-            <p class="meta"><StatusBadge status={endpoint.status} /> {totals?.attempts === 0 ? <span>No attempts (24 h)</span> : totals && <span>{formatRate(rateOf(totals))} success (24 h)</span>}
+            <p class="meta"><StatusBadge status={endpoint.status} /> {totals?.attempts === 0 ? <span>No attempts (24 h)</span> : totals && <span>{formatRate(successRate(totals))} success (24 h)</span>}
               <span>Created {formatTime(endpoint.created_at)}</span></p>
           </div>
           {!readOnly && (

@@ -4,6 +4,9 @@ import type { Client, Stats } from './api.ts';
 import { AttemptsChart, type Point } from '../shared/chart.tsx';
 import { Busy, ErrorNotice } from '../shared/ui.tsx';
 
+/** Percent of the attempts that succeeded (of at least one attempt), unrounded: the panel's and the endpoint header's one figure. */
+export const successRate = (counts: { attempts: number; successes: number }): number => (100 * counts.successes) / counts.attempts;
+
 /** `onTotals`: each read's totals. The default window is the one `success_rate` counts (docs/api.md: the
  * minutes after 24 hours ago), so successes / attempts is the endpoint's success rate. */
 export function StatsPanel(props: { client: Client; endpointId: string; refresh: number; onTotals?: (totals: Stats['totals']) => void }) {
@@ -32,10 +35,10 @@ export function StatsPanel(props: { client: Client; endpointId: string; refresh:
       const slot = slots.get(hour(bucket.start));
       if (slot) { slot.attempts += bucket.attempts; slot.successes += bucket.successes; }
     }
-    return [...slots].map(([time, slot]) => ({ time, attempts: slot.attempts || null, successRate: slot.attempts ? (100 * slot.successes) / slot.attempts : null }));
+    return [...slots].map(([time, slot]) => ({ time, attempts: slot.attempts || null, successRate: slot.attempts ? successRate(slot) : null }));
   }, [stats]);
   const totals = stats?.totals;
-  const rate = totals && totals.attempts ? (100 * totals.successes) / totals.attempts : null;
+  const rate = totals && totals.attempts ? successRate(totals) : null;
   return (
     <section class="card" aria-labelledby="stats-title">
       <h2 id="stats-title" class="sub">Last 24 hours</h2>
