@@ -108,6 +108,10 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
   event_types_org_id_environment_name_key: () => conflict('An event type with this name already exists.'),
 };
 
+/** A lock waited for longer than the transaction's lock_timeout (SQLSTATE 55P03): its transaction rolled back. */
+export const isLockTimeout = (error: unknown): boolean =>
+  [...causeChain(error)].some((current) => (current as { code?: unknown }).code === '55P03');
+
 /** A statement cancelled by statement_timeout or by pg_cancel_backend(): its transaction rolled back. */
 export const isStatementCancelled = (error: unknown): boolean =>
   error instanceof StatementTimeoutError || error instanceof StatementCancelledError;

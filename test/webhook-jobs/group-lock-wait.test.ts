@@ -4,10 +4,12 @@
 // update`, as a DBA's open transaction does): every group holding one of its jobs waited the
 // statement timeout, with the other tenants' jobs in it, and three such groups held every job
 // creation of the web process; with the group refused at the timeout, those jobs answered 503.
+import { setTimeout } from 'node:timers/promises';
 import test from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type NewJobInput } from '../../src/core/webhook-jobs.ts';
+import { groupsWaitForLocks } from '../helpers/group-lock.ts';
 import { until } from '../helpers/until.ts';
 import { app, setup, createApplication, createEventType, createEndpoint, holdApplications } from './helpers.ts';
 
@@ -69,4 +71,52 @@ test('a group behind a lock gives up after its lock timeout, writing nothing, an
     await release();
   }
   t.is(await jobsOf(appId), 1, 'one job: the group wrote nothing');
+});
+
+// Serial: it lets groups wait for locks as long as they are held for a while (ava runs the serial
+// tests of a file before the others, which need the second).
+test.serial('an application whose lock held a group back: its next jobs go alone while the lock stays, and another application\'s group no longer waits behind them', async (t) => {
+  const { key, orgId, appId: free } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const locked = await createApplication(t, key);
+  for (const id of [free, locked]) await createEndpoint(t, key, id, ['invoice.paid']);
+  const tenant = { orgId, environment: 'live' } as const;
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const release = await holdApplications([locked]);
+  // Every statement waiting for a lock in this database: the second waiter for a row waits for
+  // the first (its tuple lock), not for the lock's holder.
+  const blocked = () => app.pool.any(sql.type(z.object({ query: z.string() }))`
+    select query from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0`);
+  const answers: Promise<unknown>[] = [];
+  try {
+    answers.push(accept(tenant, job(locked, 0)));
+    await until('the first job\'s group to give up after its lock timeout', () => accept.apart === 1, 20_000);
+    // From here a group would wait as long as the lock is held: a job of the locked application
+    // taken into one (the old code) holds the one turn a group has (groupsInFlight 1), and the
+    // free application's job waits for it, then answers 503.
+    const restore = await groupsWaitForLocks(app.pool);
+    try {
+      answers.push(accept(tenant, job(locked, 1)));
+      const waits = await until('both jobs of the locked application to wait for it', async () => {
+        const rows = await blocked();
+        return rows.length === 2 && rows;
+      }, 20_000);
+      t.false(waits.some((row) => row.query.includes('accept_job_group')), 'the second job waits alone, not in a group');
+      t.like(await accept(tenant, job(free, 2)), { replayed: false }, 'the free application\'s job is created, the lock still held');
+      t.is(await jobsOf(free), 1);
+      t.is(await jobsOf(locked), 0);
+      // Both wait past what a statement alone takes without a lock (SLOW_ALONE_MS, 250 ms).
+      await setTimeout(300);
+    } finally {
+      await restore();
+    }
+  } finally {
+    await release();
+  }
+  t.deepEqual((await Promise.all(answers)).map((answer) => (answer as { replayed: boolean }).replayed), [false, false]);
+  t.is(await jobsOf(locked), 2, 'both jobs behind the lock are created once it goes');
+  t.is(accept.apart, 1, 'its jobs waited: it stays apart for a while');
+  await accept(tenant, job(locked, 3));
+  t.is(accept.apart, 0, 'a job accepted without a wait brings its application back to the groups');
+  t.is(await jobsOf(locked), 3);
 });

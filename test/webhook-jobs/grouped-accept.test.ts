@@ -21,7 +21,7 @@ import { app, setup, createApplication, createEventType, createEndpoint, postJob
 // The tests below hold a group behind a lock as long as they need it (oneGroup): they take
 // their locks through hold(), which first turns accept_job_group's lock timeout (a second,
 // sql/005-accept-job.sql) off in this file's database; group-lock-wait.test.ts tests it.
-let lockTimeoutOff: Promise<void> | undefined;
+let lockTimeoutOff: Promise<unknown> | undefined;
 async function hold(appIds: string[]) {
   lockTimeoutOff ??= groupsWaitForLocks(app.pool);
   await lockTimeoutOff;
