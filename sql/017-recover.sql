@@ -63,7 +63,9 @@ comment on function recover_endpoint(text, timestamptz, timestamptz) is
 -- them for enqueueing. A recovery walks its range by (gave_up_at, id) from its cursor and is
 -- complete when a batch comes back short. A delivery another recovery (or a retry) already
 -- restarted is no longer failed and is skipped, so overlapping recoveries deliver the union,
--- each delivery once. Recoveries of a deleted endpoint complete at once. Deliveries of a paused
+-- each delivery once. Recoveries of a deleted endpoint complete at once, without restarting
+-- anything (checked again once the batch holds its jobs), and a restore completes those still
+-- open: a delete stops its endpoint's recoveries (docs/api.md, recover). Deliveries of a paused
 -- or disabled endpoint restart held (start_delivery_round) and are not returned.
 create or replace function run_endpoint_recoveries(p_limit integer)
 returns table (delivery_id bigint, round integer, start_after timestamptz)
@@ -115,6 +117,20 @@ begin
           and not exists (select 1 from webhook_jobs j where j.id = d.job_id and j.discard_reason = 'cancelled')
         order by d.id
         for update);
+      -- And the endpoint again, once those locks are held: a delete that committed while this
+      -- batch waited for them (a retry's, a recording's, another batch's) stops the recovery
+      -- here. Read before the waits only, its deliveries were restarted after the delete (and,
+      -- the endpoint restored meanwhile, sent: a restore waits for a batch that holds one of its
+      -- recoveries, restore_endpoint, sql/018-restore-endpoint.sql, but this one held it before
+      -- the delete). Not locked: a lock on the endpoint here, after the jobs', would wait for a
+      -- recording that holds it and wants a job of this batch (recordings lock their jobs, then
+      -- their endpoints). A delete that commits after this read finds the restarted deliveries
+      -- waiting and drops them (its trigger, the upkeep or the claim), and a restore waits for
+      -- this batch and then sees them.
+      if not exists (select 1 from endpoints e where e.id = v_recovery.endpoint_id and e.deleted_at is null) then
+        update endpoint_recoveries r set completed_at = now() where r.id = v_recovery.id;
+        continue;
+      end if;
       return query select * from start_delivery_round(v_ids);
       v_rows := cardinality(v_ids); -- every one restarted, the held ones (not returned) too
       v_left := v_left - v_scanned_count;

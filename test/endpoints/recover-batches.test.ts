@@ -168,6 +168,26 @@ test.serial('a recovered job leaves out the delivery of an endpoint deleted befo
   t.deepEqual(statuses, [{ status: 'succeeded', left_out: false }, { status: 'dropped', left_out: true }]);
 });
 
+test.serial('a delete stops its endpoint\'s recoveries: restored before a batch ran, the endpoint gets none of them', async (t) => {
+  // The batches complete a deleted endpoint's recoveries; restored before the next batch (within
+  // the second between two, or behind another recovery's batches), the endpoint was live again
+  // and the recovery requested before its delete restarted its deliveries after all.
+  const ctx = await setup(t);
+  const endpointId = await createEndpoint(t, ctx);
+  const since = new Date(Date.now() - 60_000).toISOString();
+  const job = await createJob(t, ctx);
+  await fail([job]);
+  const failed = await deliveriesOf([job]);
+  t.like(failed[0], { status: 'failed', round: 1 });
+  t.is(await recover(t, ctx, endpointId, { since }), 1);
+  t.is((await app.request('DELETE', `/v1/endpoints/${endpointId}`, { key: ctx.key })).status, 200);
+  t.is((await app.request('POST', `/v1/endpoints/${endpointId}/restore`, { key: ctx.key })).status, 200);
+  await drain();
+  t.deepEqual(await deliveriesOf([job]), failed, 'not restarted: no new round, no message of one');
+  t.deepEqual(await recoveriesOf(endpointId), [{ deliveries: 1, recovered: 0, completed: true }]);
+  t.is((await app.request('GET', `/v1/webhook-jobs/${job}`, { key: ctx.key })).body.status, 'discarded');
+});
+
 test.serial('a batch writes each job it reopens once, with the state its deliveries then give it', async (t) => {
   const ctx = await setup(t);
   const target = await createEndpoint(t, ctx);

@@ -5,6 +5,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import pg from 'pg';
 import { assertError, startTestApp, type TestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -145,6 +146,59 @@ test('recovered deliveries of a paused endpoint are held, and delivered once it 
   t.is(active.status, 200, JSON.stringify(active.body));
   await waitStatus(ctx, jobId!, 'succeeded');
   t.is(receiver.forJob(jobId!).length, 8);
+});
+
+test('a delete stops a recovery whose batch it overtook: nothing is sent to the endpoint, not even once it is restored', async (t) => {
+  // A recovery batch checks its endpoint when it starts and then waits for its jobs' locks (a
+  // retry's, a recording's, another batch's: here a test transaction's). A delete and a restore
+  // made while it waited both went through (the delivery was still failed: no check of the
+  // restore saw it), and the batch then restarted the delivery, which the worker sent to the
+  // restored endpoint although its delete came after the recover request.
+  const ctx = await setup(t);
+  // Gives up at its first attempt (a Retry-After past the job's window).
+  const receiver = await startReceiver(() => ({ status: 503, body: 'later', headers: { 'retry-after': '999999' } }));
+  const endpointId = await createEndpoint(t, ctx, receiver.at('/hook'));
+  const since = new Date(Date.now() - 60_000).toISOString();
+  const jobId = await createJob(t, ctx);
+  await waitStatus(ctx, jobId, 'discarded');
+  t.deepEqual(await deliveryOf(ctx, jobId), { status: 'failed', round: 1, attempt_count: 1 });
+  receiver.reply = up;
+
+  // The job held, the worker's batch of the recovery waits for it.
+  const locker = new pg.Client({ connectionString: ctx.on.databaseUrl });
+  await locker.connect();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await locker.query('commit');
+    await locker.end();
+  };
+  t.teardown(release);
+  await locker.query('begin');
+  await locker.query('select 1 from webhook_jobs where id = $1 for update', [jobId]);
+  t.deepEqual((await recover(ctx, endpointId, { since })).body, { id: endpointId, status: 'recovering', deliveries: 1 });
+  await until('the recovery batch waits for the job', async () => (await ctx.on.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pg_stat_activity
+    where wait_event_type = 'Lock' and query like '%run_endpoint_recoveries%'`)) > 0, CAP_MS);
+
+  t.is((await ctx.on.request('DELETE', `/v1/endpoints/${endpointId}`, { key: ctx.key })).status, 200);
+  const restoring = ctx.on.request('POST', `/v1/endpoints/${endpointId}/restore`, { key: ctx.key });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await release();
+  const restored = await restoring;
+  t.is(restored.status, 200, JSON.stringify(restored.body));
+
+  const recovery = await until('the recovery to complete', async () => {
+    const rows = await recoveriesOf(ctx, endpointId);
+    return rows[0]?.completed ? rows[0] : undefined;
+  }, CAP_MS);
+  t.deepEqual(recovery, { deliveries: 1, recovered: 0, completed: true }, 'stopped by the delete');
+  // Time for a restarted delivery to be claimed and sent.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  t.deepEqual(await deliveryOf(ctx, jobId), { status: 'failed', round: 1, attempt_count: 1 });
+  t.is(receiver.forJob(jobId).length, 1, 'sent once, before the recover request');
+  t.is((await getJob(ctx, jobId)).status, 'discarded');
 });
 
 test('bad ranges and bodies: 400 validation_error naming the field; nothing is recorded', async (t) => {
