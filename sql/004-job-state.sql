@@ -48,7 +48,8 @@ language sql as $$
   -- A delivery a retry or recovery left out (its endpoint deleted when that round began:
   -- start_delivery_round, sql/010-retry-cancel.sql) is no longer one of the job's targets and
   -- does not count (docs/api.md, retry): its dropped or failed state made a retried job whose
-  -- every live target had succeeded discarded (a black-box probe).
+  -- every live target had succeeded discarded (a black-box probe), and one still waiting to be
+  -- dropped kept it open until then.
   from unnest(p_job_ids) as x (id) cross join lateral (
     select coalesce(max(d.attempt_count), 0) as max_attempt,
            count(*) filter (where d.status in ('pending', 'in_flight', 'held')) as open,

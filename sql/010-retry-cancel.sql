@@ -10,9 +10,9 @@
 -- recover (sql/017-recover.sql): each starts again from attempt 0 (pending, now; held when its
 -- live endpoint is paused or disabled), and its job gets a new 48 h window and is no longer
 -- finished; the job's other finished targets count from attempt 0 too (their earlier attempts
--- stay in delivery_attempts), targets still under way keep theirs. The jobs' finished
--- deliveries to endpoints deleted by then, not restarted, are left out (left_out): no longer
--- targets, they do not count in their jobs' state (refresh_webhook_jobs); a later round that
+-- stay in delivery_attempts), targets still under way keep theirs. The jobs' deliveries to
+-- endpoints deleted by then, not restarted, finished or waiting to be dropped, are left out
+-- (left_out): no longer targets, they do not count in their jobs' state (refresh_webhook_jobs); a later round that
 -- restarts one (its endpoint restored) counts it again. The jobs' statuses then
 -- follow from their deliveries. Queue messages of earlier rounds are skipped by their round.
 -- Returns the pending deliveries, to enqueue. Callers lock the jobs first (retry locks its job;
@@ -30,18 +30,33 @@ begin
     where d.job_id = any(v_jobs) and d.attempt_count > 0 and d.status not in ('pending', 'in_flight', 'held')
       and d.id not in (select unnest(p_delivery_ids));
 
-  -- The finished deliveries to deleted endpoints, left out of the new round (the retry leaves
-  -- them out of its targets: a deleted endpoint's delivery would only be dropped). Still
-  -- counted, the one a delete had dropped (or that had failed before it) made the job
-  -- discarded, listed as failed, once every live target had succeeded again (a black-box probe,
-  -- twice). Open ones are not touched: a claim holding one to drop it then waits for its job,
-  -- which this holds; a delete's are dropped within moments and count as deleted under way.
+  -- The deliveries to deleted endpoints, left out of the new round (the retry leaves them out
+  -- of its targets: a deleted endpoint's delivery would only be dropped). Still counted, the
+  -- one a delete had dropped (or that had failed before it) made the job discarded, listed as
+  -- failed, once every live target had succeeded again (a black-box probe, twice).
   -- Left out after the update above, whose refresh then seldom changes the job, and before the
   -- jobs' write below, which leaves them out of its prediction as the refresh does.
   update deliveries d set left_out = true
     where d.job_id = any(v_jobs) and not d.left_out and d.status not in ('pending', 'in_flight', 'held')
       and d.id not in (select unnest(p_delivery_ids))
       and exists (select 1 from endpoints e where e.id = d.endpoint_id and e.deleted_at is not null);
+  -- And those still waiting to be dropped (pending or held: past a delete's first 1,000, or of a
+  -- job another transaction held at the delete; sql/003-soft-delete.sql): dropped after this,
+  -- they made the job discarded though every target of its round had succeeded, as a dropped
+  -- one did before (a test: cancel-retry). Their claim or the upkeep still drops them, and
+  -- none is sent (a restore waits while any is left: sql/018-restore-endpoint.sql). Skip
+  -- locked: a claim holding one to drop it then waits for its job, which this holds, so it is
+  -- left as it is and counts as deleted under way (as does one a delete drops at this moment).
+  -- Not one in flight (a retry finds none: its job is executing; a recovery may): its attempt
+  -- is under way, and the job reads executing from it until it is recorded.
+  update deliveries d set left_out = true
+    where d.id in (
+      select o.id from deliveries o
+      where o.job_id = any(v_jobs) and not o.left_out and o.status in ('pending', 'held')
+        and o.id not in (select unnest(p_delivery_ids))
+        and exists (select 1 from endpoints e where e.id = o.endpoint_id and e.deleted_at is not null)
+      order by o.id
+      for no key update of o skip locked);
 
   -- Then the jobs, so none is ever finished without completed_at (or the reverse) in between,
   -- each written once with the state its deliveries are about to have: the reopened ones at

@@ -123,7 +123,7 @@ comment on column deliveries.next_attempt_at is 'When a pending delivery is due 
 comment on column deliveries.last_attempt_at is 'Start of the latest recorded attempt; null before the first.';
 comment on column deliveries.rate_deferred is 'Pending and waiting for a rate-limit slot of its endpoint (a claim deferred it past its horizon), not for a retry: a raise of rate_limit_rps makes it due now (hasten_rate_deferred).';
 comment on column deliveries.is_probe is 'This is the one delivery sent to a disabled endpoint to test whether it recovered.';
-comment on column deliveries.left_out is 'Left out of its job''s current round: finished, its endpoint deleted when a retry or recovery began that round (start_delivery_round). No longer a target, it does not count in the job''s status and attempt_count (refresh_webhook_jobs); false again when a later round restarts it.';
+comment on column deliveries.left_out is 'Left out of its job''s current round: finished or waiting to be dropped (pending, held), its endpoint deleted when a retry or recovery began that round (start_delivery_round). No longer a target, it does not count in the job''s status and attempt_count (refresh_webhook_jobs); false again when a later round restarts it.';
 comment on column deliveries.created_at is 'When the delivery was created (with its job).';
 comment on column deliveries.updated_at is 'Last state change; for in_flight, when the worker claimed it (the running attempt''s start).';
 comment on column deliveries.gave_up_at is 'When it became failed (trigger deliveries_mark_gave_up); null unless failed. POST /v1/endpoints/{id}/recover ranges over it.';
