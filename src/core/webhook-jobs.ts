@@ -270,41 +270,105 @@ export function makeJobAcceptor(
   let overdue: NodeJS.Timeout | undefined;
 
   /**
-   * Applications whose jobs are accepted alone for now, not in groups. A group whose statement
-   * waited its lock timeout (a lock held on a row it needs: a DBA's open transaction on one
-   * application's row) marks each of its applications; their jobs then go alone while one of them
-   * is being accepted alone, or for CONTENDED_MS after one whose statement was slow (SLOW_ALONE_MS),
-   * and join groups again once one is accepted without such a wait. Taken in groups,
-   * every request for the locked application made its group, other tenants' jobs in it, wait the
-   * second, and the next groups waited for what that group held (its organizations' rate-limit
-   * counters): one or two creations a second into a locked application delayed other tenants'
-   * creations by 3.4-4.1 s at the median and up to 10 s (black-box probes).
+   * Applications whose jobs are accepted alone for now, not in groups, one at a time. A group
+   * whose statement waited its lock timeout (a lock held on a row it needs: a DBA's open
+   * transaction on one application's row) marks each of its applications; their jobs then go
+   * alone while one of them is being accepted alone or waits its turn, or for CONTENDED_MS after
+   * one whose statement was slow (SLOW_ALONE_MS), and join groups again once one is accepted
+   * faster. Taken in groups, every request for the locked application made its group, other
+   * tenants' jobs in it, wait the second, and the next groups waited for what that group held
+   * (its organizations' rate-limit counters): one or two creations a second into a locked
+   * application delayed other tenants' creations by 3.2-3.4 s at the median and up to 10 s
+   * (black-box probes). One at a time: each waits behind the same lock, and five a second, each
+   * alone in a transaction of its own, held the organization's share of the pool (503s for its
+   * other applications' jobs) and most of the rest (other organizations' jobs delayed seconds).
+   * The others wait in this process for their turn, at most `waitLimitMs` (then 503, nothing
+   * written), as they would for a group.
    */
-  const contended = new Map<string, { alone: number; until: number }>();
+  type Turn = { resolve: (next: 'alone' | 'groups') => void };
+  const contended = new Map<string, { running: boolean; until: number; turns: Turn[] }>();
   const isContended = (applicationId: string): boolean => {
     const entry = contended.get(applicationId);
     if (!entry) return false;
-    if (entry.alone > 0 || performance.now() < entry.until) return true;
+    if (entry.running || entry.turns.length > 0 || performance.now() < entry.until) return true;
     contended.delete(applicationId);
     return false;
   };
 
-  /** One request alone, its checks first, as a group's failure leaves each; its application's contention follows its statement's time. */
+  /** Waits for the application's turn to go alone ('alone'), or until its jobs join groups again ('groups'); 503 past waitLimitMs. */
+  function nextTurn(turns: Turn[]): Promise<'alone' | 'groups'> {
+    const scope = currentRequestScope();
+    return new Promise((resolve, reject) => {
+      const leave = (error: unknown) => {
+        const index = turns.indexOf(turn);
+        if (index < 0) return;
+        turns.splice(index, 1);
+        done();
+        reject(error);
+      };
+      const timer = setTimeout(() => leave(new DatabaseBusyError(`no turn to accept this job alone came within ${waitLimitMs} ms`)), waitLimitMs);
+      const stop = scope?.onAbort(() => leave(new RequestAbandonedError()));
+      const done = () => {
+        clearTimeout(timer);
+        stop?.();
+      };
+      const turn: Turn = {
+        resolve: (next) => {
+          done();
+          resolve(next);
+        },
+      };
+      turns.push(turn);
+    });
+  }
+
+  /**
+   * One request alone, its checks first, as a group's failure leaves each and as a contended
+   * application's jobs go: then one at a time per application, its statement's time deciding
+   * whether the next goes alone too or they all join groups again.
+   */
   async function acceptApart(w: Pick<Waiting, 'a' | 'take' | 'key'>): Promise<Accepted> {
     const id = w.a.input.applicationId;
     const entry = contended.get(id);
-    if (entry) entry.alone += 1;
+    if (!entry) {
+      await checkAlone(pool, rule, w.take, w.key);
+      return acceptAlone(pool, queue, w.a);
+    }
+    if (entry.running || entry.turns.length > 0) {
+      // Resumed in this request's own context (its scope: its client, its organization's share).
+      if (await nextTurn(entry.turns) === 'groups') return inGroup(w);
+    }
+    entry.running = true;
     let took: number | undefined;
     try {
       await checkAlone(pool, rule, w.take, w.key);
       return await acceptAlone(pool, queue, w.a, (ms) => { took = ms; });
     } finally {
-      if (entry) {
-        entry.alone -= 1;
-        if (took !== undefined) entry.until = took >= SLOW_ALONE_MS ? Math.max(entry.until, performance.now() + CONTENDED_MS) : 0;
-        if (entry.alone === 0 && performance.now() >= entry.until) contended.delete(id);
+      if (took !== undefined) entry.until = took >= SLOW_ALONE_MS ? Math.max(entry.until, performance.now() + CONTENDED_MS) : 0;
+      if (took !== undefined && took < SLOW_ALONE_MS) {
+        // No wait: the lock has gone. Every job that waited its turn joins the groups.
+        contended.delete(id);
+        for (const turn of entry.turns.splice(0)) turn.resolve('groups');
+        entry.running = false;
+      } else {
+        // Still behind something (or no statement ran: a refusal says nothing): the next alone.
+        const turn = entry.turns.shift();
+        if (turn) turn.resolve('alone');
+        else entry.running = false;
       }
     }
+  }
+
+  /** A prepared request waits for a group (makeJobAcceptor). */
+  function inGroup(w: Pick<Waiting, 'a' | 'take' | 'key'>): Promise<Accepted> {
+    return new Promise<Accepted>((resolve, reject) => {
+      waiting.push({ ...w, resolve, reject, scope: currentRequestScope(), since: performance.now() });
+      pump();
+      if (waiting.length > 0 && sweeper === undefined) {
+        sweeper = setInterval(sweep, Math.min(250, waitLimitMs));
+        sweeper.unref();
+      }
+    });
   }
 
   /** Accepts `group`; calls `release` (which starts the next group) once its transaction is over. */
@@ -364,7 +428,7 @@ export function makeJobAcceptor(
         for (const { a } of group) {
           const entry = contended.get(a.input.applicationId);
           if (entry) entry.until = Math.max(entry.until, until);
-          else contended.set(a.input.applicationId, { alone: 0, until });
+          else contended.set(a.input.applicationId, { running: false, until, turns: [] });
         }
       }
       release();
@@ -487,23 +551,18 @@ export function makeJobAcceptor(
       await checkAlone(pool, rule, take, key); // the key's and the limit's answers come first, as for any request
       throw error;
     }
-    if (isContended(a.input.applicationId)) return acceptApart({ a, ...(take ? { take } : {}), ...(key ? { key } : {}) });
-    return new Promise<Accepted>((resolve, reject) => {
-      waiting.push({ a, ...(take ? { take } : {}), ...(key ? { key } : {}), resolve, reject, scope: currentRequestScope(), since: performance.now() });
-      pump();
-      if (waiting.length > 0 && sweeper === undefined) {
-        sweeper = setInterval(sweep, Math.min(250, waitLimitMs));
-        sweeper.unref();
-      }
-    });
+    const w = { a, ...(take ? { take } : {}), ...(key ? { key } : {}) };
+    return isContended(a.input.applicationId) ? acceptApart(w) : inGroup(w);
   };
-  return Object.defineProperties(accept as typeof accept & { readonly waiting: number; readonly busy: number; readonly apart: number }, {
+  return Object.defineProperties(accept as typeof accept & { readonly waiting: number; readonly busy: number; readonly apart: number; readonly turns: number }, {
     /** Prepared requests waiting for a group. */
     waiting: { get: () => waiting.length },
     /** Groups whose transaction is running. */
     busy: { get: () => inFlight },
     /** Applications whose jobs go alone for now (contended). */
     apart: { get: () => [...contended.keys()].filter(isContended).length },
+    /** Requests of those applications waiting in this process for their turn to go alone. */
+    turns: { get: () => [...contended.values()].reduce((sum, entry) => sum + entry.turns.length, 0) },
   });
 }
 

@@ -4,17 +4,22 @@
 // update`, as a DBA's open transaction does): every group holding one of its jobs waited the
 // statement timeout, with the other tenants' jobs in it, and three such groups held every job
 // creation of the web process; with the group refused at the timeout, those jobs answered 503.
-import { setTimeout } from 'node:timers/promises';
 import test from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type NewJobInput } from '../../src/core/webhook-jobs.ts';
+import { DatabaseBusyError } from '../../src/db/availability.ts';
 import { groupsWaitForLocks } from '../helpers/group-lock.ts';
 import { until } from '../helpers/until.ts';
 import { app, setup, createApplication, createEventType, createEndpoint, holdApplications } from './helpers.ts';
 
 const job = (applicationId: string, n: number): NewJobInput =>
   ({ applicationId, eventType: 'invoice.paid', payload: { n }, eventId: null, headers: {} });
+
+// Every statement waiting for a lock in this database (the second waiter for a row waits for the
+// first, its tuple lock, not for the lock's holder).
+const blocked = () => app.pool.any(sql.type(z.object({ query: z.string() }))`
+  select query from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0`);
 
 const jobsOf = async (applicationId: string) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
   select count(*)::int as n from webhook_jobs where application_id = ${applicationId}`);
@@ -75,38 +80,32 @@ test('a group behind a lock gives up after its lock timeout, writing nothing, an
 
 // Serial: it lets groups wait for locks as long as they are held for a while (ava runs the serial
 // tests of a file before the others, which need the second).
-test.serial('an application whose lock held a group back: its next jobs go alone while the lock stays, and another application\'s group no longer waits behind them', async (t) => {
+test.serial('an application whose lock held a group back: its next jobs go alone, one at a time, while the lock stays, and another application\'s group no longer waits behind them', async (t) => {
   const { key, orgId, appId: free } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
   const locked = await createApplication(t, key);
   for (const id of [free, locked]) await createEndpoint(t, key, id, ['invoice.paid']);
   const tenant = { orgId, environment: 'live' } as const;
-  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, waitLimitMs: 60_000 });
   const release = await holdApplications([locked]);
-  // Every statement waiting for a lock in this database: the second waiter for a row waits for
-  // the first (its tuple lock), not for the lock's holder.
-  const blocked = () => app.pool.any(sql.type(z.object({ query: z.string() }))`
-    select query from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0`);
   const answers: Promise<unknown>[] = [];
   try {
     answers.push(accept(tenant, job(locked, 0)));
     await until('the first job\'s group to give up after its lock timeout', () => accept.apart === 1, 20_000);
     // From here a group would wait as long as the lock is held: a job of the locked application
     // taken into one (the old code) holds the one turn a group has (groupsInFlight 1), and the
-    // free application's job waits for it, then answers 503.
+    // free application's job waits for it.
     const restore = await groupsWaitForLocks(app.pool);
     try {
       answers.push(accept(tenant, job(locked, 1)));
-      const waits = await until('both jobs of the locked application to wait for it', async () => {
-        const rows = await blocked();
-        return rows.length === 2 && rows;
-      }, 20_000);
-      t.false(waits.some((row) => row.query.includes('accept_job_group')), 'the second job waits alone, not in a group');
+      await until('the second job to wait for its turn', () => accept.turns === 1, 20_000);
+      const waits = await blocked();
+      t.is(waits.length, 1, 'one job of the locked application waits in the database, the other in the process');
+      t.false(waits.some((row) => row.query.includes('accept_job_group')), 'the first job waits alone, not in a group');
+      t.is(accept.busy, 0, 'no group');
       t.like(await accept(tenant, job(free, 2)), { replayed: false }, 'the free application\'s job is created, the lock still held');
       t.is(await jobsOf(free), 1);
       t.is(await jobsOf(locked), 0);
-      // Both wait past what a statement alone takes without a lock (SLOW_ALONE_MS, 250 ms).
-      await setTimeout(300);
     } finally {
       await restore();
     }
@@ -114,9 +113,29 @@ test.serial('an application whose lock held a group back: its next jobs go alone
     await release();
   }
   t.deepEqual((await Promise.all(answers)).map((answer) => (answer as { replayed: boolean }).replayed), [false, false]);
-  t.is(await jobsOf(locked), 2, 'both jobs behind the lock are created once it goes');
-  t.is(accept.apart, 1, 'its jobs waited: it stays apart for a while');
-  await accept(tenant, job(locked, 3));
-  t.is(accept.apart, 0, 'a job accepted without a wait brings its application back to the groups');
-  t.is(await jobsOf(locked), 3);
+  t.is(await jobsOf(locked), 2, 'both jobs behind the lock are created once it goes: the first, then the second on its turn');
+  t.is(accept.apart, 0, 'the second went through without a wait: its application is back in the groups');
+  t.is(accept.turns, 0);
+});
+
+test.serial('the locked application\'s jobs waiting for their turn answer 503 after the wait limit, with nothing written; the one in the database is created once the lock goes', async (t) => {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const tenant = { orgId, environment: 'live' } as const;
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, waitLimitMs: 1_000 });
+  const release = await holdApplications([appId]);
+  let first: Promise<unknown>;
+  try {
+    first = accept(tenant, job(appId, 0));
+    await until('the first job\'s group to give up after its lock timeout', () => accept.apart === 1, 20_000);
+    const refused = await Promise.all([1, 2, 3].map((n) => accept(tenant, job(appId, n)).then(() => 'created', (error: unknown) => error)));
+    for (const error of refused) t.true(error instanceof DatabaseBusyError, String(error));
+    t.is((await blocked()).length, 1, 'only the first job waited in the database');
+    t.is(accept.turns, 0);
+  } finally {
+    await release();
+  }
+  t.like(await first, { replayed: false });
+  t.is(await jobsOf(appId), 1, 'the refused jobs wrote nothing');
 });
