@@ -11,7 +11,7 @@ import { confirmKey, keyRefusal } from './api-keys.ts';
 import { grantingScopes } from './scopes.ts';
 import type { Tenant } from '../db/tenant.ts';
 import {
-  acceptJob, acceptJobGroup, acceptJobs, boundGroupLockWait, cancelJob as cancelJobRow, payloadBytes, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
+  acceptJob, acceptJobGroup, acceptJobs, boundGroupLockWait, cancelJob as cancelJobRow, lockJobApplications, payloadBytes, queueItemsOf, retryJob as retryJobRows, type AcceptedRow, type JobRow, type NewJob,
 } from '../db/webhook-jobs.ts';
 import { isId, newId } from '../ids.ts';
 import { freshWeight, type Queue, type QueueItem } from '../queue.ts';
@@ -268,6 +268,8 @@ export function makeJobAcceptor(
   /** When the most recent group started (performance.now()), and the timer that pumps once it is overdue. */
   let lastStart = 0;
   let overdue: NodeJS.Timeout | undefined;
+  /** The applications with a job in a running group's transaction: how many such groups each. */
+  const runningApps = new Map<string, number>();
 
   /**
    * Applications whose jobs are accepted alone for now, not in groups, one at a time. A group
@@ -381,6 +383,7 @@ export function makeJobAcceptor(
         await boundGroupLockWait(tx);
         const answers = new Map<Waiting, Settled>();
         await confirmKeys(tx, group, answers);
+        await lockJobApplications(tx, group.filter((w) => !answers.has(w)).map(({ a }) => ({ tenant: a.tenant, applicationId: a.input.applicationId })));
         if (rule) await takeLimits(tx, rule, group, answers);
         const round = group.filter((waiter) => !answers.has(waiter));
         const rows = await acceptJobs(tx, round.map(({ a }) => ({ tenant: a.tenant, job: newJobOf(a) })));
@@ -424,12 +427,24 @@ export function makeJobAcceptor(
       // such requests held every job creation of the process: a probe). After a lock's wait its
       // applications' next jobs go alone too, until one is accepted without waiting (contended).
       if (isLockTimeout(error)) {
+        for (const id of contended.keys()) isContended(id); // the ones whose time is over go (a map of every application once marked, else)
         const until = performance.now() + CONTENDED_MS;
         for (const { a } of group) {
           const entry = contended.get(a.input.applicationId);
           if (entry) entry.until = Math.max(entry.until, until);
           else contended.set(a.input.applicationId, { running: false, until, turns: [] });
         }
+        // Their jobs already waiting for a group go alone too, each in its own request's scope.
+        let kept = 0;
+        for (const w of waiting) {
+          if (!contended.has(w.a.input.applicationId)) {
+            waiting[kept++] = w;
+            continue;
+          }
+          const alone = () => acceptApart(w);
+          void (w.scope ? requestScope.run(w.scope, alone) : alone()).then(w.resolve, w.reject);
+        }
+        waiting.length = kept;
       }
       release();
       await Promise.all(group.map((w) => acceptApart(w)).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
@@ -498,10 +513,18 @@ export function makeJobAcceptor(
         }, lastStart + overlapAfterMs - now);
         return;
       }
-      const group = startable(nextGroup(waiting, maxGroup));
-      if (group.length === 0) continue;
+      // Beside running groups (overdue: a lock, a slow commit), none of their applications: a job
+      // of the application they wait for would make this group wait as long (docs/operations.md).
+      const before = waiting.length;
+      const group = startable(nextGroup(waiting, maxGroup, inFlight > 0 ? (w) => runningApps.has(w.a.input.applicationId) : undefined));
+      if (group.length === 0) {
+        if (waiting.length === before) return; // every one waits for a running group's applications
+        continue;
+      }
       inFlight += 1;
       lastStart = now;
+      const apps = [...new Set(group.map((w) => w.a.input.applicationId))];
+      for (const id of apps) runningApps.set(id, (runningApps.get(id) ?? 0) + 1);
       // Outside any request's scope: pump runs in the scope of whichever request or group called
       // it, and a group's queries must not be refused because that one client went away.
       let released = false;
@@ -509,6 +532,11 @@ export function makeJobAcceptor(
         if (released) return;
         released = true;
         inFlight -= 1;
+        for (const id of apps) {
+          const n = (runningApps.get(id) ?? 1) - 1;
+          if (n > 0) runningApps.set(id, n);
+          else runningApps.delete(id);
+        }
         pump();
       };
       void requestScope.exit(() => acceptGroup(group, release)).finally(release);
@@ -572,25 +600,32 @@ const compare = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
  * The next group, taken out of `waiting`: every request when they fit in one group (the usual
  * case), else `maxGroup` of them taken by organization in turn, each organization's in its order
  * of arrival: one organization's flood (its requests past its rate limit included, which are
- * answered 429 in their group) no longer makes another's wait behind all of it.
+ * answered 429 in their group) no longer makes another's wait behind all of it. Requests that
+ * `skip` names stay where they are, for a later group.
  */
-function nextGroup<W extends { a: { tenant: Tenant } }>(waiting: W[], maxGroup: number): W[] {
-  if (waiting.length <= maxGroup) return waiting.splice(0);
-  const byOrganization = new Map<string, W[]>();
-  for (const waiter of waiting) {
-    const list = byOrganization.get(waiter.a.tenant.orgId);
-    if (list) list.push(waiter);
-    else byOrganization.set(waiter.a.tenant.orgId, [waiter]);
-  }
+function nextGroup<W extends { a: { tenant: Tenant } }>(waiting: W[], maxGroup: number, skip?: (waiter: W) => boolean): W[] {
+  const eligible = skip ? waiting.filter((waiter) => !skip(waiter)) : waiting;
+  if (!skip && waiting.length <= maxGroup) return waiting.splice(0);
   const taken = new Set<W>();
-  for (let turn = 0; taken.size < maxGroup; turn += 1) {
-    const before = taken.size;
-    for (const list of byOrganization.values()) {
-      const waiter = list[turn];
-      if (waiter && taken.size < maxGroup) taken.add(waiter);
+  if (eligible.length <= maxGroup) {
+    for (const waiter of eligible) taken.add(waiter);
+  } else {
+    const byOrganization = new Map<string, W[]>();
+    for (const waiter of eligible) {
+      const list = byOrganization.get(waiter.a.tenant.orgId);
+      if (list) list.push(waiter);
+      else byOrganization.set(waiter.a.tenant.orgId, [waiter]);
     }
-    if (taken.size === before) break;
+    for (let turn = 0; taken.size < maxGroup; turn += 1) {
+      const before = taken.size;
+      for (const list of byOrganization.values()) {
+        const waiter = list[turn];
+        if (waiter && taken.size < maxGroup) taken.add(waiter);
+      }
+      if (taken.size === before) break;
+    }
   }
+  if (taken.size === 0) return [];
   const group = waiting.filter((waiter) => taken.has(waiter));
   let kept = 0;
   for (const waiter of waiting) if (!taken.has(waiter)) waiting[kept++] = waiter;

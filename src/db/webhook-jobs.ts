@@ -97,6 +97,18 @@ export async function acceptJobs(
   return answersByItem(items, await db.any(sql.type(acceptedRow.extend({ item: z.number() }))`select * from accept_webhook_jobs(${jobArguments(items)})`));
 }
 
+/**
+ * Locks the live applications these jobs name, each in its tenant's organization and environment
+ * (lock_job_applications, sql/005-accept-job.sql): a group's transaction taken step by step takes
+ * them before its rate-limit counters, as accept_job_group does, so that a group waiting for an
+ * application another transaction holds holds no counter meanwhile.
+ */
+export async function lockJobApplications(db: CommonQueryMethods, items: ReadonlyArray<{ tenant: Tenant; applicationId: string }>): Promise<void> {
+  await db.query(sql.unsafe`select lock_job_applications(
+    ${sql.array(items.map((x) => x.applicationId), 'text')}, ${sql.array(items.map((x) => x.tenant.orgId), 'text')},
+    ${sql.array(items.map((x) => x.tenant.environment), 'text')})`);
+}
+
 /** The jobs as the arguments of accept_webhook_jobs, one array per column (and the last ones of accept_job_group). */
 function jobArguments(items: ReadonlyArray<{ tenant: Tenant; job: NewJob }>) {
   const column = <T extends string | number | boolean | null>(pick: (item: { tenant: Tenant; job: NewJob }) => T) => items.map(pick);

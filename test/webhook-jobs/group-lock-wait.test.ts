@@ -118,6 +118,44 @@ test.serial('an application whose lock held a group back: its next jobs go alone
   t.is(accept.turns, 0);
 });
 
+test.serial('at a lock\'s start, while a group waits for the locked application: the next group leaves out its next job, and takes its organization\'s other jobs without waiting for the group\'s rate-limit counter', async (t) => {
+  const { key, orgId, appId: free } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const locked = await createApplication(t, key);
+  for (const id of [free, locked]) await createEndpoint(t, key, id, ['invoice.paid']);
+  const tenant = { orgId, environment: 'live' } as const;
+  // Every job counted against one counter of the organization, as the route counts them.
+  const take = () => ({ key: `jobs:${orgId}`, at: undefined, onTaken: () => {} });
+  const accept = makeJobAcceptor(app.pool, app.queue, { rule: { limit: 10_000, periodSeconds: 60 } });
+  // The first group waits as long as the lock is held (no second to give up after).
+  const restore = await groupsWaitForLocks(app.pool);
+  const release = await holdApplications([locked]);
+  let answers: Promise<unknown[]>;
+  try {
+    const first = accept(tenant, job(locked, 0), take());
+    await until('the first group to wait for the lock', async () => accept.busy === 1 && (await blocked()).length === 1, 20_000);
+    const second = accept(tenant, job(locked, 1), take());
+    answers = Promise.all([first, second]);
+    // On the code before, the next group took the locked application's next job and waited for
+    // the lock too; and with the counter taken before the applications, a group of the other
+    // application's job alone waited for the first group's counter.
+    let created = false;
+    const freeAnswer = accept(tenant, job(free, 2), take()).then((answer) => {
+      created = true;
+      return answer;
+    });
+    await until('the free application\'s job created, the lock still held', () => created, 10_000);
+    t.like(await freeAnswer, { replayed: false });
+    t.is(accept.waiting, 1, 'the locked application\'s next job waits for the running group');
+    t.is(await jobsOf(free), 1);
+  } finally {
+    await release();
+    await restore();
+  }
+  t.deepEqual((await answers).map((answer) => (answer as { replayed: boolean }).replayed), [false, false]);
+  t.is(await jobsOf(locked), 2);
+});
+
 test.serial('the locked application\'s jobs waiting for their turn answer 503 after the wait limit, with nothing written; the one in the database is created once the lock goes', async (t) => {
   const { key, orgId, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
