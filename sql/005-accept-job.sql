@@ -201,22 +201,6 @@ $$;
 comment on function accept_webhook_job(text, text, text, text, text, text, bigint, boolean, text, text, jsonb, text) is
   'Accepts a webhook job in one call: application lock, idempotency claim, event type version check, job, fan-out.';
 
--- Several jobs in one call (the web process's group commit), in the order given, each answered
--- as accept_webhook_job answers it alone, with its 1-based place in `item`.
---
--- The common job (no event_id, not a test job, a valid payload, for a live application and the
--- event type version the caller validated against) is accepted set-based: one insert for all
--- such jobs of the call and one for all their deliveries. Doing that one job at a time, seven
--- statements each, cost more than half of accepting a job. A job with no target is inserted
--- succeeded at once, as accept_webhook_job completes it. Every other job (idempotency keys,
--- test jobs, and each refusal) goes through accept_webhook_job, after the common ones.
---
--- Every application of the call is locked first, in one order (as accept_webhook_job locks
--- each), so calls that share applications cannot deadlock on them.
---
--- applications.webhook_jobs_count moves once per application for the whole call. Its trigger
--- (sql/002-counters.sql) stands down while hookline.jobs_counted_by_caller is 'on', which only
--- this function sets, around its own inserts, within its transaction.
 -- The live applications named by a call of accept_webhook_jobs or accept_job_group, each in its
 -- organization and environment (a tenant naming another's application locks nothing), locked in
 -- one order (by id), as accept_webhook_job locks its one: calls that share applications cannot
@@ -236,6 +220,22 @@ $$;
 comment on function lock_job_applications(text[], text[], text[]) is
   'Locks (FOR NO KEY UPDATE, by id) the live applications that job creations name, each within its organization and environment.';
 
+-- Several jobs in one call (the web process's group commit), in the order given, each answered
+-- as accept_webhook_job answers it alone, with its 1-based place in `item`.
+--
+-- The common job (no event_id, not a test job, a valid payload, for a live application and the
+-- event type version the caller validated against) is accepted set-based: one insert for all
+-- such jobs of the call and one for all their deliveries. Doing that one job at a time, seven
+-- statements each, cost more than half of accepting a job. A job with no target is inserted
+-- succeeded at once, as accept_webhook_job completes it. Every other job (idempotency keys,
+-- test jobs, and each refusal) goes through accept_webhook_job, after the common ones.
+--
+-- Every application of the call is locked first, in one order (as accept_webhook_job locks
+-- each), so calls that share applications cannot deadlock on them.
+--
+-- applications.webhook_jobs_count moves once per application for the whole call. Its trigger
+-- (sql/002-counters.sql) stands down while hookline.jobs_counted_by_caller is 'on', which only
+-- this function sets, around its own inserts, within its transaction.
 create or replace function accept_webhook_jobs(
   p_org_ids text[], p_environments text[], p_application_ids text[], p_job_ids text[], p_event_types text[],
   p_event_type_ids text[], p_event_type_versions bigint[], p_payload_valids boolean[],
@@ -409,7 +409,7 @@ comment on function enqueue_delivery_messages(text, bigint[], integer[], timesta
 
 -- A whole group of job creations in one call (src/db/webhook-jobs.ts, acceptJobGroup), for the
 -- group whose checks all pass, by far the common case: its provisional keys confirmed
--- (confirm_api_keys), its requests counted against their rate limits (count_rate_limits; none
+-- (confirm_api_keys), its applications locked (lock_job_applications), its requests counted against their rate limits (count_rate_limits; none
 -- when p_limit_keys is empty), its jobs accepted (accept_webhook_jobs) and their deliveries
 -- enqueued (enqueue_delivery_messages), each organization's first within its share of the
 -- queue's front and the rest behind every organization's fresh work (p_fresh_share units, the
@@ -470,8 +470,8 @@ begin
   end if;
 
   -- The applications before the counters: a group that waits (its second) for an application
-  -- another transaction holds then holds no organization's rate-limit counter meanwhile. Taken
-  -- after them, every group of those organizations waited for the counters behind it, and the
+  -- another transaction holds then holds no organization's rate-limit counter meanwhile. With
+  -- the counters taken first, every group of those organizations waited for them behind it, and the
   -- next group with a job of the locked application did the same again: other tenants' job
   -- creations waited 2.7 s at a lock's start (a black-box probe). accept_webhook_jobs locks them
   -- again below, which costs nothing once held.
