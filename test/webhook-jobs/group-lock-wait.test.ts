@@ -156,6 +156,44 @@ test.serial('at a lock\'s start, while a group waits for the locked application:
   t.is(await jobsOf(locked), 2);
 });
 
+test.serial('a group taken step by step (one of its keys refused) locks its applications before it counts: waiting for a locked one, it holds no counter', async (t) => {
+  const { key, orgId, appId: first } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const locked = await createApplication(t, key);
+  const other = await createApplication(t, key);
+  for (const id of [first, locked, other]) await createEndpoint(t, key, id, ['invoice.paid']);
+  const tenant = { orgId, environment: 'live' } as const;
+  const counter = `jobs-step:${orgId}`;
+  const take = () => ({ key: counter, at: undefined, onTaken: () => {} });
+  const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, rule: { limit: 1000, periodSeconds: 3600 } });
+  const releaseFirst = await holdApplications([first]);
+  const release = await holdApplications([locked]);
+  const answers: Promise<unknown>[] = [];
+  try {
+    // The first group waits for its application (up to its second) while the next two gather;
+    // its count makes the counter's row.
+    answers.push(accept(tenant, job(first, 0), take()));
+    await until('the first group to start', () => accept.busy === 1, 20_000);
+    // The other application's request goes on a key that no longer exists: accept_job_group
+    // refuses the group before anything else, and it is taken step by step (that request 401).
+    answers.push(accept(tenant, job(locked, 1), take()), accept(tenant, job(other, 2), take(), { keyId: 'key_gone' }));
+    await until('both to wait for the next group', () => accept.waiting === 2, 20_000);
+    await releaseFirst();
+    await until('the step-by-step group to wait for the locked application', async () =>
+      (await blocked()).some((row) => row.query.includes('lock_job_applications')), 20_000);
+    // Within the second the step-by-step transaction waits (boundGroupLockWait). On the code
+    // before, it had counted first: the counter's row was locked, and this failed at once.
+    const free = await app.pool.maybeOneFirst(sql.type(z.object({ key: z.string() }))`
+      select key from rate_limit_counters where key = ${counter} for update nowait`).then((row) => row, (error: unknown) => error);
+    t.is(free, counter, 'the counter is not held by the waiting group');
+  } finally {
+    await releaseFirst();
+    await release();
+  }
+  const settled = await Promise.all(answers.map((answer) => answer.then(() => 201, (error: unknown) => (error as { status?: number }).status)));
+  t.deepEqual(settled, [201, 201, 401], 'the first and the locked application\'s created (alone after the second), the gone key\'s refused');
+});
+
 test.serial('the locked application\'s jobs waiting for their turn answer 503 after the wait limit, with nothing written; the one in the database is created once the lock goes', async (t) => {
   const { key, orgId, appId } = await setup(t);
   await createEventType(t, key, 'invoice.paid');
