@@ -440,6 +440,9 @@ browserTest(`long names, URLs and answers fit every list and page at 1440 and 37
   const visits: Array<[string, () => Promise<unknown>]> = [
     ['endpoints', async () => {
       await nav(page, 'Endpoints');
+      // The list's heading first: the overview, where this starts, lists failing endpoints too,
+      // and the short URL's link found there left the list unread (a run failed so, once).
+      await page.getByRole('heading', { name: 'Endpoints', level: 1 }).waitFor();
       await page.getByRole('link', { name: 'https://hooks.example.com/short' }).waitFor();
       t.is(await page.getByRole('link', { name: 'https://hooks.example.com/%E2%80%AEgpj.exe', exact: true }).count(), 1);
     }],
