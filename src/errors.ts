@@ -89,10 +89,13 @@ export const concurrentConflict = () => serviceUnavailable(
  * transaction back for a concurrent one, else null. slonik passes these through as the
  * driver's error, or wraps it (`cause`).
  */
-export function concurrentConflictCode(error: unknown): string | null {
+export const concurrentConflictCode = (error: unknown): string | null => sqlstateIn(error, CONFLICT_ROLLBACK_CODES);
+
+/** The first SQLSTATE of `codes` on `error` or its causes (slonik passes the driver's error through, or wraps it), else null. */
+function sqlstateIn(error: unknown, codes: ReadonlySet<string>): string | null {
   for (const current of causeChain(error)) {
     const { code } = current as { code?: unknown };
-    if (typeof code === 'string' && CONFLICT_ROLLBACK_CODES.has(code)) return code;
+    if (typeof code === 'string' && codes.has(code)) return code;
   }
   return null;
 }
@@ -109,8 +112,8 @@ const UNIQUE_CONSTRAINT_ERRORS: Record<string, () => AppError> = {
 };
 
 /** A lock waited for longer than the transaction's lock_timeout (SQLSTATE 55P03): its transaction rolled back. */
-export const isLockTimeout = (error: unknown): boolean =>
-  [...causeChain(error)].some((current) => (current as { code?: unknown }).code === '55P03');
+export const isLockTimeout = (error: unknown): boolean => sqlstateIn(error, LOCK_TIMEOUT_CODE) !== null;
+const LOCK_TIMEOUT_CODE = new Set(['55P03']);
 
 /** A statement cancelled by statement_timeout or by pg_cancel_backend(): its transaction rolled back. */
 export const isStatementCancelled = (error: unknown): boolean =>

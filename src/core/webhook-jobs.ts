@@ -216,6 +216,8 @@ type Waiting = {
   /** When it began to wait for a group (performance.now()). */
   since: number;
 };
+/** A prepared request with its checks, before it waits for a group or goes alone. */
+type Prepared = Pick<Waiting, 'a' | 'take' | 'key'>;
 type Settled = { answer: Accepted } | { error: unknown } | { alone: true };
 
 /**
@@ -329,7 +331,7 @@ export function makeJobAcceptor(
    * application's jobs go: then one at a time per application, its statement's time deciding
    * whether the next goes alone too or they all join groups again.
    */
-  async function acceptApart(w: Pick<Waiting, 'a' | 'take' | 'key'>): Promise<Accepted> {
+  async function acceptApart(w: Prepared): Promise<Accepted> {
     const id = w.a.input.applicationId;
     const entry = contended.get(id);
     if (!entry) {
@@ -346,7 +348,6 @@ export function makeJobAcceptor(
       await checkAlone(pool, rule, w.take, w.key);
       return await acceptAlone(pool, queue, w.a, (ms) => { took = ms; });
     } finally {
-      if (took !== undefined) entry.until = took >= SLOW_ALONE_MS ? Math.max(entry.until, performance.now() + CONTENDED_MS) : 0;
       if (took !== undefined && took < SLOW_ALONE_MS) {
         // No wait: the lock has gone. Every job that waited its turn joins the groups.
         contended.delete(id);
@@ -354,6 +355,7 @@ export function makeJobAcceptor(
         entry.running = false;
       } else {
         // Still behind something (or no statement ran: a refusal says nothing): the next alone.
+        if (took !== undefined) entry.until = Math.max(entry.until, performance.now() + CONTENDED_MS);
         const turn = entry.turns.shift();
         if (turn) turn.resolve('alone');
         else entry.running = false;
@@ -362,7 +364,7 @@ export function makeJobAcceptor(
   }
 
   /** A prepared request waits for a group (makeJobAcceptor). */
-  function inGroup(w: Pick<Waiting, 'a' | 'take' | 'key'>): Promise<Accepted> {
+  function inGroup(w: Prepared): Promise<Accepted> {
     return new Promise<Accepted>((resolve, reject) => {
       waiting.push({ ...w, resolve, reject, scope: currentRequestScope(), since: performance.now() });
       pump();
@@ -435,16 +437,10 @@ export function makeJobAcceptor(
           else contended.set(a.input.applicationId, { running: false, until, turns: [] });
         }
         // Their jobs already waiting for a group go alone too, each in its own request's scope.
-        let kept = 0;
-        for (const w of waiting) {
-          if (!contended.has(w.a.input.applicationId)) {
-            waiting[kept++] = w;
-            continue;
-          }
+        for (const w of takeOut(waiting, (x) => contended.has(x.a.input.applicationId))) {
           const alone = () => acceptApart(w);
           void (w.scope ? requestScope.run(w.scope, alone) : alone()).then(w.resolve, w.reject);
         }
-        waiting.length = kept;
       }
       release();
       await Promise.all(group.map((w) => acceptApart(w)).map((answer, i) => answer.then(group[i]?.resolve, group[i]?.reject)));
@@ -546,13 +542,10 @@ export function makeJobAcceptor(
   /** Answers 503 to the requests that waited for a group past waitLimitMs; stops once none waits. */
   function sweep(): void {
     const now = performance.now();
-    let kept = 0;
-    for (const waiter of waiting) {
-      if (now - waiter.since < waitLimitMs) waiting[kept++] = waiter;
-      else waiter.reject(new DatabaseBusyError(`no group of job creations could start within ${waitLimitMs} ms`));
+    for (const waiter of takeOut(waiting, (w) => now - w.since >= waitLimitMs)) {
+      waiter.reject(new DatabaseBusyError(`no group of job creations could start within ${waitLimitMs} ms`));
     }
-    waiting.length = kept;
-    if (kept === 0) {
+    if (waiting.length === 0) {
       clearInterval(sweeper);
       sweeper = undefined;
     }
@@ -625,12 +618,19 @@ function nextGroup<W extends { a: { tenant: Tenant } }>(waiting: W[], maxGroup: 
       if (taken.size === before) break;
     }
   }
-  if (taken.size === 0) return [];
-  const group = waiting.filter((waiter) => taken.has(waiter));
+  return taken.size === 0 ? [] : takeOut(waiting, (waiter) => taken.has(waiter));
+}
+
+/** The items of `list` that `out` names, taken out of it in place, each list keeping its order. */
+function takeOut<W>(list: W[], out: (item: W) => boolean): W[] {
+  const taken: W[] = [];
   let kept = 0;
-  for (const waiter of waiting) if (!taken.has(waiter)) waiting[kept++] = waiter;
-  waiting.length = kept;
-  return group;
+  for (const item of list) {
+    if (out(item)) taken.push(item);
+    else list[kept++] = item;
+  }
+  list.length = kept;
+  return taken;
 }
 
 /**

@@ -4,7 +4,7 @@
 // update`, as a DBA's open transaction does): every group holding one of its jobs waited the
 // statement timeout, with the other tenants' jobs in it, and three such groups held every job
 // creation of the web process; with the group refused at the timeout, those jobs answered 503.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { makeJobAcceptor, type NewJobInput } from '../../src/core/webhook-jobs.ts';
@@ -21,16 +21,25 @@ const job = (applicationId: string, n: number): NewJobInput =>
 const blocked = () => app.pool.any(sql.type(z.object({ query: z.string() }))`
   select query from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0`);
 
+/**
+ * An organization whose application (setup's) and `more` applications after it, created in that
+ * order, each have an endpoint subscribed to invoice.paid.
+ */
+async function organization<N extends 0 | 1 | 2>(t: ExecutionContext, more: N) {
+  const { key, orgId, appId } = await setup(t);
+  await createEventType(t, key, 'invoice.paid');
+  const apps = [appId];
+  for (let i = 0; i < more; i += 1) apps.push(await createApplication(t, key));
+  for (const id of apps) await createEndpoint(t, key, id, ['invoice.paid']);
+  return { orgId, tenant: { orgId, environment: 'live' } as const, apps: apps as Applications[N] };
+}
+type Applications = [[string], [string, string], [string, string, string]];
+
 const jobsOf = async (applicationId: string) => app.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
   select count(*)::int as n from webhook_jobs where application_id = ${applicationId}`);
 
 test('a group whose application row another transaction holds: its other jobs are created while the lock is held, the locked one once it goes', async (t) => {
-  const { key, orgId, appId: free } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const locked = await createApplication(t, key);
-  const first = await createApplication(t, key);
-  for (const id of [free, locked, first]) await createEndpoint(t, key, id, ['invoice.paid']);
-  const tenant = { orgId, environment: 'live' } as const;
+  const { tenant, apps: [free, locked, first] } = await organization(t, 2);
   // One group at a time: the first job's group, behind the lock, has the turn while the two
   // others come and wait for the next one, which then holds both of them.
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
@@ -57,13 +66,11 @@ test('a group whose application row another transaction holds: its other jobs ar
 });
 
 test('a group behind a lock gives up after its lock timeout, writing nothing, and its job waits alone and is created once', async (t) => {
-  const { key, orgId, appId } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  await createEndpoint(t, key, appId, ['invoice.paid']);
+  const { tenant, apps: [appId] } = await organization(t, 0);
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1 });
   const release = await holdApplications([appId]);
   try {
-    const answer = accept({ orgId, environment: 'live' }, job(appId, 1));
+    const answer = accept(tenant, job(appId, 1));
     const waits = await until('the job to wait alone, after its group gave up', async () => {
       const rows = await app.pool.any(sql.type(z.object({ query: z.string() }))`
         select query from pg_stat_activity where ${release.pid}::int = any(pg_blocking_pids(pid))`);
@@ -81,11 +88,7 @@ test('a group behind a lock gives up after its lock timeout, writing nothing, an
 // Serial: it lets groups wait for locks as long as they are held for a while (ava runs the serial
 // tests of a file before the others, which need the second).
 test.serial('an application whose lock held a group back: its next jobs go alone, one at a time, while the lock stays, and another application\'s group no longer waits behind them', async (t) => {
-  const { key, orgId, appId: free } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const locked = await createApplication(t, key);
-  for (const id of [free, locked]) await createEndpoint(t, key, id, ['invoice.paid']);
-  const tenant = { orgId, environment: 'live' } as const;
+  const { tenant, apps: [free, locked] } = await organization(t, 1);
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, waitLimitMs: 60_000 });
   const release = await holdApplications([locked]);
   const answers: Promise<unknown>[] = [];
@@ -119,11 +122,7 @@ test.serial('an application whose lock held a group back: its next jobs go alone
 });
 
 test.serial('at a lock\'s start, while a group waits for the locked application: the next group leaves out its next job, and takes its organization\'s other jobs without waiting for the group\'s rate-limit counter', async (t) => {
-  const { key, orgId, appId: free } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const locked = await createApplication(t, key);
-  for (const id of [free, locked]) await createEndpoint(t, key, id, ['invoice.paid']);
-  const tenant = { orgId, environment: 'live' } as const;
+  const { orgId, tenant, apps: [free, locked] } = await organization(t, 1);
   // Every job counted against one counter of the organization, as the route counts them.
   const take = () => ({ key: `jobs:${orgId}`, at: undefined, onTaken: () => {} });
   const accept = makeJobAcceptor(app.pool, app.queue, { rule: { limit: 10_000, periodSeconds: 60 } });
@@ -157,12 +156,7 @@ test.serial('at a lock\'s start, while a group waits for the locked application:
 });
 
 test.serial('a group taken step by step (one of its keys refused) locks its applications before it counts: waiting for a locked one, it holds no counter', async (t) => {
-  const { key, orgId, appId: first } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  const locked = await createApplication(t, key);
-  const other = await createApplication(t, key);
-  for (const id of [first, locked, other]) await createEndpoint(t, key, id, ['invoice.paid']);
-  const tenant = { orgId, environment: 'live' } as const;
+  const { orgId, tenant, apps: [first, locked, other] } = await organization(t, 2);
   const counter = `jobs-step:${orgId}`;
   const take = () => ({ key: counter, at: undefined, onTaken: () => {} });
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, rule: { limit: 1000, periodSeconds: 3600 } });
@@ -195,10 +189,7 @@ test.serial('a group taken step by step (one of its keys refused) locks its appl
 });
 
 test.serial('the locked application\'s jobs waiting for their turn answer 503 after the wait limit, with nothing written; the one in the database is created once the lock goes', async (t) => {
-  const { key, orgId, appId } = await setup(t);
-  await createEventType(t, key, 'invoice.paid');
-  await createEndpoint(t, key, appId, ['invoice.paid']);
-  const tenant = { orgId, environment: 'live' } as const;
+  const { tenant, apps: [appId] } = await organization(t, 0);
   const accept = makeJobAcceptor(app.pool, app.queue, { groupsInFlight: 1, waitLimitMs: 1_000 });
   const release = await holdApplications([appId]);
   let first: Promise<unknown>;
