@@ -126,6 +126,7 @@ const schema = z.object({
   RATE_LIMIT_API_KEYS_PER_HOUR: integer(1, 1_000_000).default(10),
   RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: integer(1, 1_000_000).default(10),
   RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: integer(1, 1_000_000).default(100),
+  RATE_LIMIT_PORTAL_SENDS_PER_MINUTE: integer(1, 1_000_000).default(60),
   PUBLIC_URL: z.string().transform((value, ctx) => {
     const url = URL.canParse(value) ? new URL(value) : null;
     if (!url || !['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash || value.includes('#')) {
@@ -177,7 +178,7 @@ export type Config = Readonly<{
   workerConcurrency: number;
   /** An idle worker's fetch interval; deliveries due now wake it at once (LISTEN) where it can listen. */
   workerPollIntervalMs: number;
-  rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number }>;
+  rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number; portalSendsPerMinute: number }>;
   /**
    * Live endpoints an application may have (MAX_ENDPOINTS_PER_APPLICATION), and operational
    * endpoints an organization may have per environment (MAX_OPERATIONAL_ENDPOINTS): each is a
@@ -253,6 +254,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,
       endpointTestsPerMinute: c.RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE,
       portalLinksPerMinute: c.RATE_LIMIT_PORTAL_LINKS_PER_MINUTE,
+      portalSendsPerMinute: c.RATE_LIMIT_PORTAL_SENDS_PER_MINUTE,
     }),
     limits: Object.freeze({
       endpointsPerApplication: c.MAX_ENDPOINTS_PER_APPLICATION,

@@ -10,6 +10,7 @@ import { makePool } from '../src/db/pool.ts';
 import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
 import { assertError, startTestApp, type Response, type TestApp } from './helpers/app.ts';
+import { tokenFor, twoApps } from './portal-links/helpers.ts';
 
 // Windows are pinned: the web's clock reads PINNED for these two apps, so every request of a
 // test falls into one known window of every period, and each count below is exact.
@@ -17,6 +18,8 @@ const PINNED = new Date('2030-06-15T12:34:56.250Z');
 const pinned = startTestApp({}, { now: () => PINNED });
 const lowLimits = { RATE_LIMIT_JOBS_PER_SECOND: '3', RATE_LIMIT_API_KEYS_PER_HOUR: '2', RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '2', RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: '2' };
 const lowPinned = startTestApp(lowLimits, { now: () => PINNED });
+// A portal token's sends: 1 a minute per application, beside 4 jobs a second per organization.
+const portalPinned = startTestApp({ RATE_LIMIT_JOBS_PER_SECOND: '4', RATE_LIMIT_PORTAL_SENDS_PER_MINUTE: '1' }, { now: () => PINNED });
 // The real clock, for a window that really passes.
 const low = startTestApp(lowLimits);
 
@@ -184,6 +187,41 @@ test('test events and retries count against the organization\'s job creation lim
   retries.push(await lowPinned.request('POST', '/v1/webhook-jobs/job_3MpNoSuchJobAnywhereInTheDb00/retry', { key: other.key }));
   retries.push(await lowPinned.request('POST', `/v1/webhook-jobs/${created.body.id}/retry`, { key: other.key }));
   t.deepEqual(retries.map((r) => r.status), [200, 404, 429]);
+});
+
+test('a portal token\'s retries and test events count first against its application\'s limit, so its customer cannot use up the organization\'s job creations', async (t) => {
+  // A probe: a portal link's customer looping on retry took the organization's whole job
+  // creation limit, and every job the tenant created answered 429.
+  const on = portalPinned;
+  const { key, orgId, a, b } = await twoApps(on); // two jobs created: 2 of the organization's 4
+  const tokenA = await tokenFor(t, on, key, a.appId);
+  const tokenB = await tokenFor(t, on, key, b.appId);
+  const counter = (name: string) => on.pool.oneFirst(sql.type(count)`
+    select coalesce(sum(count), 0)::int as n from rate_limit_counters where key = ${name}`);
+
+  const first = await on.request('POST', `/v1/webhook-jobs/${a.jobId}/retry`, { key: tokenA });
+  t.not(first.status, 429, JSON.stringify(first.body));
+  t.deepEqual(rateHeaders(first), { limit: 4, remaining: 1, reset: windowEnd(1) }, 'the organization\'s headers, as for an API key');
+  const second = await on.request('POST', `/v1/webhook-jobs/${a.jobId}/retry`, { key: tokenA });
+  assertLimited(t, second);
+  t.deepEqual(rateHeaders(second), { limit: 1, remaining: 0, reset: windowEnd(60) }, 'refused by the application\'s limit, which the headers name');
+  const test = await on.request('POST', `/v1/endpoints/${a.endpointId}/test`, { key: tokenA });
+  assertLimited(t, test);
+  t.is(rateHeaders(test).limit, 1, 'a test event counts too');
+  t.is(await counter(`endpoint-tests:${a.endpointId}`), 0, 'the refused test gave its endpoint\'s count back');
+  t.is(await counter(`jobs:${orgId}`), 3, 'the refused sends took nothing from the organization');
+
+  // The tenant's own job creation still has its room.
+  const job = await on.request('POST', '/v1/webhook-jobs', { key, body: { application_id: b.appId, event_type: 'order.created', payload: {} } });
+  t.is(job.status, 201, JSON.stringify(job.body));
+  t.is(rateHeaders(job).remaining, 0);
+
+  // Refused by the organization's limit, a token's send gives its application's count back.
+  const full = await on.request('POST', `/v1/webhook-jobs/${b.jobId}/retry`, { key: tokenB });
+  assertLimited(t, full);
+  t.is(rateHeaders(full).limit, 4, 'the organization\'s limit refused it');
+  t.is(await counter(`portal-sends:${b.appId}`), 0);
+  t.is(await counter(`portal-sends:${a.appId}`), 1);
 });
 
 test('limits are configuration: the headers and the 429 follow the configured limit', async (t) => {

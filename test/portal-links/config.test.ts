@@ -25,6 +25,12 @@ test('a PUBLIC_URL that is not a plain http(s) URL stops the start, naming the v
   }
 });
 
+test('RATE_LIMIT_PORTAL_SENDS_PER_MINUTE: default 60, a whole number of at least 1', (t) => {
+  t.is(loadConfig({}).rateLimits.portalSendsPerMinute, 60);
+  t.is(loadConfig({ RATE_LIMIT_PORTAL_SENDS_PER_MINUTE: '5' }).rateLimits.portalSendsPerMinute, 5);
+  t.throws(() => loadConfig({ RATE_LIMIT_PORTAL_SENDS_PER_MINUTE: '0' }), { instanceOf: ConfigError, message: /RATE_LIMIT_PORTAL_SENDS_PER_MINUTE/ });
+});
+
 test('RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: default 100, a whole number of at least 1', (t) => {
   t.is(loadConfig({}).rateLimits.portalLinksPerMinute, 100);
   t.is(loadConfig({ RATE_LIMIT_PORTAL_LINKS_PER_MINUTE: '5' }).rateLimits.portalLinksPerMinute, 5);

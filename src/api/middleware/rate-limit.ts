@@ -2,7 +2,7 @@
 // per), checked with one statement before the operation runs, so a 429 creates nothing.
 // Responses of limited operations carry X-RateLimit-Limit, -Remaining and -Reset (Unix s).
 import type { Response } from 'express';
-import type { CommonQueryMethods } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import type { Config } from '../../config.ts';
 import { takeRateLimit, type Taken } from '../../db/rate-limits.ts';
 import { rateLimitExceeded } from '../../errors.ts';
@@ -16,6 +16,9 @@ export function rateLimitRules(config: Config) {
     apiKeyCreation: { name: 'api-keys', limit: config.rateLimits.apiKeysPerHour, periodSeconds: 3600 },
     endpointTest: { name: 'endpoint-tests', limit: config.rateLimits.endpointTestsPerMinute, periodSeconds: 60 },
     portalLinkCreation: { name: 'portal-links', limit: config.rateLimits.portalLinksPerMinute, periodSeconds: 60 },
+    // Per application: a portal token's retries and test events, before the organization's job
+    // creation limit (sendsByToken).
+    portalSends: { name: 'portal-sends', limit: config.rateLimits.portalSendsPerMinute, periodSeconds: 60 },
   } satisfies Record<string, RateLimitRule>;
 }
 
@@ -31,6 +34,29 @@ export async function enforceRateLimit(
   if (taken.allowed && options.headers === 'refused') return;
   setRateLimitHeaders(res, rule, taken);
   if (!taken.allowed) throw rateLimitExceeded(taken.retry_after);
+}
+
+/**
+ * A send that counts against the organization's job creation limit (a job's retry, a test event),
+ * in one transaction with `before` (the endpoint's test limit). From a portal token it counts
+ * first against its application's `portalSends` limit, whose X-RateLimit-* headers only a
+ * refusal writes: the tenant's own job creations share the organization's limit, and a portal
+ * link's customer looping on retry took all of it (100 a second), so every job creation of the
+ * tenant answered 429; now such a customer gets a 429 of its own past 60 a minute and never
+ * touches the organization's count. A refusal further on gives the earlier counts back.
+ */
+export async function enforceSendLimits(
+  pool: DatabasePool, res: Response, rules: { jobCreation: RateLimitRule; portalSends: RateLimitRule },
+  caller: { orgId: string; applicationId?: string | undefined }, before?: (tx: CommonQueryMethods) => Promise<void>,
+): Promise<void> {
+  const jobs = (tx: CommonQueryMethods) => enforceRateLimit(tx, res, rules.jobCreation, caller.orgId, { headers: before ? 'refused' : 'always' });
+  const { applicationId } = caller;
+  if (!before && applicationId === undefined) return jobs(pool);
+  await pool.transaction(async (tx) => {
+    await before?.(tx);
+    if (applicationId !== undefined) await enforceRateLimit(tx, res, rules.portalSends, applicationId, { headers: 'refused' });
+    await jobs(tx);
+  });
 }
 
 /** The counter of `rule` for `subject`. */

@@ -234,7 +234,7 @@ export const paths: ZodOpenApiPathsObject = {
         + 'Default payload: `{"type":"webhook.test","endpoint_id":…,"sent_at":…}`.',
       path: endpointId, body: { schema: endpoints.testBody, required: false, example: { payload: { hello: 'world' } } },
       responses: { 202: ok('The job was queued; read it at GET /v1/webhook-jobs/{job_id}.', r.endpointTestQueued) },
-      errors: [400, 404, 413, 415, 429], rateLimit: 'per endpoint, `RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE` per minute (default 10); each test also counts against the organization\'s job creation limit (`RATE_LIMIT_JOBS_PER_SECOND`), which a 429 names in its headers when it is the one refusing',
+      errors: [400, 404, 413, 415, 429], rateLimit: 'per endpoint, `RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE` per minute (default 10); each test also counts against the organization\'s job creation limit (`RATE_LIMIT_JOBS_PER_SECOND`), and with a portal token against its application\'s `RATE_LIMIT_PORTAL_SENDS_PER_MINUTE` per minute (default 60) first; a 429 names in its headers the limit refusing it',
     }),
   },
 
@@ -328,7 +328,7 @@ export const paths: ZodOpenApiPathsObject = {
       ...JOBS, operationId: 'retryWebhookJob', summary: 'Retry a webhook job',
       description: 'From `succeeded`, `discarded`, `awaiting_retry` or `archived`: re-delivers to every target that has not succeeded (all of them when all had), in a new 48 h window. A target is an endpoint not deleted; when every endpoint of the job has been deleted, 409 and nothing changes.',
       path: jobId, responses: { 200: ok('The job restarted: status `created`, `attempt_count` 0.', r.webhookJobRetried) }, errors: [404, 409, 413, 415, 429],
-      rateLimit: 'counts against the organization\'s job creation limit, `RATE_LIMIT_JOBS_PER_SECOND` per second (default 100)',
+      rateLimit: 'counts against the organization\'s job creation limit, `RATE_LIMIT_JOBS_PER_SECOND` per second (default 100); with a portal token, first against its application\'s `RATE_LIMIT_PORTAL_SENDS_PER_MINUTE` per minute (default 60), whose headers only its 429 carries',
       conflict: invalidState('A job in status executing cannot be retried.'),
     }),
   },

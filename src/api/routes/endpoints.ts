@@ -15,7 +15,7 @@ import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
 import { notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
-import { enforceRateLimit, rateLimitRules } from '../middleware/rate-limit.ts';
+import { enforceRateLimit, enforceSendLimits, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
   circuitReset, deletedEndpointSummary, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper,
   type deletedEndpointList, type endpointList,
@@ -88,7 +88,8 @@ const toQueued = shaper(endpointTestQueued);
 
 export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Queue): Router {
   const router = Router();
-  const { endpointTest, jobCreation } = rateLimitRules(config);
+  const sendRules = rateLimitRules(config);
+  const { endpointTest } = sendRules;
   const { createBody, patchBody, listQuery, testBody } = endpointRequests(config.allowPrivateDestinations);
 
   router.post('/', noQuery, async (req, res) => {
@@ -176,10 +177,8 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     // 200 KB in 2.6 s from a portal link's 15 endpoints, none counted). One transaction: a test
     // the organization's limit refuses gives the endpoint's count back (a probe's endpoint spent
     // two of its three tests a minute on 429s and sent one).
-    await pool.transaction(async (tx) => {
-      await enforceRateLimit(tx, res, endpointTest, endpoint.id);
-      await enforceRateLimit(tx, res, jobCreation, tenant.orgId, { headers: 'refused' });
-    });
+    // From a portal token, its application's limit of sends counts too (enforceSendLimits).
+    await enforceSendLimits(pool, res, sendRules, tenant, (tx) => enforceRateLimit(tx, res, endpointTest, endpoint.id));
     const { job } = await createJob(pool, queue, tenant, {
       applicationId: endpoint.application_id,
       eventType: TEST_EVENT_TYPE,

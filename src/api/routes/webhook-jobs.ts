@@ -16,7 +16,7 @@ import { isId } from '../../ids.ts';
 import type { Queue } from '../../queue.ts';
 import { AppError, notFound, rateLimitExceeded, validationError } from '../../errors.ts';
 import { authOf, forgetRecentKey, renewRecentKey, viewFor } from '../middleware/auth.ts';
-import { enforceRateLimit, makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
+import { enforceSendLimits, makeFullWindows, rateLimitKey, rateLimitRules, requestTime, setRateLimitHeaders } from '../middleware/rate-limit.ts';
 import type { Config } from '../../config.ts';
 import {
   deliveryAttempt, shaper, webhookJob, webhookJobCancelled, webhookJobSummary, webhookJobCreated, webhookJobRetried,
@@ -141,7 +141,7 @@ export function makeCreateJobHandler(pool: DatabasePool, queue: Queue, config: C
 
 /** The rest of /v1/webhook-jobs: list, retrieve, retry, cancel. */
 export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: Config): Router {
-  const { jobCreation } = rateLimitRules(config);
+  const sendRules = rateLimitRules(config);
   const router = Router();
   // POST / (job creation) is served ahead of every router (src/api/app.ts): Express's automatic
   // OPTIONS answer of this router left it out of Allow (a probe).
@@ -204,9 +204,10 @@ export function makeWebhookJobsRouter(pool: DatabasePool, queue: Queue, config: 
   });
 
   router.post('/:id/retry', ...noInput, async (req, res) => {
-    // A retry sends a job again: it counts against the organization's job creation limit. A probe
-    // retried one job 62 times in 10 s from a portal link (each a delivery to every target).
-    await enforceRateLimit(pool, res, jobCreation, authOf(res).orgId);
+    // A retry sends a job again: it counts against the organization's job creation limit (and a
+    // portal token's against its application's first). A probe retried one job 62 times in 10 s
+    // from a portal link (each a delivery to every target).
+    await enforceSendLimits(pool, res, sendRules, authOf(res));
     res.json(toRetried(await retryJob(pool, queue, authOf(res), req.params.id)));
   });
 
