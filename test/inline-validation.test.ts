@@ -32,17 +32,17 @@ test('inline, a payload that fails every branch of every item stops at its first
   t.timeout(120_000); // the thread's full list may run to its budget on a busy machine
   const validator = await prepared(BRANCHING, 'inline-test-branching');
   t.not(validator.inline, null, 'a small schema of 914 subschemas is cheap');
-  const payload = { a: Array.from({ length: 2_000 }, () => 0) };
+  const payload = { a: Array.from({ length: 500 }, () => 0) };
   const text = JSON.stringify(payload);
-  t.true(runsInline(validator, text.length));
+  t.true(runsInline(validator, text.length), 'within the budget of subschema checks');
   const problems = await validatePayload(validator, payload, text);
   t.truthy(problems);
   t.is(problems![0]!.path, 'payload.a.0', JSON.stringify(problems));
-  // The inline validator kept the errors of the first item's 405 failed paths, not of 2,000 items' (810,000).
+  // The inline validator kept the errors of the first item's 405 failed paths, not of 500 items' (202,500).
   const kept = validator.inline!.validate.errors?.length ?? 0;
   t.true(kept > 0 && kept <= 1_000, `${kept} errors kept inline`);
   // A valid payload passes inline as before.
-  const good = { a: Array.from({ length: 2_000 }, () => 'x') };
+  const good = { a: Array.from({ length: 500 }, () => 'x') };
   t.is(await validatePayload(validator, good, JSON.stringify(good)), null);
 });
 
@@ -80,4 +80,43 @@ test('patterns count at every $ref that reaches them, costly formats at every pl
   const hostile = { u: `http://${':'.repeat(8_100)}` };
   const refused = await validatePayload(urls, hostile, JSON.stringify(hostile));
   t.deepEqual(refused?.map((p) => p.path), ['payload.u']);
+});
+
+test('subschema checks count too, each weighed by its enum and const, times the payload\'s length: a cheap schema\'s long payload goes to a thread', async (t) => {
+  // A probe: 989 subschemas (under the cheap limit of 1,000), an enum of 700 in each of the 432
+  // branches an array item tries, and an 8 KB payload of 4,000 zeros held the event loop, and
+  // every tenant's requests, for 3.7-7.7 s.
+  const probe = {
+    type: 'object',
+    properties: { a: { type: 'array', items: { $ref: '#/$defs/a' } } },
+    $defs: {
+      a: { anyOf: [...refs('b', 6), {}] },
+      b: { anyOf: refs('c', 9) },
+      c: { anyOf: refs('e', 8) },
+      e: { enum: Array.from({ length: 700 }, (_, i) => i + 1) },
+    },
+  };
+  const limits = checkSchemaLimits(probe);
+  if (!('shape' in limits)) return t.fail(JSON.stringify(limits));
+  t.true(limits.shape.expanded <= 1_000, `${limits.shape.expanded} subschemas: cheap by count`);
+  t.true(limits.shape.work > 400 * 700 / 16, `work ${limits.shape.work}: the 432 enums weigh`);
+  const validator = await prepared(probe, 'inline-test-enums');
+  t.not(validator.inline, null, 'a cheap schema');
+  const payload = { a: Array.from({ length: 4_000 }, () => 0) };
+  t.false(runsInline(validator, JSON.stringify(payload).length), 'the 8 KB payload goes to a thread');
+  const longest = Math.floor(INLINE_BUDGET.steps / limits.shape.work);
+  t.true(longest >= 10, 'a short payload still validates inline');
+  t.true(runsInline(validator, longest));
+  t.false(runsInline(validator, longest + 1));
+
+  // Without enums, the subschemas alone: 914 of them, each item failing every branch.
+  const branching = checkSchemaLimits(BRANCHING);
+  if (!('shape' in branching)) return t.fail(JSON.stringify(branching));
+  t.is(branching.shape.work, branching.shape.expanded, 'no enum, const or required: one each');
+  const many = await prepared(BRANCHING, 'inline-test-branching-long');
+  t.false(runsInline(many, JSON.stringify({ a: Array.from({ length: 4_000 }, () => 0) }).length));
+  const names = Array.from({ length: 100 }, (_, i) => `r${i}`);
+  const required = checkSchemaLimits({ type: 'object', required: names });
+  if (!('shape' in required)) return t.fail(JSON.stringify(required));
+  t.is(required.shape.work, 1 + Math.ceil(JSON.stringify(names).length / 16), 'required weighs by its length');
 });

@@ -304,6 +304,25 @@ test('a validation past its time budget answers 400 while /health and other tena
   refused(t, await postJob(org, name, { tree: [['x']] }), 'payload.tree');
 });
 
+test('required and properties look at the payload\'s own members: names inherited from Object.prototype are not there', async (t) => {
+  // A probe: `required: ["toString"]` accepted `{}`, and `{}` failed `constructor must be number`.
+  const org = await setup(t);
+  const type = await accepted(t, org, {
+    type: 'object', required: ['toString'],
+    properties: { constructor: { type: 'number' }, valueOf: { type: 'string' }, toString: {} },
+  });
+  const padding = 'x'.repeat(10_000); // past 8,192 characters: validated on a thread
+  for (const extra of [{}, { padding }]) {
+    const missing = await postJob(org, type, { ...extra });
+    assertError(t, missing, 400, 'validation_error');
+    t.deepEqual(missing.body.error.details, [{ path: 'payload', message: "must have required property 'toString'" }], JSON.stringify(missing.body));
+    t.is((await postJob(org, type, { ...extra, toString: 1 })).status, 201, 'constructor and valueOf absent: nothing to check');
+    const wrong = await postJob(org, type, { ...extra, toString: 1, constructor: 'x' });
+    assertError(t, wrong, 400, 'validation_error');
+    t.deepEqual(wrong.body.error.details, [{ path: 'payload.constructor', message: 'must be number' }]);
+  }
+});
+
 test('a stored schema that breaks today\'s limits refuses jobs with a 400, not a 500', async (t) => {
   const org = await setup(t);
   const name = await accepted(t, org, { type: 'object' });

@@ -67,8 +67,11 @@ const uniqueItems: KeywordValidate = (schema, data) => {
 // and one line per unknown format of a schema at every compile (a probe: 5,000 lines, 328 KB,
 // for one request of 56 KB).
 export const AJV_QUIET = { logger: false } as const;
+// ownProperties: `required` and `properties` look at the payload's own members only. Without it,
+// a payload `{}` met `required: ["toString"]` (inherited from Object.prototype) and failed
+// `properties: {"constructor": {"type": "number"}}` (a probe).
 const compileOptions = {
-  ...AJV_QUIET, strict: false, allErrors: true, validateFormats: true, validateSchema: false, meta: false,
+  ...AJV_QUIET, strict: false, allErrors: true, validateFormats: true, validateSchema: false, meta: false, ownProperties: true,
   code: { regExp: re2Engine },
 } as const;
 

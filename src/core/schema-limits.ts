@@ -23,13 +23,33 @@ export const SCHEMA_LIMITS = {
 export const CHEAP = { expanded: 1_000, chars: 4_096, patternInstructions: 2_000 } as const;
 
 /**
+ * `work`: the subschemas a payload value can meet when every $ref is followed (`expanded`), each
+ * weighed by what checking it costs: 1, and 1 more for every WEIGHT_CHARS characters of its
+ * `enum`, `const`, `required` and `dependentRequired` (checked value by value, name by name). A payload of n characters holds fewer than n
+ * values, and each meets at most these, so one validation costs at most `work` times the
+ * payload's length, in steps of a few ns (json-schema.ts, `runsInline`).
  * `patternReach`: RE2 instructions summed over every place a payload value can meet a pattern
  * when every $ref is followed (a pattern reached through three $refs counts three times);
  * `formatReach`: how many places it can meet a `format` whose check may take more than linear
  * time in the string's length (not in LINEAR_FORMATS). What one inline validation may cost
  * grows with each times the payload's length (json-schema.ts, `runsInline`).
  */
-export type SchemaShape = { expanded: number; recursive: boolean; patternInstructions: number; patternReach: number; formatReach: number };
+export type SchemaShape = {
+  expanded: number; work: number; recursive: boolean; patternInstructions: number; patternReach: number; formatReach: number;
+};
+
+/** Characters of an `enum` or `const` that weigh as much as checking one more subschema (measured: json-schema.ts). */
+const WEIGHT_CHARS = 16;
+
+/** What checking this one subschema at one payload value costs, in subschemas (SchemaShape's `work`). */
+const weightOf = (node: Record<string, unknown>): number => {
+  let chars = 0;
+  for (const key of WEIGHED) if (node[key] !== undefined) chars += JSON.stringify(node[key]).length;
+  return 1 + Math.ceil(chars / WEIGHT_CHARS);
+};
+
+/** Keywords checked value by value or name by name, whose size a check's cost grows with. */
+const WEIGHED = ['enum', 'const', 'required', 'dependentRequired'] as const;
 
 /**
  * Formats whose check is linear in the string (anchored regexes without nested quantifiers, or
@@ -212,6 +232,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
   // Pass 2: depth-first over applicators and refs. A loop made only of same-value edges never
   // ends; a loop through the payload (a tree schema) is fine, counted once.
   const expanded = new Map<Node, number>();
+  const workOf = new Map<Node, number>();
   // What each subschema reaches when its $refs are followed: patterns' instructions and costly formats.
   const reach = new Map<Node, { patterns: number; formats: number }>();
   const onStack = new Map<Node, number>();
@@ -233,6 +254,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
       return Infinity;
     }
     let total = 1;
+    let work = weightOf(node);
     for (const edge of [...same, ...(refs as Edge[]), ...down]) {
       const at = onStack.get(edge.to);
       if (at !== undefined) {
@@ -243,10 +265,12 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
         }
         recursive = true;
         total += 1;
+        work += 1;
         continue;
       }
       stack.push(edge);
       total += visit(edge.to);
+      work += workOf.get(edge.to) ?? Infinity;
       stack.pop();
       const below = reach.get(edge.to);
       if (below) {
@@ -257,6 +281,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
     }
     onStack.delete(node);
     expanded.set(node, total);
+    workOf.set(node, work);
     reach.set(node, reached);
     return total;
   };
@@ -266,5 +291,5 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
     return { problems: problem(root, `expands to more than ${SCHEMA_LIMITS.maxExpanded} subschemas when its $refs are followed (too many branches)`) };
   }
   const reached = reach.get(schema) ?? { patterns: 0, formats: 0 };
-  return { shape: { expanded: total, recursive, patternInstructions, patternReach: reached.patterns, formatReach: reached.formats } };
+  return { shape: { expanded: total, work: workOf.get(schema) ?? total, recursive, patternInstructions, patternReach: reached.patterns, formatReach: reached.formats } };
 }
