@@ -87,6 +87,33 @@ test.serial('an organization past its share waits behind its own bodies while an
   await heldBecomes(t, app, 0);
 });
 
+test.serial('a body that fits its share but waits behind its organization\'s own does not hold up another organization', async (t) => {
+  // A probe: a tenant held 8 of its 8.4 MB, one more large body of it waited for its share, and
+  // its small jobs, which fit the share, waited behind that one. Counted as waiting for the
+  // process's room, they made every other organization's bodies wait too: 5 s, then 503.
+  const a = await app.createOrg();
+  const b = await app.createOrg();
+  const almost = BODY_LIMIT_BYTES - 64 * 1024;
+  const held = [holdLargest(app, a.key), holdBody(app, a.key, '/v1/applications', { 'content-length': String(almost) }, '{"name":"')];
+  t.teardown(() => held.forEach((h) => h.drop()));
+  await heldBecomes(t, app, BODY_LIMIT_BYTES + almost);
+  const waitsBefore = await metric(app, 'hookline_request_body_waits_total');
+  held.push(holdLargest(app, a.key)); // past A's share: waits
+  for (let i = 0; i < 200 && (await metric(app, 'hookline_request_body_waits_total')) < waitsBefore + 1; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  const small = app.request('POST', '/v1/applications', { key: a.key, body: { name: 'small of A' } }); // fits A's share, behind A's
+  for (let i = 0; i < 200 && (await metric(app, 'hookline_request_body_waits_total')) < waitsBefore + 2; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  t.is(await metric(app, 'hookline_request_body_waits_total'), waitsBefore + 2, 'both of A\'s wait');
+
+  const other = await app.request('POST', '/v1/applications', { key: b.key, body: { name: 'of B' } });
+  t.is(other.status, 201, JSON.stringify(other.body));
+  t.is(await metric(app, 'hookline_request_body_waits_total'), waitsBefore + 2, 'B did not wait');
+
+  held[0]!.drop(); // A's third large body is let in, then its small one
+  t.is((await small).status, 201);
+  held.forEach((h) => h.drop());
+  await heldBecomes(t, app, 0);
+});
+
 test.serial('a wait past the acquire timeout is a 503 with Retry-After that creates nothing, worded for the organization or for the process', async (t) => {
   const a = await app.createOrg();
   const b = await app.createOrg();

@@ -84,22 +84,42 @@ export function makeBodyBudget(options: BodyBudgetOptions): BodyBudget {
 
   /**
    * Grants the waiters that now fit, in their order. One that waits for its organization's share
-   * is passed (its flood does not hold up the others); one that waits for the process's room
-   * stops the grants, so a large body is not passed forever by smaller ones.
+   * is passed (its flood does not hold up the others), and so are the later ones of its
+   * organization, which wait behind it; one that waits for the process's room stops the grants,
+   * so a large body is not passed forever by smaller ones.
    */
   function grantWaiters(): void {
+    const behindOwn = new Set<string>();
     for (let i = 0; i < queue.length;) {
       const waiter = queue[i]!;
-      if (fits(waiter.organization, waiter.bytes)) {
+      if (!behindOwn.has(waiter.organization) && fits(waiter.organization, waiter.bytes)) {
         queue.splice(i, 1);
         take(waiter.organization, waiter.bytes);
         waiter.grant();
-      } else if (shareFits(waiter.organization, waiter.bytes)) {
+      } else if (!behindOwn.has(waiter.organization) && shareFits(waiter.organization, waiter.bytes)) {
         return;
       } else {
+        behindOwn.add(waiter.organization);
         i += 1;
       }
     }
+  }
+
+  /**
+   * Whether a waiter waits for the process's room: one whose share has room and that waits
+   * behind no earlier body of its own organization. A body that fits its share but waits behind
+   * its organization's is not one: counted as one, a tenant holding 8 of its 8.4 MB with one
+   * more large body waiting sent small jobs that waited behind it, and every other
+   * organization's bodies waited behind those, 5 s each, then 503 (a probe).
+   */
+  function waitedForRoom(): boolean {
+    const behindOwn = new Set<string>();
+    for (const waiter of queue) {
+      if (behindOwn.has(waiter.organization)) continue;
+      if (shareFits(waiter.organization, waiter.bytes)) return true;
+      behindOwn.add(waiter.organization);
+    }
+    return false;
   }
 
   function give(organization: string, bytes: number): void {
@@ -129,13 +149,14 @@ export function makeBodyBudget(options: BodyBudgetOptions): BodyBudget {
     };
     // Waiters first: a body that fits now does not pass its organization's waiting bodies, nor
     // any body waiting for the process's room.
-    if (fits(organization, bytes) && !queue.some((waiter) => waiter.organization === organization || shareFits(waiter.organization, waiter.bytes))) {
+    const behindOwn = queue.some((waiter) => waiter.organization === organization);
+    if (fits(organization, bytes) && !behindOwn && !waitedForRoom()) {
       take(organization, bytes);
       hold();
       return next();
     }
     waits += 1;
-    onWait?.(organization, !shareFits(organization, bytes));
+    onWait?.(organization, behindOwn || !shareFits(organization, bytes));
     const leave = () => {
       clearTimeout(timer);
       res.off('close', gone);
@@ -149,7 +170,7 @@ export function makeBodyBudget(options: BodyBudgetOptions): BodyBudget {
     };
     const timer = setTimeout(() => {
       leave();
-      next(serviceUnavailable(!shareFits(organization, bytes)
+      next(serviceUnavailable(behindOwn || !shareFits(organization, bytes)
         ? `This organization's earlier requests with bodies are still being read or processed; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`
         : `The service is busy: this process holds as many request bodies as it can; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`));
     }, waitMs);
