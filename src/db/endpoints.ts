@@ -105,7 +105,8 @@ export const RESTORE_WINDOW_DAYS = 30;
 
 /**
  * The restorable endpoints of an application: deleted at most 30 days ago, newest deletion
- * first. `event_types` is the list a restore subscribes to again (those that exist then).
+ * first. `event_types`: the names a restore would subscribe to again, those of its list that
+ * exist now (the list showed a deleted event type's name, which a restore then left out: a probe).
  */
 export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenant, applicationId: string, page: PageRequest) {
   const restorable = sql.fragment`${ownedBy(tenant)} and application_id = ${applicationId}
@@ -114,8 +115,12 @@ export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenan
     const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
       select count(*)::int as total from endpoints where ${restorable}`);
     const rows = await db.any(sql.type(deletedEndpointRow)`
-      select id, application_id, url, status, coalesce(deleted_event_types, '{}') as event_types, failure_count, created_at, deleted_at
-      from endpoints where ${restorable}
+      select e.id, e.application_id, e.url, e.status, array(
+               select n.name from unnest(e.deleted_event_types) with ordinality as n(name, i)
+               where exists (select from event_types t where t.org_id = e.org_id and t.environment = e.environment and t.name = n.name)
+               order by n.i) as event_types,
+             e.failure_count, e.created_at, e.deleted_at
+      from endpoints e where ${restorable}
       order by deleted_at desc, id desc ${limitOffset(page)}`);
     return { rows, total };
   }));

@@ -29,7 +29,10 @@ test('restore: settings, secret and status come back; subscriptions to the names
   t.is(await endpointsCount(t, key, appId), 0);
   t.is((await app.request('DELETE', `/v1/event-types/${two}`, { key })).status, 200, 'a deleted endpoint does not block the delete');
   t.is((await app.request('DELETE', `/v1/event-types/${threeOld}`, { key })).status, 200);
+  // The deleted list names what a restore would subscribe to now.
+  t.deepEqual((await deletedList(key, appId)).body.data.map((e: { event_types: string[] }) => e.event_types), [['order.one']]);
   const threeNew = await createEventType(t, key, 'order.three');
+  t.deepEqual((await deletedList(key, appId)).body.data.map((e: { event_types: string[] }) => e.event_types), [['order.one', 'order.three']]);
   t.is((await getEndpoint(key, ep.id)).status, 404, 'a deleted endpoint is not found');
 
   const res = await restore(key, ep.id);
