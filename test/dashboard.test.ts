@@ -210,7 +210,7 @@ browserTest(`an operator's session over every page, with real data${skip}`, asyn
   await check(t, page, 'job');
   w.heal();
   await page.getByRole('button', { name: 'Retry' }).click();
-  await page.getByText(/Retry queued/).waitFor();
+  await page.getByText('Retry queued: every target that has not succeeded is tried again (all of them if all had).').waitFor();
   await until('the retried job to succeed', async () => (await jobStatus(w.by, w.failedA.id)) === 'succeeded');
   await page.goto(`${app.baseUrl}/dashboard#/jobs/${w.heldJob.id}`);
   await page.getByRole('button', { name: 'Cancel' }).click();
@@ -247,6 +247,13 @@ browserTest(`an operator's session over every page, with real data${skip}`, asyn
   await page.getByRole('region', { name: 'Recent events' }).getByText('endpoint.disabled').first().waitFor();
   await page.getByRole('region', { name: 'Recent events' }).getByText('delivery.exhausted').first().waitFor();
   await check(t, page, 'operational');
+  // With a second operational endpoint, each delivery names its endpoint, also of an event sent to one.
+  const second = await app.request('POST', '/v1/operational-webhooks/endpoints', { key: w.by.key, body: { url: w.receiver.at('/ops-second'), event_types: ['endpoint.created'] } });
+  t.is(second.status, 201, JSON.stringify(second.body));
+  await nav(page, /API keys/);
+  await nav(page, 'Operational webhooks');
+  await page.getByRole('cell', { name: w.receiver.at('/ops-second'), exact: true }).waitFor();
+  await page.getByRole('region', { name: 'Recent events' }).getByText(`→ ${w.receiver.at('/ops')}`, { exact: false }).first().waitFor();
 
   // API keys: create (shown once, copied), it works; revoke, it is refused.
   await nav(page, /API keys/);
@@ -492,6 +499,10 @@ browserTest(`a job's page follows the job while it is on its way, without a relo
   await status.getByText('Succeeded').waitFor();
   await page.getByText('thanks').first().waitFor();
   t.is(receiver.forJob(job.id).length, 1);
+  // A retry of a succeeded job sends it to every target again, and says so (it said "every failed target").
+  await page.getByRole('button', { name: 'Retry' }).click();
+  await page.getByText('Retry queued: every target is sent the job again, since all had succeeded.').waitFor();
+  await until('the job sent again', async () => receiver.forJob(job.id).length === 2);
 });
 
 browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) => {

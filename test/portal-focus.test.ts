@@ -10,7 +10,9 @@
 // - Next pressed to reach the list's last page (Previous its first) turned disabled under the
 //   focus, which fell to the body; Older in an endpoint's attempt log took the pager away (and the
 //   focus) while the older page loaded;
-// - a refused rotation showed its error under the earlier rotation's "Secret rotated".
+// - a refused rotation showed its error under the earlier rotation's "Secret rotated";
+// - an action in one part of the endpoint's page left the last outcome of another part shown:
+//   "Deliveries are resumed." beside "Secret rotated…", "Copied to the clipboard." beside both.
 // Each request that matters is held (page.route) until the test has seen the page mid-action:
 // nothing depends on timing. Screenshots: test-output/portal/.
 import type { ExecutionContext } from 'ava';
@@ -132,6 +134,30 @@ browserTest(`a refused rotation replaces "Secret rotated" with its error${skippe
   await panel.getByRole('alert').filter({ hasText: 'The service is busy. Try again shortly.' }).waitFor();
   t.is(await rotated.count(), 0, 'the earlier rotation\'s outcome is gone');
   await shot(page, 'rotate-refused-after-rotation', false);
+  t.deepEqual(errors, []);
+});
+
+browserTest(`one outcome at a time across the endpoint's page: the header's actions, the secret's and a recovery replace each other's${skipped}`, async (t) => {
+  const { page, errors } = await endpointPage(t);
+  const paused = page.getByText('Deliveries are paused. They wait until you resume.');
+  await page.getByRole('button', { name: 'Pause', exact: true }).click();
+  await paused.waitFor();
+  await page.getByRole('button', { name: 'Rotate', exact: true }).click(); // the confirm is accepted
+  const rotated = page.getByText(/^Secret rotated\./);
+  await rotated.waitFor();
+  t.is(await paused.count(), 0, 'the pause\'s message is gone');
+  await page.getByRole('button', { name: 'Send test event' }).click();
+  await page.getByText(/Test event sent \(job_/).waitFor();
+  t.is(await rotated.count(), 0, 'the rotation\'s message is gone');
+  await page.getByRole('button', { name: 'Hide' }).click(); // not an action with an outcome (the rotation showed the secret): nothing changes
+  t.is(await page.getByText(/Test event sent \(job_/).count(), 1);
+  await page.getByRole('button', { name: 'Recover' }).click();
+  await page.getByText('No failed deliveries in that range.').waitFor();
+  t.is(await page.getByText(/Test event sent \(job_/).count(), 0, 'the test event\'s message is gone');
+  await page.getByRole('button', { name: 'Resume', exact: true }).click();
+  await page.getByText('Deliveries are resumed.').waitFor();
+  t.is(await page.getByText('No failed deliveries in that range.').count(), 0, 'the recovery\'s message is gone');
+  await shot(page, 'one-outcome-at-a-time', false);
   t.deepEqual(errors, []);
 });
 

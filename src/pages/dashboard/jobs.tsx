@@ -68,7 +68,15 @@ export function JobDetailPage(props: { id: string }) {
   const moving = job.data !== undefined && ['created', 'executing', 'awaiting_retry'].includes(job.data.status);
   useWhileShown(JOB_REFRESH_MS, job.reload, moving);
   const [flash, setFlash] = useState('');
-  const retry = useAction(async () => { await client('POST', `/v1/webhook-jobs/${props.id}/retry`); setFlash('Retry queued: every failed target is tried again.'); job.reload(); });
+  // What a retry sends (decisions §7): every target that has not succeeded, or all of them when
+  // all had; the page said "every failed target" of a succeeded job too (a probe).
+  const retry = useAction(async () => {
+    const before = job.data?.status;
+    await client('POST', `/v1/webhook-jobs/${props.id}/retry`);
+    setFlash(before === 'succeeded' ? 'Retry queued: every target is sent the job again, since all had succeeded.'
+      : 'Retry queued: every target that has not succeeded is tried again (all of them if all had).');
+    job.reload();
+  });
   const cancel = useAction(async () => {
     if (!window.confirm('Cancel this job? No further attempt will start.')) return;
     await client('POST', `/v1/webhook-jobs/${props.id}/cancel`); setFlash('Job cancelled.'); job.reload();

@@ -74,7 +74,8 @@ export function OperationalPage() {
                     {typeof v.data['job_id'] === 'string' && <> · job <a href={`#/jobs/${v.data['job_id'] as string}`}><code>{v.data['job_id'] as string}</code></a></>}</td>
                   <td>{v.deliveries.map((d) => (
                     <span key={d.endpoint_id} class="delivery">{d.status.replace('_', ' ')}{d.attempt_count > 0 && ` after ${d.attempt_count} attempt${d.attempt_count === 1 ? '' : 's'}`}
-                      {v.deliveries.length > 1 || !urlOf.has(d.endpoint_id) ? <span class="muted"> → {urlOf.get(d.endpoint_id) ?? 'a deleted endpoint'}</span> : null}</span>
+                      {/* Named unless there is one operational endpoint: an event that went to one of two was not (a probe). */}
+                      {urlOf.size !== 1 || !urlOf.has(d.endpoint_id) ? <span class="muted"> → {urlOf.get(d.endpoint_id) ?? 'a deleted endpoint'}</span> : null}</span>
                   ))}</td>
                 </tr>
               );

@@ -5,6 +5,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { query, type Attempt, type AttemptList, type Client, type Retried } from './api.ts';
 import { ActionButton, Busy, CursorPager, ErrorNotice, Notice, formatTime, useCursorPages } from '../shared/ui.tsx';
 
+/** A panel's part in "one outcome at a time" (endpoint-detail.tsx): whether its outcome is the one shown, and what it calls as an action starts. */
+export type Speaking = { current: boolean; onAction: () => void };
+
 type Filter = 'all' | 'failed';
 /** The API's reason for a failed attempt, as the customer reads it. */
 const ERROR_TEXT: Record<NonNullable<Attempt['error']>, string> = {
@@ -17,7 +20,7 @@ const ERROR_TEXT: Record<NonNullable<Attempt['error']>, string> = {
 };
 const keyOf = (attempt: Attempt) => `${attempt.job_id}-${attempt.attempt}-${attempt.attempted_at}`;
 
-export function AttemptLog(props: { client: Client; endpointId: string; readOnly: boolean; refresh: number }) {
+export function AttemptLog(props: { client: Client; endpointId: string; readOnly: boolean; refresh: number } & Speaking) {
   const [filter, setFilter] = useState<Filter>('all');
   const pages = useCursorPages();
   const shownKey = `${filter} ${pages.cursor ?? ''}`;
@@ -40,6 +43,7 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
   }, [props.endpointId, shownKey, reload, props.refresh]);
   const resend = async (attempt: Attempt) => {
     setBusy(true);
+    props.onAction();
     try {
       const retried = await props.client<Retried>('POST', `/v1/webhook-jobs/${attempt.job_id}/retry`);
       setResent({ key: keyOf(attempt), message: `Sent again: job ${retried.id} is queued; its new attempts appear at the top.` });
@@ -91,8 +95,8 @@ export function AttemptLog(props: { client: Client; endpointId: string; readOnly
                 {!props.readOnly && !attempt.success && (
                   <ActionButton busy={busy} onClick={() => void resend(attempt)}>Resend<span class="visually-hidden"> job {attempt.job_id}</span></ActionButton>
                 )}
-                {resent?.key === keyOf(attempt) && resent.message && <Notice kind="success">{resent.message}</Notice>}
-                {resent?.key === keyOf(attempt) && <ErrorNotice error={resent.error} />}
+                {props.current && resent?.key === keyOf(attempt) && resent.message && <Notice kind="success">{resent.message}</Notice>}
+                {props.current && resent?.key === keyOf(attempt) && <ErrorNotice error={resent.error} />}
               </details>
             </li>
           ))}

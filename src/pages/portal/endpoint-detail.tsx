@@ -2,12 +2,15 @@
 // edit, delete), its signing secret, its chart, recovery of failed deliveries and its attempts.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type Client, type Deleted, type Endpoint, type EventType, type Recovering, type Reset, type Rotated, type Stats, type TestQueued } from './api.ts';
-import { AttemptLog } from './attempt-log.tsx';
+import { AttemptLog, type Speaking } from './attempt-log.tsx';
 import { EndpointForm } from './endpoint-form.tsx';
 import { StatsPanel, successRate } from './stats-panel.tsx';
 import { ActionButton, Busy, ErrorNotice, Field, Notice, shownUrl, StatusBadge, TypeName, fieldError, formatRate, formatTime, isolate, useAction, useFocusOnChange, useWhileShown } from '../shared/ui.tsx';
 
 const REFRESH_MS = 3_000;
+
+/** The parts of the page whose actions say something: the endpoint's header, the secret, recovery, the attempts. */
+type Speaker = 'head' | 'secret' | 'recover' | 'attempts';
 
 type Props = {
   client: Client; endpointId: string; readOnly: boolean;
@@ -32,6 +35,10 @@ export function EndpointDetail(props: Props) {
   const [notice, setNotice] = useState<{ text: string; status?: Endpoint['status'] }>({ text: props.initialMessage ?? '' });
   const setMessage = (text: string, status?: Endpoint['status']) => setNotice({ text, status });
   const message = notice.text;
+  /** Who acted last: only its outcome (message or error) is shown. "Endpoint created." stayed
+   * beside "Secret rotated…" and "Test event sent…", and "Deliveries are resumed." beside
+   * "Copied to the clipboard." (a probe): a new action's outcome replaces the last one's. */
+  const [speaker, setSpeaker] = useState<Speaker>('head');
   const [refresh, setRefresh] = useState(0);
   /** The attempts and successes of the last 24 hours, from the chart's statistics, over the window
    * `success_rate` counts: the endpoint's rate without reading its whole application (232 KB at
@@ -65,6 +72,7 @@ export function EndpointDetail(props: Props) {
 
   const act = useAction(async (kind: 'pause' | 'resume' | 'test' | 'reset' | 'delete') => {
     acting();
+    setSpeaker('head');
     // A new action's outcome replaces the last one's: "Test event sent" stayed beside the rate
     // limit's error of the next Send test event.
     setMessage('');
@@ -93,11 +101,12 @@ export function EndpointDetail(props: Props) {
   if (!endpoint) return <Busy label="Loading endpoint…" />;
   if (editing) {
     return <EndpointForm client={client} applicationId={endpoint.application_id} eventTypes={props.eventTypes} existing={endpoint}
-      onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
+      onCancel={props.onEditDone} onSaved={() => { props.onEditDone(); setSpeaker('head'); setMessage('Changes saved.'); acting(); load().catch(setLoadError); }} />;
   }
   const confirmDelete = () => {
     if (window.confirm(`Delete the endpoint ${isolate(shownUrl(endpoint.url))}? Deliveries to it stop. You can restore it for 30 days.`)) void act.run('delete');
   };
+  const speaking = (who: Speaker): Speaking => ({ current: speaker === who, onAction: () => setSpeaker(who) });
   const statusAction = endpoint.status === 'active' ? { kind: 'pause', label: 'Pause' } as const
     : endpoint.status === 'paused' ? { kind: 'resume', label: 'Resume' } as const : { kind: 'reset', label: 'Re-enable endpoint' } as const;
 
@@ -128,8 +137,8 @@ export function EndpointDetail(props: Props) {
         {endpoint.status === 'paused' && (
           <Notice kind="info">Paused: deliveries to this endpoint wait{readOnly ? '' : ' until you resume it'}, each for up to 48 hours from its event.</Notice>
         )}
-        {message && <Notice kind="success">{message}</Notice>}
-        <ErrorNotice error={act.error} />
+        {speaker === 'head' && message && <Notice kind="success">{message}</Notice>}
+        {speaker === 'head' && <ErrorNotice error={act.error} />}
         <dl class="facts">
           <dt>Event types</dt><dd>{endpoint.event_types.length ? endpoint.event_types.map((t) => <code key={t}><TypeName name={t} /></code>) : readOnly ? 'None' : 'None yet: it receives test events only. Edit it to pick some.'}</dd>
           <dt>Rate limit</dt><dd>{endpoint.rate_limit_rps} requests per second</dd>
@@ -137,10 +146,10 @@ export function EndpointDetail(props: Props) {
           <dt>Consecutive failures</dt><dd>{endpoint.failure_count}</dd>
         </dl>
       </section>
-      <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={() => { acting(); return load(); }} />
+      <SecretPanel client={client} endpoint={endpoint} readOnly={readOnly} onRotated={() => { acting(); return load(); }} {...speaking('secret')} />
       <StatsPanel client={client} endpointId={endpointId} refresh={refresh + tick} onTotals={setTotals} />
-      {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} />}
-      <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh + tick} />
+      {!readOnly && <RecoverPanel client={client} endpointId={endpointId} onRecovered={() => setRefresh((n) => n + 1)} {...speaking('recover')} />}
+      <AttemptLog client={client} endpointId={endpointId} readOnly={readOnly} refresh={refresh + tick} {...speaking('attempts')} />
     </div>
   );
 }
@@ -149,7 +158,7 @@ function BackLink(props: { onBack: () => void }) {
   return <button type="button" class="link back" onClick={props.onBack}>← All endpoints</button>;
 }
 
-function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: boolean; onRotated: () => Promise<unknown> }) {
+function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: boolean; onRotated: () => Promise<unknown> } & Speaking) {
   const { endpoint } = props;
   const [shown, setShown] = useState(false);
   const [copied, setCopied] = useState('');
@@ -157,6 +166,7 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
   const rotate = useAction(async () => {
     // A new rotation's outcome replaces what the panel said before, as the endpoint's actions do:
     // "Secret rotated" stayed above the error of a later rotation, as if that one had worked too.
+    props.onAction();
     setOldExpiry(null);
     setCopied(''); // and "Copied", said of the secret before this one
     const rotated = await props.client<Rotated>('POST', `/v1/endpoints/${endpoint.id}/rotate-secret`);
@@ -167,6 +177,8 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
   const secret = (endpoint as { secret?: string }).secret;
   const copy = async () => {
     if (!secret) return;
+    props.onAction();
+    setOldExpiry(null);
     try { await navigator.clipboard.writeText(secret); setCopied('Copied to the clipboard.'); } catch { setCopied('Copy failed: select the secret and copy it by hand.'); setShown(true); }
   };
   return (
@@ -185,13 +197,13 @@ function SecretPanel(props: { client: Client; endpoint: Endpoint; readOnly: bool
               if (window.confirm('Rotate the secret? The current one keeps signing deliveries for 24 hours alongside the new one.')) void rotate.run();
             }}>Rotate</ActionButton>
           </div>
-          {copied && <p class="hint" role="status">{copied}</p>}
+          {props.current && copied && <p class="hint" role="status">{copied}</p>}
         </>
       )}
-      {oldExpiry && (
+      {props.current && oldExpiry && (
         <p class="hint" role="status">Secret rotated. The previous secret also signs deliveries until {formatTime(oldExpiry)}.</p>
       )}
-      <ErrorNotice error={rotate.error} />
+      {props.current && <ErrorNotice error={rotate.error} />}
     </section>
   );
 }
@@ -201,10 +213,11 @@ function toLocalInput(date: Date): string {
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
 }
 
-function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: () => void }) {
+function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: () => void } & Speaking) {
   const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 24 * 3600_000)));
   const [result, setResult] = useState('');
   const recover = useAction(async () => {
+    props.onAction();
     setResult(''); // an earlier recover's answer stayed beside this one's error (a probe)
     const date = new Date(since);
     if (Number.isNaN(date.getTime())) throw new Error('Enter a date and time.');
@@ -212,7 +225,7 @@ function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: 
     setResult(answer.deliveries === 0 ? 'No failed deliveries in that range.' : `${answer.deliveries} failed ${answer.deliveries === 1 ? 'delivery is' : 'deliveries are'} being sent again.`);
     props.onRecovered();
   });
-  const sinceError = fieldError(recover.error, 'since');
+  const sinceError = props.current ? fieldError(recover.error, 'since') : undefined;
   return (
     <section class="card" aria-labelledby="recover-title">
       <h2 id="recover-title" class="sub">Recover failed deliveries</h2>
@@ -222,8 +235,8 @@ function RecoverPanel(props: { client: Client; endpointId: string; onRecovered: 
         </Field>
         <ActionButton type="submit" busy={recover.busy}>{recover.busy ? 'Recovering…' : 'Recover'}</ActionButton>
       </form>
-      {result && <Notice kind="success">{result}</Notice>}
-      {!sinceError && <ErrorNotice error={recover.error} />}
+      {props.current && result && <Notice kind="success">{result}</Notice>}
+      {props.current && !sinceError && <ErrorNotice error={recover.error} />}
     </section>
   );
 }
