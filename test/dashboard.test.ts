@@ -505,6 +505,23 @@ browserTest(`a job's page follows the job while it is on its way, without a relo
   await until('the job sent again', async () => receiver.forJob(job.id).length === 2);
 });
 
+browserTest(`a page opened from a list's link takes the keyboard focus on its main region${skip}`, async (t) => {
+  // Enter on a row's link left the focus on the body of the detail page (a probe).
+  const { by, acme } = await oneEndpoint(t);
+  const job = await createJob(by, { application_id: acme.id, event_type: 'order.created', payload: { n: 1 } });
+  const { page } = await openPage(t);
+  await signIn(page, by.key);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav(page, 'Jobs');
+  const link = page.getByRole('link', { name: job.id as string });
+  await link.focus();
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: `Job ${job.id as string}` }).waitFor();
+  t.is(await page.evaluate(() => document.activeElement?.id), 'main');
+  await page.keyboard.press('Tab');
+  t.is(await page.evaluate(() => document.activeElement?.textContent), '← Jobs', 'the next Tab reaches the page\'s first link');
+});
+
 browserTest(`the overview reads its figures again on Refresh${skip}`, async (t) => {
   // It kept the figures of its first load (a review found it 20 attempts behind /v1/stats).
   const { by, acme } = await oneEndpoint(t);

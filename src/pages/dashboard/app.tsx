@@ -11,7 +11,7 @@ import { JobDetailPage, JobsPage } from './jobs.tsx';
 import { EndpointDetailPage, EndpointsPage } from './endpoints.tsx';
 import { OperationalPage } from './operational.tsx';
 import { ApiKeysPage } from './api-keys.tsx';
-import { ActionButton, Busy, Field, Notice } from '../shared/ui.tsx';
+import { ActionButton, Busy, Field, Notice, useFocusOnChange } from '../shared/ui.tsx';
 
 const STORE = 'hookline.dashboard.key';
 
@@ -77,6 +77,10 @@ export function App() {
     }, () => {});
     return () => { live = false; };
   }, [route]);
+
+  // A new page takes the keyboard focus on <main>, as the portal's views do: Enter on a row's link
+  // left the focus on the body of the detail page, and nothing new was announced (a probe).
+  useFocusOnChange(route);
 
   // After sign-in the keyboard focus goes to the page's heading (it was left on the body).
   useEffect(() => {
