@@ -18,6 +18,10 @@
 // one of its own to end), so that its slow or stuck requests (a burst of updates queued on one
 // row lock, a list over a million rows) leave connections to every other tenant. Calls outside
 // any organization's request (authentication, the accept's groups, the worker) are not counted.
+// A portal link's requests count against their application too, which holds at most half of the
+// organization's share: a customer's burst of endpoint updates queued on row locks through its
+// link held the organization's whole share, and the operator's own lists waited 6-14 s or
+// answered 503 (a probe).
 import type { DatabasePool, DatabasePoolConnection } from 'slonik';
 import { DatabaseBusyError, DatabaseUnavailableError, RequestAbandonedError, type Availability } from './availability.ts';
 import { currentRequestScope, type RequestScope } from './request-scope.ts';
@@ -36,51 +40,64 @@ export function organizationShare(permits: number): number {
   return Math.max(1, permits - Math.max(1, Math.floor(permits / 5)));
 }
 
+/** The most permits the requests of one portal link's application hold at once: half its organization's share, at least one. */
+export function customerShare(permits: number): number {
+  return Math.max(1, Math.floor(organizationShare(permits) / 2));
+}
+
 /** The pool methods that need a connection; everything else (end, state, configuration) passes through. */
 const CONNECTION_METHODS = new Set(['any', 'anyFirst', 'exists', 'many', 'manyFirst', 'maybeOne', 'maybeOneFirst',
   'one', 'oneFirst', 'query', 'stream', 'transaction', 'connect']);
 
-type Waiter = { organization: string | undefined; grant: () => void; fail: (error: Error) => void };
+type Waiter = { organization: string | undefined; customer: string | undefined; grant: () => void; fail: (error: Error) => void };
 
 export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePool {
   const { acquireTimeoutMs, availability } = options;
   const perOrganization = organizationShare(options.permits);
+  const perCustomer = customerShare(options.permits);
   let free = options.permits;
   const waiters: Waiter[] = [];
-  /** Permits held by each organization's requests (none listed: none held). */
+  /** Permits held by each organization's requests, and by each portal link's application's (none listed: none held). */
   const held = new Map<string, number>();
+  const heldByCustomer = new Map<string, number>();
 
-  const atShare = (organization: string | undefined) => organization !== undefined && (held.get(organization) ?? 0) >= perOrganization;
-  const take = (organization: string | undefined) => {
-    if (organization !== undefined) held.set(organization, (held.get(organization) ?? 0) + 1);
+  const orgAtShare = (organization: string | undefined) => organization !== undefined && (held.get(organization) ?? 0) >= perOrganization;
+  const atShare = (organization: string | undefined, customer: string | undefined) => orgAtShare(organization)
+    || (customer !== undefined && (heldByCustomer.get(customer) ?? 0) >= perCustomer);
+  const count = (map: Map<string, number>, key: string | undefined, by: number) => {
+    if (key === undefined) return;
+    const n = (map.get(key) ?? 0) + by;
+    if (n > 0) map.set(key, n);
+    else map.delete(key);
+  };
+  const take = (organization: string | undefined, customer: string | undefined) => {
+    count(held, organization, 1);
+    count(heldByCustomer, customer, 1);
   };
 
-  /** A permit comes back: to the first waiter whose organization is under its share, else to the free ones. */
-  const release = (organization: string | undefined) => {
-    if (organization !== undefined) {
-      const count = (held.get(organization) ?? 1) - 1;
-      if (count > 0) held.set(organization, count);
-      else held.delete(organization);
-    }
-    const next = waiters.find((waiter) => !atShare(waiter.organization));
+  /** A permit comes back: to the first waiter under its shares, else to the free ones. */
+  const release = (organization: string | undefined, customer: string | undefined) => {
+    count(held, organization, -1);
+    count(heldByCustomer, customer, -1);
+    const next = waiters.find((waiter) => !atShare(waiter.organization, waiter.customer));
     if (!next) {
       free += 1;
       return;
     }
-    take(next.organization);
+    take(next.organization, next.customer);
     next.grant();
   };
 
   /** A permit within the deadline (or the caller's abort), else an error. */
-  function permit(deadline: number, scope: RequestScope | undefined, organization: string | undefined): Promise<void> {
+  function permit(deadline: number, scope: RequestScope | undefined, organization: string | undefined, customer: string | undefined): Promise<void> {
     if (scope?.aborted) return Promise.reject(new RequestAbandonedError());
-    if (free > 0 && !atShare(organization)) {
+    if (free > 0 && !atShare(organization, customer)) {
       free -= 1;
-      take(organization);
+      take(organization, customer);
       return Promise.resolve();
     }
     if (!availability.available) return Promise.reject(new DatabaseUnavailableError('the database is unavailable'));
-    if (organization !== undefined && atShare(organization)) options.onShareWait?.(organization);
+    if (organization !== undefined && atShare(organization, customer)) options.onShareWait?.(organization);
     return new Promise<void>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
@@ -89,7 +106,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
         if (index >= 0) waiters.splice(index, 1);
       };
       const waiter: Waiter = {
-        organization,
+        organization, customer,
         grant: () => { done(); resolve(); },
         fail: (error) => { done(); reject(error); },
       };
@@ -109,7 +126,8 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
   async function run<T>(work: (connection: DatabasePoolConnection) => Promise<T>): Promise<T> {
     const scope = currentRequestScope();
     const organization = scope?.organization;
-    await permit(Date.now() + acquireTimeoutMs, scope, organization);
+    const customer = scope?.customer;
+    await permit(Date.now() + acquireTimeoutMs, scope, organization, customer);
     const deadline = Date.now() + acquireTimeoutMs;
     let gaveUp = false;
     let connected = false;
@@ -123,7 +141,7 @@ export function guardPool(pool: DatabasePool, options: GuardOptions): DatabasePo
     underlying.then(() => availability.succeeded(), (error: unknown) => {
       availability.failed(error);
       failWaitersIfLost();
-    }).finally(() => release(organization));
+    }).finally(() => release(organization, customer));
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         if (connected) return;

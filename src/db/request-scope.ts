@@ -22,6 +22,12 @@ export class RequestScope {
    * one customer's burst through a portal link does not queue its operator's reads behind it.
    */
   caller: string | undefined;
+  /**
+   * The application whose portal link made the request, if one did: its requests hold at most
+   * half of the organization's share of connections (pool-guard.ts), so the operator's own keep
+   * the rest.
+   */
+  customer: string | undefined;
 
   get aborted(): boolean {
     return this.#aborted;

@@ -121,6 +121,7 @@ function authenticated(res: Response, auth: Auth): void {
   if (scope) {
     scope.organization = auth.orgId;
     scope.caller = auth.kind === 'api_key' ? auth.keyId : auth.applicationId; // key_… or app_…: never equal
+    scope.customer = auth.kind === 'portal_token' ? auth.applicationId : undefined;
   }
 }
 
