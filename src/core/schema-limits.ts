@@ -25,9 +25,9 @@ export const CHEAP = { expanded: 1_000, chars: 4_096, patternInstructions: 2_000
 /**
  * `work`: the subschemas a payload value can meet when every $ref is followed (`expanded`), each
  * weighed by what checking it costs: 1, and 1 more for every WEIGHT_CHARS characters of its
- * `enum`, `const`, `required` and `dependentRequired` (checked value by value, name by name). A payload of n characters holds fewer than n
- * values, and each meets at most these, so one validation costs at most `work` times the
- * payload's length, in steps of a few ns (json-schema.ts, `runsInline`).
+ * WEIGHED keywords (checked value by value, name by name). A payload of n characters holds
+ * fewer than n values, and each meets at most these, so one validation costs at most `work`
+ * times the payload's length, in steps of a few ns (json-schema.ts, `runsInline`).
  * `patternReach`: RE2 instructions summed over every place a payload value can meet a pattern
  * when every $ref is followed (a pattern reached through three $refs counts three times);
  * `formatReach`: how many places it can meet a `format` whose check may take more than linear
@@ -38,7 +38,10 @@ export type SchemaShape = {
   expanded: number; work: number; recursive: boolean; patternInstructions: number; patternReach: number; formatReach: number;
 };
 
-/** Characters of an `enum` or `const` that weigh as much as checking one more subschema (measured: json-schema.ts). */
+/** Keywords checked value by value or name by name, whose size a check's cost grows with. */
+const WEIGHED = ['enum', 'const', 'required', 'dependentRequired'] as const;
+
+/** Characters of a WEIGHED keyword's value that weigh as much as checking one more subschema (measured: json-schema.ts). */
 const WEIGHT_CHARS = 16;
 
 /** What checking this one subschema at one payload value costs, in subschemas (SchemaShape's `work`). */
@@ -47,9 +50,6 @@ const weightOf = (node: Record<string, unknown>): number => {
   for (const key of WEIGHED) if (node[key] !== undefined) chars += JSON.stringify(node[key]).length;
   return 1 + Math.ceil(chars / WEIGHT_CHARS);
 };
-
-/** Keywords checked value by value or name by name, whose size a check's cost grows with. */
-const WEIGHED = ['enum', 'const', 'required', 'dependentRequired'] as const;
 
 /**
  * Formats whose check is linear in the string (anchored regexes without nested quantifiers, or

@@ -17,7 +17,7 @@ export function rateLimitRules(config: Config) {
     endpointTest: { name: 'endpoint-tests', limit: config.rateLimits.endpointTestsPerMinute, periodSeconds: 60 },
     portalLinkCreation: { name: 'portal-links', limit: config.rateLimits.portalLinksPerMinute, periodSeconds: 60 },
     // Per application: a portal token's retries and test events, before the organization's job
-    // creation limit (sendsByToken).
+    // creation limit (enforceSendLimits).
     portalSends: { name: 'portal-sends', limit: config.rateLimits.portalSendsPerMinute, periodSeconds: 60 },
   } satisfies Record<string, RateLimitRule>;
 }
