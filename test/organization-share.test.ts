@@ -9,7 +9,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_QUEUE } from '../src/queue.ts';
 import { IN_FLIGHT_BYTES } from '../src/worker/delivery-loop.ts';
-import { HELD_AFTER_MS, makeOrganizationShare, SLOW_FOR_MS } from '../src/worker/organization-share.ts';
+import { CROWDED_AFTER_MS, HELD_AFTER_MS, makeOrganizationShare, SLOW_FOR_MS } from '../src/worker/organization-share.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
 import * as fixtures from './helpers/fixtures.ts';
 import { scrape, valueOf } from './helpers/metrics.ts';
@@ -38,6 +38,25 @@ test('an organization is held to a share only once one of its exchanges has wait
     'two slow organizations: a third each, a third left for the others');
   for (const held of ends) held.end(5000);
   t.deepEqual(share.limits(5000), { share: 3, holding: { org_a: 2, org_b: 1 }, busy: [], excess: 0, excessBytes: 0 }, 'ended exchanges hold nothing');
+});
+
+test('half the slots or more held by exchanges that each waited CROWDED_AFTER_MS make an organization slow, and it stays slow', (t) => {
+  // A probe: receivers answering in 750-950 ms at the tenant's full job rate held every slot with
+  // attempts none of which waited a second, and every other tenant's deliveries waited 0.5-2.5 s.
+  const share = makeOrganizationShare(10);
+  const four = [0, 0, 0, 0].map(() => startedAt(share, 'org_a', 0));
+  t.deepEqual(share.limits(900), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'four of ten slots, under a second each: not slow');
+  const fifth = startedAt(share, 'org_a', 700);
+  t.deepEqual(share.limits(949), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'the fifth has waited 249 ms');
+  t.deepEqual(share.limits(950), { share: 5, holding: { org_a: 5 }, busy: ['org_a'], excess: 0, excessBytes: 0 }, 'five of ten have waited 250 ms: slow');
+  for (const held of [...four, fifth]) held.end(990); // every exchange under a second
+  t.deepEqual(share.limits(1_000), { share: 5, holding: { org_a: 0 }, busy: [], excess: 0, excessBytes: 0 }, 'still slow once they ended');
+  t.deepEqual(share.limits(950 + SLOW_FOR_MS), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'ten quiet minutes later it is not');
+  // Many quick exchanges never do: ten slots held by exchanges of 200 ms.
+  const quick = makeOrganizationShare(10);
+  const held = Array.from({ length: 10 }, (_, i) => startedAt(quick, 'org_b', i * 20));
+  t.deepEqual(quick.limits(200), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 });
+  for (const h of held) h.end(400);
 });
 
 test('the share is never less than one slot', (t) => {
@@ -69,12 +88,13 @@ test('an organization stays slow for a while after its slow exchanges ended toge
 });
 
 test('what a slow organization took before it was found slow, past its share, is counted as lent', (t) => {
-  // A first wave of hanging attempts is claimed at once, before any has waited a second: it can
-  // take every slot. Once found slow, its sends past the share are lent to the others.
+  // A first wave of hanging attempts is claimed at once, before any has waited: it can take every
+  // slot. Once found slow (here: every slot held by exchanges that waited CROWDED_AFTER_MS), its
+  // sends past the share are lent to the others.
   const share = makeOrganizationShare(10);
   const wave = Array.from({ length: 10 }, () => startedAt(share, 'org_a', 0));
-  t.deepEqual(share.limits(HELD_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'not slow yet: nothing lent');
-  t.deepEqual(share.limits(HELD_AFTER_MS), { share: 5, holding: { org_a: 10 }, busy: ['org_a'], excess: 5, excessBytes: 0 });
+  t.deepEqual(share.limits(CROWDED_AFTER_MS - 1), { share: 5, holding: {}, busy: [], excess: 0, excessBytes: 0 }, 'not slow yet: nothing lent');
+  t.deepEqual(share.limits(CROWDED_AFTER_MS), { share: 5, holding: { org_a: 10 }, busy: ['org_a'], excess: 5, excessBytes: 0 });
   for (const held of wave.slice(0, 7)) held.end(30_000);
   t.deepEqual(share.limits(30_000), { share: 5, holding: { org_a: 3 }, busy: [], excess: 0, excessBytes: 0 }, 'the loan ends as those sends end');
 });
@@ -232,6 +252,27 @@ test.serial('a first wave of hanging attempts that took every slot holds another
   const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
   await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
   t.is(hanging.arrivals.length, 6, 'A got nothing more meanwhile');
+});
+
+test.serial('receivers that answer in under a second but keep every slot busy make their tenant slow: another tenant is delivered before its backlog', async (t) => {
+  // A probe: receivers answering in 750-950 ms at the tenant's full job rate held every slot with
+  // attempts none of which waited a second; every other tenant's deliveries queued behind its
+  // backlog, 0.5-2.5 s late for as long as it kept on.
+  const slowish = await startReceiver(() => new Promise((resolve) => setTimeout(() => resolve({ status: 200 }), 700)));
+  const answering = await startReceiver();
+  t.teardown(() => Promise.all([slowish.close(), answering.close()]));
+  const a = await workerApp.createOrg();
+  const b = await workerApp.createOrg();
+  const byA = { t, on: workerApp, key: a.key };
+  const urls = [1, 2, 3, 4, 5, 6].map((n) => slowish.at(`/s${n}`));
+  const first = await fixtures.createJobWithTargets(byA, { urls, endpoint: { rate_limit_rps: 1000 } });
+  await moreJobs(byA, first, 2, 5); // 30 deliveries of 700 ms each, 6 slots: about 3.5 s of backlog
+  await until('A\'s attempts to take the six slots', () => slowish.arrivals.length >= 6);
+  const jobB = await fixtures.createJobWithTargets({ t, on: workerApp, key: b.key }, { urls: [answering.at('/b')] });
+  await until('B\'s delivery', () => answering.forJob(jobB.job.id).length === 1, 60_000);
+  const seen = slowish.arrivals.length;
+  t.true(seen <= 18, `A's receivers had seen ${seen} of its 30 deliveries when B's arrived`);
+  await until('A\'s backlog delivered', () => slowish.arrivals.length === 30, 120_000);
 });
 
 test.serial('hanging attempts that time out together leave their tenant slow: its next wave gets its share, not every slot', async (t) => {

@@ -3,8 +3,9 @@
 // hanging endpoints held every slot of a worker, and every other tenant's deliveries waited
 // behind them, again at each of its retry waves.
 //
-// So an organization with an exchange that has waited HELD_AFTER_MS or more for its receiver
-// (a slow one) may hold a share of the slots with its sends, claimed or running, all of them
+// So an organization with an exchange that has waited HELD_AFTER_MS or more for its receiver,
+// or with half the slots held by exchanges that have each waited CROWDED_AFTER_MS (a slow one),
+// may hold a share of the slots with its sends, claimed or running, all of them
 // counted from then on: the worker's concurrency divided by one more than the number of slow organizations (at
 // least two: half with none or one, a third each with two), so that a share is always left for
 // the others. A claim sends a slow organization's deliveries only up to its room (the share less
@@ -34,6 +35,14 @@
 
 /** An exchange that has waited this long for its receiver makes its organization slow. */
 export const HELD_AFTER_MS = 1000;
+/**
+ * So does holding half the slots or more with exchanges that have each waited this long: a
+ * tenant whose receivers all answered in 750-950 ms, at its full job rate, held every slot with
+ * attempts none of which reached a second, and every other tenant's deliveries waited 0.5-2.5 s
+ * for as long as it kept on (a probe). Receivers that answer within about twice this never hold
+ * half the slots with exchanges this old, however many they take.
+ */
+export const CROWDED_AFTER_MS = 250;
 /**
  * How long an organization stays slow after such an exchange ended. Hanging attempts start and
  * time out together, so at the claim after a wave of them the organization had nothing running
@@ -91,7 +100,17 @@ export function makeOrganizationShare(concurrency: number, byteBudget = Number.P
         if (until > now) slow.add(orgId);
         else slowUntil.delete(orgId);
       }
-      for (const { orgId, at } of running) if (at !== null && now - at >= HELD_AFTER_MS) slow.add(orgId);
+      const waited = new Map<string, number>();
+      for (const { orgId, at } of running) {
+        if (at === null) continue;
+        if (now - at >= HELD_AFTER_MS) slow.add(orgId);
+        if (now - at >= CROWDED_AFTER_MS) waited.set(orgId, (waited.get(orgId) ?? 0) + 1);
+      }
+      for (const [orgId, n] of waited) {
+        if (n * 2 < concurrency) continue;
+        slow.add(orgId); // and it stays slow, as after a slow exchange
+        slowUntil.set(orgId, Math.max(slowUntil.get(orgId) ?? 0, now + SLOW_FOR_MS));
+      }
       const holding: Record<string, number> = {};
       const bytes = new Map<string, number>();
       for (const orgId of slow) holding[orgId] = 0;
