@@ -113,6 +113,7 @@ export function makeBodyBudget(options: BodyBudgetOptions): BodyBudget {
    * organization's bodies waited behind those, 5 s each, then 503 (a probe).
    */
   function waitedForRoom(): boolean {
+    if (queue.length === 0) return false; // every request with a body asks, nearly always with none waiting
     const behindOwn = new Set<string>();
     for (const waiter of queue) {
       if (behindOwn.has(waiter.organization)) continue;
