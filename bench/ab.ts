@@ -94,11 +94,14 @@ export async function prepareAcceptFloor(tree: string, url: string, logger: Logg
   return orgs;
 }
 
-/** The accept floor of `tree` on `url`, with these Node flags after this process's own; resolves once it listens. */
+/**
+ * The accept floor of `tree` on `url` (or `server`, another script of the same kind: the stack's
+ * limit), with these Node flags after this process's own; resolves once it listens.
+ */
 export async function startAcceptFloor(
-  tree: string, url: string, nodeArgs: string[], stdio: StdioOptions, env: Record<string, string> = {},
+  tree: string, url: string, nodeArgs: string[], stdio: StdioOptions, env: Record<string, string> = {}, server = 'bench/accept-floor-server.ts',
 ): Promise<{ child: ChildProcess; port: number }> {
-  const child = fork(path.join(tree, 'bench/accept-floor-server.ts'), {
+  const child = fork(path.join(tree, server), {
     execArgv: [...process.execArgv, ...nodeArgs], stdio, env: { PATH: process.env.PATH ?? '', ...env, DATABASE_URL: url },
   });
   const { port } = await new Promise<{ port: number }>((resolve) => child.once('message', (m) => resolve(m as { port: number })));

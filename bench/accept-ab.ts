@@ -12,6 +12,11 @@
 // on a database migrated by this tree with the same tenants, started with the V8 flags and
 // settings of this tree's `npm run web` and AB_NODE_ARGS (AB_FLOOR_NODE_ARGS instead of the
 // flags, when set: e.g. `--max-semi-space-size=16` for Node's default young generation).
+// `--limit` adds the stack's accept limit (bench/accept-limit-server.ts: Express, pg and bare
+// tables, nothing of the service's schema) in each of its modes (AB_LIMITS, default
+// `contract,job`; also `queue`, `tables`): `limit-contract` writing the job, its delivery and its
+// queue message, `limit-job` the job's row alone, `limit-queue` and `limit-tables` one part of the
+// service's schema put back; each on a database prepared as the floor's, started as the floor is.
 // With AB_STATEMENTS=1 the server loads pg_stat_statements (top-level statements; =all: those
 // inside functions too) and each round prints the participant's AB_TOP (default 8) statements
 // of the most time: calls per accepted job and statement time per job.
@@ -48,28 +53,32 @@ const admin = new pg.Client({ connectionString: embedded.url });
 await admin.connect();
 const args = process.argv.slice(2);
 const floor = args.includes('--floor');
-const trees = [
-  { name: 'this', dir: here, floor: false },
-  ...args.filter((a) => a !== '--floor').map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir), floor: false })),
-  ...(floor ? [{ name: 'floor', dir: here, floor: true }] : []),
+const limit = args.includes('--limit');
+type Kind = 'service' | 'floor' | `limit-${string}`;
+const trees: { name: string; dir: string; kind: Kind }[] = [
+  { name: 'this', dir: here, kind: 'service' },
+  ...args.filter((a) => !a.startsWith('--')).map((dir) => ({ name: path.basename(dir), dir: path.resolve(dir), kind: 'service' as const })),
+  ...(floor ? [{ name: 'floor', dir: here, kind: 'floor' as const }] : []),
+  ...(limit ? (process.env.AB_LIMITS ?? 'contract,job').split(',').map((mode) => ({ name: `limit-${mode}`, dir: here, kind: `limit-${mode}` as const })) : []),
 ];
-type Setup = { name: string; dir: string; floor: boolean; url: string; db: pg.Client; orgs: Fixture[] };
+type Setup = { name: string; dir: string; kind: Kind; url: string; db: pg.Client; orgs: Fixture[] };
 const setups: Setup[] = [];
 for (const [i, tree] of trees.entries()) {
   const { url, db } = await treeDatabase(admin, embedded.url, `ab_${i}`, false);
   // Endpoints at a closed port: no worker runs, nothing is delivered.
-  const orgs = tree.floor ? await prepareAcceptFloor(tree.dir, url, logger) : await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger);
+  const orgs = tree.kind !== 'service' ? await prepareAcceptFloor(tree.dir, url, logger) : await prepareTree(tree.dir, url, 'http://127.0.0.1:9/hook', logger);
   setups.push({ ...tree, url, db, orgs });
 }
 const postmasterPid = await postmasterPidOf(admin);
 if (STATEMENTS) await admin.query('create extension if not exists pg_stat_statements');
 const rows: Record<string, { express: number; jobs: number; share: number; cpu_us: number; db_cpu_us: number; peak_mb: number }[]> = Object.fromEntries(trees.map((tree) => [tree.name, []]));
-/** The participant's web process (the service's `npm run web`, or the accept floor), ready for load. */
+/** The participant's web process (the service's `npm run web`, the accept floor or the stack's limit), ready for load. */
 async function startWeb(s: Setup): Promise<{ web: ChildProcess; port: number }> {
-  if (s.floor) {
+  if (s.kind !== 'service') {
     // The web's V8 flags and settings (its memory budget: a smaller young generation collects more often).
     const script = roleScriptOf(s.dir, 'web', process.env.AB_FLOOR_NODE_ARGS ?? process.env.AB_NODE_ARGS);
-    const { child: web, port } = await startAcceptFloor(s.dir, s.url, script.nodeArgs, 'inherit', script.env);
+    const env = s.kind === 'floor' ? script.env : { ...script.env, LIMIT_ROWS: s.kind.slice('limit-'.length) };
+    const { child: web, port } = await startAcceptFloor(s.dir, s.url, script.nodeArgs, 'inherit', env, s.kind === 'floor' ? 'bench/accept-floor-server.ts' : 'bench/accept-limit-server.ts');
     return { web, port };
   }
   const port = await freePort();
@@ -116,9 +125,13 @@ try {
     }
   }
   // What each participant wrote, against the creations it answered 201: a participant that
-  // answered without writing would show here.
+  // answered without writing would show here. (The stack's limit makes its tables anew each time
+  // it starts: what it wrote in its last round.)
   for (const s of setups) {
-    const { rows: [written] } = await s.db.query(`select (select count(*) from webhook_jobs)::int as jobs, (select count(*) from deliveries)::int as deliveries,
+    const { rows: [written] } = s.kind.startsWith('limit') ? await s.db.query(`select
+      ((select count(*) from limit_jobs) + (select count(*) from webhook_jobs))::int as jobs,
+      ((select count(*) from limit_deliveries) + (select count(*) from deliveries))::int as deliveries,
+      ((select count(*) from limit_messages) + (select count(*) from pgboss.job where name = 'deliveries'))::int as messages`) : await s.db.query(`select (select count(*) from webhook_jobs)::int as jobs, (select count(*) from deliveries)::int as deliveries,
       (select count(*) from pgboss.job where name = 'deliveries')::int as messages`);
     process.stderr.write(`${s.name}: answered 201 ${answered[s.name]}, wrote ${JSON.stringify(written)}\n`);
   }
