@@ -193,7 +193,7 @@ browserTest(`a refresh already on its way when Pause is pressed does not undo th
   t.deepEqual(errors, []);
 });
 
-browserTest(`Back and Forward move between the portal's views and keep the link; the token stays out of the address${skipped}`, async (t) => {
+browserTest(`Back and Forward move between the portal's views and keep the link; the token stays out of the address; Escape leaves a form${skipped}`, async (t) => {
   // A probe: list → endpoint → edit made no history entry, so the browser's Back left the portal
   // and with it the token (kept in the page's memory only, by design): the customer needed a new
   // link. Each view is now an entry of its own; Back and Forward move between them.
@@ -236,6 +236,15 @@ browserTest(`Back and Forward move between the portal's views and keep the link;
   await endpoint.waitFor();
   await page.goForward();
   await form.waitFor();
+  // Escape in a field leaves the form as Cancel does (a probe: no form closed on Escape).
+  const timeoutBefore = await page.getByLabel('Timeout (milliseconds)').inputValue();
+  await page.getByLabel('Timeout (milliseconds)').fill('9999');
+  await page.getByLabel('Timeout (milliseconds)').press('Escape');
+  await endpoint.waitFor();
+  t.is(await form.count(), 0, 'Escape left the form');
+  await page.goForward();
+  await form.waitFor();
+  t.is(await page.getByLabel('Timeout (milliseconds)').inputValue(), timeoutBefore, 'what Escape left was not saved');
   await page.getByLabel('Timeout (milliseconds)').fill('5000');
   await page.getByRole('button', { name: 'Save changes' }).click();
   await page.getByText('Changes saved.').waitFor();

@@ -4,7 +4,7 @@
 import { useRef, useState } from 'preact/hooks';
 import { ApiError, query, type Cursor, type EventType } from './api.ts';
 import { Action, Loaded, NeedsScope, useLoad, useSession } from './session.tsx';
-import { ActionButton, CursorPager, ErrorNotice, Field, fieldError, Notice, TypeName, useAction, useCursorPages, useFocusOnError, When } from '../shared/ui.tsx';
+import { ActionButton, CursorPager, ErrorNotice, escapeCancels, Field, fieldError, Notice, TypeName, useAction, useCursorPages, useFocusOnError, When } from '../shared/ui.tsx';
 
 export function EventTypesPage() {
   const { client, can } = useSession();
@@ -76,7 +76,7 @@ function EventTypeForm(props: { type: EventType | null; onCancel: () => void; on
   return (
     <section class="card" aria-labelledby="et-form">
       <h2 id="et-form">{props.type ? <>Edit <code>{props.type.name}</code></> : 'New event type'}</h2>
-      <form ref={form} onSubmit={(e) => { e.preventDefault(); setJsonError(''); void save.run(); }}>
+      <form ref={form} onSubmit={(e) => { e.preventDefault(); setJsonError(''); void save.run(); }} onKeyDown={escapeCancels(props.onCancel, save.busy)}>
         {!props.type && (
           <Field label="Name" hint="Lowercase, dot-separated: invoice.paid" error={fieldError(save.error, 'name')}>
             {(id, d) => <input id={id} value={name} aria-describedby={d} onInput={(e) => setName((e.target as HTMLInputElement).value)} />}

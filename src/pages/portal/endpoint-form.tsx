@@ -4,7 +4,7 @@
 import { useCallback, useRef, useState } from 'preact/hooks';
 import type { Client, Endpoint, EndpointCreated, EventType } from './api.ts';
 import { EventTypePicker } from './event-type-picker.tsx';
-import { ActionButton, ErrorNotice, Field, fieldError, useAction, useFocusOnError } from '../shared/ui.tsx';
+import { ActionButton, ErrorNotice, Field, escapeCancels, fieldError, useAction, useFocusOnError } from '../shared/ui.tsx';
 
 type Props = {
   client: Client; applicationId: string;
@@ -45,7 +45,7 @@ export function EndpointForm(props: Props) {
   return (
     <section class="card" aria-labelledby="form-title">
       <h1 id="form-title">{existing ? 'Edit endpoint' : 'Add an endpoint'}</h1>
-      <form ref={form} onSubmit={(event) => { event.preventDefault(); void save.run(); }} noValidate>
+      <form ref={form} onSubmit={(event) => { event.preventDefault(); void save.run(); }} onKeyDown={escapeCancels(props.onCancel, save.busy)} noValidate>
         <Field label="Endpoint URL" hint="Where we send the webhooks, for example https://example.com/webhooks." error={fieldError(save.error, 'url')}>
           {(id, describedBy) => (
             <input id={id} type="url" name="url" required value={url} aria-describedby={describedBy} autoComplete="off"

@@ -138,6 +138,17 @@ export function useFocusOnError(form: RefObject<HTMLElement | null>, error: unkn
 }
 
 /**
+ * A form's keydown handler: Escape leaves it as its Cancel button does (unless a save is on its
+ * way: its answer decides where the page goes). A native control that uses Escape itself (an open
+ * select's list) keeps it.
+ */
+export const escapeCancels = (cancel: () => void, busy: boolean) => (event: KeyboardEvent) => {
+  if (event.key !== 'Escape' || event.defaultPrevented || busy) return;
+  event.preventDefault();
+  cancel();
+};
+
+/**
  * A URL as the pages show it: its bidirectional controls percent-encoded, as a request to it sends
  * them. A right-to-left override showed `…/\u202Egpj.exe` as `…/exe.jpg` (a probe).
  */
