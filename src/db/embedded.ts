@@ -504,7 +504,7 @@ async function startLock(root: string, logger: Logger): Promise<() => Promise<vo
       continue;
     }
     if (Date.now() > deadline) throw new Error(`embedded PostgreSQL: another process (pid ${holder}) has been starting it for 2 minutes (${file})`);
-    if (!said) logger.info({ pid: holder }, 'waiting for another process to start the embedded PostgreSQL');
+    if (!said) logger.info({ starting_pid: holder }, 'waiting for another process to start the embedded PostgreSQL');
     said = true;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
