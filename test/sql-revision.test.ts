@@ -223,6 +223,25 @@ test('a step beside a long reader of every table (as pg_dump reads) applies; a c
   const { rows: [enabled] } = await admin.query<{ state: string }>(`select tgenabled as state from pg_trigger where tgname = 'endpoints_announce_creation'`);
   t.is(enabled?.state, 'O');
 
+  // And by a start or release that finds sql/ unchanged (a probe: docs/sql.md promised it of the
+  // next release, which left it off while sql/ had not changed), with a warning naming them.
+  await admin.query('alter table endpoints disable trigger endpoints_announce_creation');
+  await admin.query('alter table deliveries disable trigger deliveries_refresh_jobs_on_update');
+  const logged: string[] = [];
+  const warned = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+  t.is(await applySqlDefinitions(db.url, warned, { definitions: { ...current, digest: 'again', revision: current.revision + 2 } }), 'current');
+  const states = await admin.query<{ name: string; state: string }>(`
+    select tgname as name, tgenabled as state from pg_trigger where tgname in ('endpoints_announce_creation', 'deliveries_refresh_jobs_on_update') order by 1`);
+  t.deepEqual(states.rows, [{ name: 'deliveries_refresh_jobs_on_update', state: 'O' }, { name: 'endpoints_announce_creation', state: 'O' }]);
+  t.is(logged.length, 1);
+  t.deepEqual(JSON.parse(logged[0]!).triggers, ['deliveries_refresh_jobs_on_update on deliveries', 'endpoints_announce_creation on endpoints']);
+  // A trigger that is not sql/'s (a DBA's own) is left as it is.
+  await admin.query(`create function own_noop() returns trigger language plpgsql as 'begin return new; end'`);
+  await admin.query('create trigger own_trigger before update on applications for each row execute function own_noop()');
+  await admin.query('alter table applications disable trigger own_trigger');
+  t.is(await applySqlDefinitions(db.url, silent, { definitions: { ...current, digest: 'again', revision: current.revision + 2 } }), 'current');
+  t.is((await admin.query<{ state: string }>(`select tgenabled as state from pg_trigger where tgname = 'own_trigger'`)).rows[0]?.state, 'D');
+
   // A definition that changed is applied (the trigger made anew), whatever the rest.
   const i = current.files.findIndex((file) => file.startsWith('019-'));
   const texts = current.texts.map((text, j) => (j === i ? text.replace(

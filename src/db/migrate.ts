@@ -80,7 +80,8 @@ export type SqlApplyResult = 'current' | 'applied' | { newer: number };
 /**
  * Applies every sql/*.sql file in name order, in one transaction: all current or none.
  * Only when their content changed (a hash is kept in sql_definitions): replacing a trigger
- * locks its table, which would deadlock with running workers on every start. Never over a newer
+ * locks its table, which would deadlock with running workers on every start. Unchanged, a trigger
+ * of sql/ found disabled is enabled again (with a warning), as an apply would. Never over a newer
  * revision (SQL_REVISION_FILE): that is left in place, with a warning. Each try waits at most
  * SQL_LOCK_TIMEOUT_MS for a lock; a try that times out or deadlocks with the running processes
  * is rolled back (their writes go on) and tried again, until SQL_APPLY_DEADLINE_MS.
@@ -93,7 +94,11 @@ export async function applySqlDefinitions(
   const deadline = Date.now() + deadlineMs;
   for (let tries = 1; ; tries += 1) {
     try {
-      const result = await applyOnce(databaseUrl, definitions);
+      const reenabled: string[] = [];
+      const result = await applyOnce(databaseUrl, definitions, reenabled);
+      if (reenabled.length > 0) {
+        logger?.warn({ triggers: reenabled }, 'triggers of sql/ were disabled: enabled again (the counts and states they keep are what the API returns; docs/sql.md)');
+      }
       if (typeof result === 'object') {
         logger?.warn({ database_revision: result.newer, code_revision: definitions.revision },
           'sql/ not applied: the database has a newer revision of it, applied by a newer version; this process runs with those definitions');
@@ -121,7 +126,9 @@ export async function applySqlDefinitions(
   }
 }
 
-async function applyOnce(databaseUrl: string, { files, texts, digest, revision }: SqlDefinitions): Promise<SqlApplyResult | 'same revision'> {
+async function applyOnce(
+  databaseUrl: string, { files, texts, digest, revision }: SqlDefinitions, reenabled?: string[],
+): Promise<SqlApplyResult | 'same revision'> {
   const client = new pg.Client({ connectionString: databaseUrl });
   client.on('error', () => {}); // a connection lost between statements: the next one rejects with it
   await client.connect();
@@ -145,6 +152,18 @@ async function applyOnce(databaseUrl: string, { files, texts, digest, revision }
     const current = await client.query<{ hash: string; revision: number }>('select hash, revision from sql_definitions');
     const row = current.rows[0];
     if (row?.hash === digest || (row && row.revision > revision)) {
+      // Nothing to apply, but a trigger of sql/ disabled by hand is enabled again, as an apply
+      // does (ensure_trigger): a DBA's `disable trigger` during an incident stayed until a release
+      // that changed sql/, while the counts and states it keeps drifted from their rows (a probe).
+      const { rows: disabled } = await client.query<{ on: string; name: string }>(`
+        select t.tgrelid::regclass::text as on, t.tgname as name from pg_trigger t
+        where not t.tgisinternal and t.tgenabled <> 'O' and obj_description(t.oid, 'pg_trigger') like 'sql/ definition md5 %'
+        order by 1, 2`);
+      if (disabled.length > 0) {
+        await client.query(`set local lock_timeout = ${SQL_LOCK_TIMEOUT_MS}`);
+        for (const trigger of disabled) await client.query(`alter table ${trigger.on} enable trigger ${pg.escapeIdentifier(trigger.name)}`);
+        reenabled?.push(...disabled.map((trigger) => `${trigger.name} on ${trigger.on}`));
+      }
       await client.query('commit');
       return row.hash === digest ? 'current' : { newer: row.revision };
     }
