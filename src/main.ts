@@ -11,6 +11,7 @@ import { retryWhileUnreachable } from './db/start-retry.ts';
 import { makeLogger, type Logger } from './logger.ts';
 import { makeMetrics, startMetricsServer } from './metrics.ts';
 import { startQueue } from './queue.ts';
+import { stopDeadline } from './stop-deadline.ts';
 
 const ROLES = ['web', 'worker', 'all', 'release'] as const;
 type Role = (typeof ROLES)[number];
@@ -24,13 +25,16 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
   // The embedded PostgreSQL runs in its own process group: a terminal's Ctrl-C reaches this
   // process (and npm), not the database, which is stopped last, after the pools.
   const opening = openDatabase(config, logger, { ownProcessGroup: true });
-  const stops: Array<() => Promise<void>> = [async () => (await opening.catch(() => null))?.stop()];
+  let databaseStop: Promise<void> | undefined;
+  const stopDatabase = () => (databaseStop ??= (async () => (await opening.catch(() => null))?.stop())());
+  const stops: Array<() => Promise<void>> = [stopDatabase];
   let stopping: Promise<void> | undefined;
   const onStopping: Array<() => void> = [];
   const stop = (reason: string) => {
     for (const wake of onStopping.splice(0)) wake();
     stopping ??= (async () => {
       logger.info({ reason }, 'stopping');
+      stopDeadline(config.shutdownTimeoutMs * (role === 'all' ? 2 : 1), logger, stopDatabase);
       for (const step of stops.reverse()) {
         await step().catch((error: unknown) => logger.error({ err: error }, 'error while stopping'));
       }
