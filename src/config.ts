@@ -8,8 +8,9 @@ const DEFAULT_RETRY_SCHEDULE = '5,300,1800,7200,18000,36000';
 
 const boolean = z.enum(['true', 'false'], { message: 'must be "true" or "false"' }).transform((v) => v === 'true');
 
+// A sign is read, so that a negative number is told the range it missed, not that it is no whole number.
 const integer = (min: number, max: number) =>
-  z.string().regex(/^\d+$/, { message: 'must be a whole number' }).transform(Number)
+  z.string().regex(/^-?\d+$/, { message: `must be a whole number from ${min} to ${max}` }).transform((value) => Number(value) || 0) // -0 is 0
     .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }));
 
 // One CSP source expression as frame-ancestors takes it: 'self', a scheme (https:) or a host

@@ -62,6 +62,15 @@ for (const [name, value] of bad) {
   });
 }
 
+// A probe: DATABASE_POOL_SIZE=-5 was told "must be a whole number", which it is; the message now
+// gives the range, and a negative number the bound it missed.
+test('a number outside its range is told the range: a negative one too', (t) => {
+  t.regex(t.throws(() => loadConfig({ DATABASE_POOL_SIZE: '-5' }))?.message ?? '', /DATABASE_POOL_SIZE: must be at least 1\b/);
+  t.regex(t.throws(() => loadConfig({ DATABASE_POOL_SIZE: 'ten' }))?.message ?? '', /DATABASE_POOL_SIZE: must be a whole number from 1 to 200\b/);
+  t.regex(t.throws(() => loadConfig({ PORT: '99999999999999999999' }))?.message ?? '', /PORT: must be at most 65535\b/);
+  t.is(loadConfig({ SHUTDOWN_TIMEOUT_MS: '-0' }).shutdownTimeoutMs, 0);
+});
+
 // Attempts are cut at the lease less 5 s: from 2 to 6 s that would be nothing, and the worker
 // cuts them at 1 s instead (short leases serve tests: test/retention.test.ts runs on 2 s). The
 // README said only 'the lease minus 5 s', and no range.
