@@ -7,7 +7,7 @@
 // stale counters).
 import type { DatabasePool } from 'slonik';
 import { deleteJobsOfDeletedApplications } from '../db/applications.ts';
-import { isDatabaseUnavailable } from '../db/availability.ts';
+import { describeDatabaseError, isDatabaseUnavailable } from '../db/availability.ts';
 import { passingRollback } from '../errors.ts';
 import { runHourlyUpkeep } from '../db/archiving.ts';
 import { refreshQueueStatistics, runDeliveryUpkeep } from '../db/deliveries.ts';
@@ -39,7 +39,7 @@ export async function runHourlyTasks(
     const upkeep = await runHourlyUpkeep(deps.pool, signal ? { signal } : {});
     deps.logger.info(upkeep, upkeep.complete ? 'hourly upkeep done' : 'hourly upkeep stopped before the end; the next hour goes on');
   } catch (error) {
-    deps.logger.error({ err: error }, 'hourly upkeep failed');
+    hourlyFailed(deps.logger, 'hourly upkeep', error);
   }
   if (signal?.aborted) return undefined;
   try {
@@ -50,9 +50,22 @@ export async function runHourlyTasks(
       run.complete ? 'retention done' : 'retention stopped before the end of the backlog; the next run goes on');
     return run;
   } catch (error) {
-    deps.logger.error({ err: error }, 'retention failed');
+    hourlyFailed(deps.logger, 'retention', error);
     return undefined;
   }
+}
+
+/**
+ * An hourly step that did not run to its end: an error, unless the database was out of reach (the
+ * pool has logged that, as an error, once) or the step was rolled back or cancelled, which the
+ * next hour redoes: a warning then, as the other upkeep's. A database outage logged two errors
+ * an hour besides the pool's (a probe).
+ */
+function hourlyFailed(logger: Logger, what: string, error: unknown): void {
+  const passing = passingRollback(error);
+  if (passing !== null) logger.warn({ err: error, sqlstate: passing.sqlstate }, `${what} rolled back or cancelled: the next hour does it again`);
+  else if (isDatabaseUnavailable(error)) logger.warn({ reason: describeDatabaseError(error) }, `${what} not done: the database is out of reach; the next hour does it`);
+  else logger.error({ err: error }, `${what} failed`);
 }
 
 /**
