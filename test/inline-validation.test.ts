@@ -8,6 +8,8 @@
 // against such a schema goes to a thread too (a pattern of 1,001 RE2 instructions reached through
 // three $refs took 1.17 s inline on an 8 KB string; format "url" 130 ms a check).
 import test from 'ava';
+import { Ajv } from 'ajv';
+import { compileIsolated } from '../src/core/json-schema-engine.ts';
 import { INLINE_BUDGET, prepareValidator, runsInline, validatePayload, type PayloadValidator } from '../src/core/json-schema.ts';
 import { stopValidationPool } from '../src/core/json-schema-pool.ts';
 import { checkSchemaLimits } from '../src/core/schema-limits.ts';
@@ -119,4 +121,50 @@ test('subschema checks count too, each weighed by its enum and const, times the 
   const required = checkSchemaLimits({ type: 'object', required: names });
   if (!('shape' in required)) return t.fail(JSON.stringify(required));
   t.is(required.shape.work, 1 + Math.ceil(JSON.stringify(names).length / 16), 'required weighs by its length');
+});
+
+// A probe: 100 $refs to one definition of 37 properties, 4,066 characters of JSON, under the size
+// (4,096) below which a schema was checked and compiled on the main thread "because its size bounds
+// the work": Ajv copied the definition into each $ref, and the compile took 1.8-2.4 s there, at the
+// schema's create, its PATCH and the first job after any PATCH, every tenant's requests held.
+const SMALL_BUT_WIDE = {
+  $defs: { l: { type: 'object', properties: Object.fromEntries(Array.from({ length: 37 }, (_, i) => [`p${i}`, { type: 'string', minLength: 1, maxLength: 9 }])) } },
+  anyOf: refs('l', 100),
+};
+
+test('a definition is compiled once, not copied into each $ref that uses it', (t) => {
+  t.true(JSON.stringify(SMALL_BUT_WIDE).length <= 4_096);
+  const definition = compileIsolated(SMALL_BUT_WIDE.$defs.l, 'draft2020', false);
+  const hundred = compileIsolated(SMALL_BUT_WIDE, 'draft2020', false);
+  // Copied, the root's code held the definition's a hundred times (3.96 MB against 39 KB); compiled
+  // once, it holds a call to it per $ref (100 KB).
+  const [root, one] = [String(hundred).length, String(definition).length];
+  t.true(root < 10 * one, `${root} characters of code against the definition's ${one}`);
+  t.false(hundred({ p0: '' }) as boolean);
+  t.true(hundred({ p0: 'x' }) as boolean);
+});
+
+test('a small schema that is not cheap is checked on the main thread and compiled only on a thread', async (t) => {
+  // The compiles the main thread makes of a schema (the threads load Ajv of their own).
+  const core = Object.getPrototypeOf(Ajv.prototype) as { compile: (schema: unknown, ...rest: unknown[]) => unknown };
+  const compile = core.compile;
+  const compiled: unknown[] = [];
+  core.compile = function (this: unknown, schema: unknown, ...rest: unknown[]) {
+    compiled.push(schema);
+    return compile.call(this, schema, ...rest);
+  };
+  t.teardown(() => { core.compile = compile; });
+  const wide = structuredClone(SMALL_BUT_WIDE);
+  const limits = checkSchemaLimits(wide);
+  if (!('shape' in limits)) return t.fail(JSON.stringify(limits));
+  t.true(limits.shape.expanded > 1_000, `${limits.shape.expanded} subschemas: not cheap`);
+  const validator = await prepared(wide, 'inline-test-small-but-wide');
+  t.is(validator.inline, null);
+  t.false(compiled.includes(wide), 'not compiled on the main thread');
+  t.is(await validatePayload(validator, { p0: 'x' }, '{"p0":"x"}'), null);
+  t.is((await validatePayload(validator, { p0: '' }, '{"p0":""}'))?.[0]?.path.startsWith('payload'), true);
+  // A cheap one is still compiled here, once, for its inline validations.
+  const cheap = { type: 'object', properties: { n: { type: 'integer' } } };
+  t.not((await prepared(cheap, 'inline-test-cheap')).inline, null);
+  t.true(compiled.includes(cheap));
 });

@@ -25,9 +25,16 @@ export type CheckedSchema = { validate: ValidateFunction; shape: SchemaShape };
 
 /**
  * Problems (paths under `root`) when the schema is not a valid JSON Schema or breaks a limit; else
- * it compiled (collecting every problem of a payload, or only its first: compileIsolated).
+ * it compiled (collecting every problem of a payload, or only its first: compileIsolated), unless
+ * `compileIf` says its shape is not to be compiled here: then only its shape.
  */
-export function checkAndCompile(schema: Record<string, unknown>, root = 'schema', allErrors = true): { problems: SchemaProblem[] } | CheckedSchema {
+export function checkAndCompile(schema: Record<string, unknown>, root?: string, allErrors?: boolean): { problems: SchemaProblem[] } | CheckedSchema;
+export function checkAndCompile(
+  schema: Record<string, unknown>, root: string, allErrors: boolean, compileIf: (shape: SchemaShape) => boolean,
+): { problems: SchemaProblem[] } | CheckedSchema | { uncompiled: SchemaShape };
+export function checkAndCompile(
+  schema: Record<string, unknown>, root = 'schema', allErrors = true, compileIf?: (shape: SchemaShape) => boolean,
+): { problems: SchemaProblem[] } | CheckedSchema | { uncompiled: SchemaShape } {
   const draft = draftOf(schema);
   if (!draft) return { problems: [{ path: `${root}.$schema`, message: 'must be the URI of JSON Schema 2020-12, 2019-09 or draft-07' }] };
   const limits = checkSchemaLimits(schema, root);
@@ -35,6 +42,7 @@ export function checkAndCompile(schema: Record<string, unknown>, root = 'schema'
   const meta = metaFor(draft);
   try {
     if (!meta.validateSchema(schema as AnySchema)) return { problems: describeErrors(meta.errors, root) };
+    if (compileIf && !compileIf(limits.shape)) return { uncompiled: limits.shape };
     return { validate: compileIsolated(schema, draft, allErrors), shape: limits.shape };
   } catch (error) {
     // e.g. a $ref that resolves to nothing
