@@ -31,6 +31,32 @@ const eventTypeNames = sql.fragment`array(
   select et.name from endpoint_event_types s join event_types et on et.id = s.event_type_id
   where s.endpoint_id = endpoints.id order by et.name) as event_types`;
 
+/**
+ * The event types a list's item carries as read with its page: its first SUMMARY_EVENT_TYPES and
+ * one more, which tells that there are more; such an item's whole list is read on its own
+ * (endpointEventTypes) when its turn to be written comes (src/api/streamed.ts). An endpoint may
+ * subscribe to 1,000 names of 255 characters: a page of 100 such was 26 MB read, checked and
+ * serialized at once, the web process's event loop held 1.3-1.45 s and its heap past its limit's
+ * half (a hostile-tenant probe).
+ */
+export const SUMMARY_EVENT_TYPES = 100;
+
+const summaryEventTypeNames = sql.fragment`array(
+  select et.name from endpoint_event_types s join event_types et on et.id = s.event_type_id
+  where s.endpoint_id = endpoints.id order by et.name limit ${SUMMARY_EVENT_TYPES + 1}) as event_types`;
+
+/** Whether a list's item holds all its event types (summaryEventTypeNames). */
+export const hasAllEventTypes = (row: { event_types: readonly string[] }) => row.event_types.length <= SUMMARY_EVENT_TYPES;
+
+const eventTypesRow = z.object({ event_types: z.array(z.string()) });
+
+/** A listed endpoint's whole list of event types, when its item had more than SUMMARY_EVENT_TYPES. */
+export async function endpointEventTypes<Row extends { id: string; event_types: string[] }>(db: CommonQueryMethods, tenant: Tenant, row: Row): Promise<Row> {
+  const names = await db.maybeOneFirst(sql.type(eventTypesRow)`
+    select ${eventTypeNames} from endpoints where ${ownedBy(tenant)} and id = ${row.id}`);
+  return { ...row, event_types: names ?? row.event_types.slice(0, SUMMARY_EVENT_TYPES) };
+}
+
 const columns = sql.fragment`id, application_id, url, status, ${eventTypeNames}, headers, rate_limit_rps, timeout_ms,
   secret, secret_version, failure_count, disabled_at, disabled_reason, created_at, updated_at`;
 
@@ -93,7 +119,7 @@ export async function listEndpoints(
   return newestFirstPage(db, endpointSummaryRow, {
     table: 'endpoints',
     where,
-    columns: sql.fragment`endpoints.id, application_id, url, status, ${eventTypeNames}, failure_count, endpoints.created_at`,
+    columns: sql.fragment`endpoints.id, application_id, url, status, ${summaryEventTypeNames}, failure_count, endpoints.created_at`,
     check: ownedBy(tenant, 'endpoints'),
   }, page);
 }
@@ -115,15 +141,25 @@ export async function listDeletedEndpoints(db: CommonQueryMethods, tenant: Tenan
     const total = await db.oneFirst(sql.type(z.object({ total: z.number() }))`
       select count(*)::int as total from endpoints where ${restorable}`);
     const rows = await db.any(sql.type(deletedEndpointRow)`
-      select e.id, e.application_id, e.url, e.status, array(
-               select n.name from unnest(e.deleted_event_types) with ordinality as n(name, i)
-               where exists (select from event_types t where t.org_id = e.org_id and t.environment = e.environment and t.name = n.name)
-               order by n.i) as event_types,
+      select e.id, e.application_id, e.url, e.status, ${restorableEventTypes(SUMMARY_EVENT_TYPES + 1)},
              e.failure_count, e.created_at, e.deleted_at
       from endpoints e where ${restorable}
       order by deleted_at desc, id desc ${limitOffset(page)}`);
     return { rows, total };
   }));
+}
+
+/** The names a restore of endpoint `e` would subscribe to again (at most `limit`). */
+const restorableEventTypes = (limit: number | null) => sql.fragment`array(
+  select n.name from unnest(e.deleted_event_types) with ordinality as n(name, i)
+  where exists (select from event_types t where t.org_id = e.org_id and t.environment = e.environment and t.name = n.name)
+  order by n.i ${limit === null ? sql.fragment`` : sql.fragment`limit ${limit}`}) as event_types`;
+
+/** A listed deleted endpoint's whole list of event types, when its item had more than SUMMARY_EVENT_TYPES. */
+export async function deletedEndpointEventTypes<Row extends { id: string; event_types: string[] }>(db: CommonQueryMethods, tenant: Tenant, row: Row): Promise<Row> {
+  const names = await db.maybeOneFirst(sql.type(eventTypesRow)`
+    select ${restorableEventTypes(null)} from endpoints e where ${ownedBy(tenant, 'e')} and e.id = ${row.id}`);
+  return { ...row, event_types: names ?? row.event_types.slice(0, SUMMARY_EVENT_TYPES) };
 }
 
 const restoreOutcome = z.object({ outcome: z.enum(['restored', 'not_found', 'not_deleted', 'application_deleted', 'deliveries_dropping']) });

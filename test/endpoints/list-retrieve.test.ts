@@ -105,6 +105,46 @@ test('list: per_page 100 is accepted; 0, 101, page 0 and unknown query parameter
 
 // ---------------------------------------------------------------- retrieve
 
+// A hostile-tenant probe: 100 endpoints subscribed to 1,000 event types of 255 characters each
+// made one page 26 MB, read, checked and serialized at once (the web's event loop held 1.3-1.45 s).
+// A page reads the first 101 names of each item; an item with more is completed on its own when
+// its turn to be written comes, and such a page is written item by item (no Content-Length).
+test('list: an endpoint with more than 100 event types is listed with all of them, the page written item by item; so is a deleted one', async (t) => {
+  const { key, appId } = await setup(t);
+  const names = Array.from({ length: 150 }, (_, i) => `many.type_${String(i).padStart(3, '0')}`);
+  for (const name of names) await createEventType(t, key, name);
+  const few = await createEndpoint(t, key, { application_id: appId, url: `${URL_OK}/few`, event_types: names.slice(0, 100) });
+  const many = await createEndpoint(t, key, { application_id: appId, url: `${URL_OK}/many`, event_types: [...names].reverse() });
+  const newest = await createEndpoint(t, key, { application_id: appId, url: `${URL_OK}/newest`, event_types: names.slice(0, 1) });
+
+  const small = await app.request('GET', `/v1/endpoints?application_id=${appId}&per_page=1`, { key });
+  t.deepEqual(small.body.data.map((e: { id: string }) => e.id), [newest.id]);
+  t.truthy(small.headers.get('content-length'), 'a page of items with at most 100 names each is one body, as before');
+
+  const res = await app.request('GET', `/v1/endpoints?application_id=${appId}`, { key });
+  t.is(res.status, 200);
+  t.is(res.headers.get('content-length'), null, 'written item by item');
+  t.regex(res.headers.get('content-type') ?? '', /^application\/json/);
+  t.deepEqual(res.body.pagination, { total: 3, page: 1, per_page: 25, total_pages: 1 });
+  t.deepEqual(res.body.data.map((e: { id: string }) => e.id), [newest.id, many.id, few.id]);
+  t.deepEqual(res.body.data[1], {
+    id: many.id, application_id: appId, url: many.url, status: 'active', event_types: names, failure_count: 0, created_at: many.created_at,
+  });
+  t.deepEqual(res.body.data[2].event_types, names.slice(0, 100));
+  for (const item of res.body.data) t.deepEqual(Object.keys(item).sort(), SUMMARY_FIELDS);
+  // The organization's list too.
+  const all = await app.request('GET', '/v1/endpoints', { key });
+  t.deepEqual(all.body.data.find((e: { id: string }) => e.id === many.id)?.event_types, names);
+
+  // Deleted, it is listed (deleted=true) with every name a restore would subscribe to again.
+  t.is((await app.request('DELETE', `/v1/endpoints/${many.id}`, { key })).status, 200);
+  const deleted = await app.request('GET', `/v1/endpoints?application_id=${appId}&deleted=true`, { key });
+  t.is(deleted.status, 200);
+  t.is(deleted.headers.get('content-length'), null);
+  t.deepEqual(deleted.body.data.map((e: { id: string; event_types: string[] }) => [e.id, e.event_types]), [[many.id, names]]);
+  t.deepEqual(deleted.body.pagination, { total: 1, page: 1, per_page: 25, total_pages: 1 });
+});
+
 test('retrieve: the full object with secret, disabled_at null, updated_at; event_types sorted by name', async (t) => {
   const { key, appId } = await setup(t);
   for (const name of ['order.shipped', 'invoice.paid', 'account.created']) await createEventType(t, key, name);

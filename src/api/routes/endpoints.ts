@@ -10,7 +10,10 @@ import { closeCircuit, createEndpoint, newSecret, patchEndpoint, restore } from 
 import { createJob, TEST_EVENT_TYPE } from '../../core/webhook-jobs.ts';
 import type { Queue } from '../../queue.ts';
 import { findApplication } from '../../db/applications.ts';
-import { findEndpoint, listDeletedEndpoints, listEndpoints, rotateSecret, softDeleteEndpoint } from '../../db/endpoints.ts';
+import {
+  deletedEndpointEventTypes, endpointEventTypes, findEndpoint, hasAllEventTypes, listDeletedEndpoints, listEndpoints, rotateSecret, softDeleteEndpoint,
+} from '../../db/endpoints.ts';
+import { heavyRead } from '../../db/heavy-reads.ts';
 import { pagination } from '../../db/offset.ts';
 import { isId } from '../../ids.ts';
 import { notFound, validationError } from '../../errors.ts';
@@ -18,9 +21,9 @@ import { authOf } from '../middleware/auth.ts';
 import { enforceRateLimit, enforceSendLimits, rateLimitRules } from '../middleware/rate-limit.ts';
 import {
   circuitReset, deletedEndpointSummary, deletedView, endpoint, endpointCreated, endpointSummary, endpointTestQueued, rotatedSecret, shaper,
-  type deletedEndpointList, type endpointList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery } from '../schemas.ts';
+import { sendPage } from '../streamed.ts';
 import { assertNoQuery, noInput, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 /**
@@ -113,13 +116,22 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
       if (query.application_id === undefined) {
         throw validationError('deleted=true lists one application\'s restorable endpoints.', [{ path: 'application_id', message: 'is required with deleted=true' }]);
       }
-      const { rows, total } = await listDeletedEndpoints(pool, tenant, query.application_id, page);
-      res.json({ data: rows.map(toDeletedSummary), pagination: pagination(page, total) } satisfies z.output<typeof deletedEndpointList>);
+      const applicationId = query.application_id;
+      // The page and the whole lists of its items with many event types, in the organization's
+      // one turn for heavy reads (src/db/heavy-reads.ts).
+      await heavyRead(pool, async () => {
+        const { rows, total } = await listDeletedEndpoints(pool, tenant, applicationId, page);
+        await sendPage(res, { rows, pagination: pagination(page, total) }, toDeletedSummary, hasAllEventTypes,
+          (row) => deletedEndpointEventTypes(pool, tenant, row));
+      });
       return;
     }
     const failing = query.failing === undefined ? undefined : query.failing === 'true';
-    const { rows, total } = await listEndpoints(pool, tenant, query.application_id, { ...page, status: query.status, failing });
-    res.json({ data: rows.map(toSummary), pagination: pagination(page, total) } satisfies z.output<typeof endpointList>);
+    await heavyRead(pool, async () => {
+      const { rows, total } = await listEndpoints(pool, tenant, query.application_id, { ...page, status: query.status, failing });
+      await sendPage(res, { rows, pagination: pagination(page, total) }, toSummary, hasAllEventTypes,
+        (row) => endpointEventTypes(pool, tenant, row));
+    });
   });
 
   router.get('/:id', noQuery, async (req, res) => {

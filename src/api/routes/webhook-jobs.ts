@@ -1,7 +1,7 @@
 // /v1/webhook-jobs: create (idempotent by event_id; its handler mounted on its own by the app),
 // list (one application's or the whole organization's in the key's environment; filters,
 // offset), retrieve (with its delivery records), retry, cancel.
-import { Router, type RequestHandler, type Response } from 'express';
+import { Router, type RequestHandler } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { cancelJob, checkAlone, makeJobAcceptor, retryJob, type CreatedJob } from '../../core/webhook-jobs.ts';
@@ -9,7 +9,6 @@ import type { Taken } from '../../db/rate-limits.ts';
 import { findApplication } from '../../db/applications.ts';
 import { endpointOwned } from '../../db/endpoints.ts';
 import { pagination } from '../../db/offset.ts';
-import { RequestAbandonedError } from '../../db/availability.ts';
 import { heavyRead } from '../../db/heavy-reads.ts';
 import { findJob, listJobAttempts, listJobs, type AttemptsAfter, type JobRow } from '../../db/webhook-jobs.ts';
 import { isId } from '../../ids.ts';
@@ -23,6 +22,7 @@ import {
   type webhookJobDetail, type webhookJobList,
 } from '../responses.ts';
 import { assertPayloadSize, customHeaders, offsetQuery, timestamp } from '../schemas.ts';
+import { writeOrAbandon } from '../streamed.ts';
 import { assertNoQuery, noInput, noQuery, parseBody, parseQuery } from '../validation.ts';
 
 const payload = z.record(z.string(), z.unknown(), { message: 'must be a JSON object' });
@@ -67,21 +67,6 @@ const toCancelled = shaper(webhookJobCancelled);
  * (of 500: 2.4-2.7 s and 62 ms; of 2,000: 1.5-1.6 s and 93 ms; 4 rounds each, docs/performance.md).
  */
 const ATTEMPT_BATCH = 1000;
-
-/** Writes `chunk`, and waits for the client to take it when its buffer is full; a client gone away is an abandoned request. */
-function writeOrAbandon(res: Response, chunk: string): Promise<void> {
-  // A response whose connection has closed says so (it may have before this write, and then
-  // emits no 'close' again).
-  if (res.destroyed) return Promise.reject(new RequestAbandonedError());
-  if (res.write(chunk)) return Promise.resolve();
-  if (res.destroyed) return Promise.reject(new RequestAbandonedError());
-  return new Promise((resolve, reject) => {
-    const drained = () => { res.off('close', closed); resolve(); };
-    const closed = () => { res.off('drain', drained); reject(new RequestAbandonedError()); };
-    res.once('drain', drained);
-    res.once('close', closed);
-  });
-}
 
 /**
  * POST /v1/webhook-jobs, the hot path: mounted by the app on its own, ahead of every other route
