@@ -20,24 +20,25 @@ export function writeOrAbandon(res: Response, chunk: string): Promise<void> {
 }
 
 /**
- * A list's page `{ data, pagination }` (200). Items `complete` says are whole are written as they
- * are; the others are first completed (`fill`, one at a time, each read when its turn comes). A
- * page without any to complete is one `res.json`, as every page was.
+ * A list's page: `{ data, ...tail }` (200). Items `complete` says are whole are written as they
+ * are; the others are first completed (`fill`, one at a time, each read when its turn comes), and
+ * the page is then written item by item. A page without any to complete is one `res.json`, as
+ * every page was.
  */
-export async function sendPage<Row>(
-  res: Response, page: { rows: readonly Row[]; pagination: unknown }, view: (row: Row) => unknown,
-  complete: (row: Row) => boolean, fill: (row: Row) => Promise<Row>,
+export async function sendPage<Row, Whole extends Row>(
+  res: Response, rows: readonly Row[], tail: Record<string, unknown>,
+  view: (row: Whole) => unknown, complete: (row: Row) => row is Whole, fill: (row: Row) => Promise<Whole>,
 ): Promise<void> {
-  if (page.rows.every(complete)) {
-    res.json({ data: page.rows.map(view), pagination: page.pagination });
+  if (rows.every(complete)) {
+    res.json({ data: rows.map(view), ...tail });
     return;
   }
   res.status(200).type('application/json');
   let separator = '{"data":[';
-  for (const row of page.rows) {
+  for (const row of rows) {
     const whole = complete(row) ? row : await fill(row);
     await writeOrAbandon(res, separator + JSON.stringify(view(whole)));
     separator = ',';
   }
-  res.end(`],"pagination":${JSON.stringify(page.pagination)}}`);
+  res.end(`],${JSON.stringify(tail).slice(1)}`);
 }

@@ -46,7 +46,7 @@ const summaryEventTypeNames = sql.fragment`array(
   where s.endpoint_id = endpoints.id order by et.name limit ${SUMMARY_EVENT_TYPES + 1}) as event_types`;
 
 /** Whether a list's item holds all its event types (summaryEventTypeNames). */
-export const hasAllEventTypes = (row: { event_types: readonly string[] }) => row.event_types.length <= SUMMARY_EVENT_TYPES;
+export const hasAllEventTypes = <Row extends { event_types: readonly string[] }>(row: Row): row is Row => row.event_types.length <= SUMMARY_EVENT_TYPES;
 
 const eventTypesRow = z.object({ event_types: z.array(z.string()) });
 

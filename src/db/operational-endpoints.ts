@@ -130,9 +130,37 @@ export type OperationalEventRow = z.infer<typeof operationalEventRow>;
  * The tenant's operational events, newest first (a cursor list), each with its data and the state
  * of its delivery to every operational endpoint that subscribed to it when it was written.
  */
+/**
+ * Events whose body is larger than this are listed without their data, which is read on its own
+ * as the item is written (operationalEventData, src/api/streamed.ts): an endpoint.* event carries
+ * the endpoint's event types, up to 258 KB, and a page of 100 of them was 26 MB at once.
+ */
+export const EVENT_DATA_LISTED_BYTES = 65_536;
+
+/** A listed event: `data` null when its body is over EVENT_DATA_LISTED_BYTES (read on its own). */
+export const listedEventRow = operationalEventRow.extend({ data: operationalEventRow.shape.data.nullable() });
+
+type ListedEvent = z.output<typeof listedEventRow>;
+type WholeEvent = z.output<typeof operationalEventRow>;
+
+/** Whether a listed event has its data. */
+export const hasEventData = (row: ListedEvent): row is WholeEvent => row.data !== null;
+
+const eventDataRow = z.object({ data: operationalEventRow.shape.data });
+
+/** A listed event's data, read on its own. */
+export async function operationalEventData(db: CommonQueryMethods, tenant: Tenant, row: ListedEvent): Promise<WholeEvent> {
+  const data = await db.maybeOneFirst(sql.type(eventDataRow)`
+    select coalesce(body::jsonb -> 'data', '{}'::jsonb) as data from operational_events
+    where org_id = ${tenant.orgId} and environment = ${tenant.environment} and id = ${row.id}`);
+  // Deleted by retention a moment after its page was read: an empty object, as an event without data.
+  return { ...row, data: data ?? {} };
+}
+
 export async function listOperationalEvents(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null; type?: OperationalEventType | undefined }) {
-  const read = () => db.any(sql.type(operationalEventRow.extend({ cursor_at: z.string() }))`
-    select v.id, v.type, api_timestamp(v.created_at) as created_at, coalesce(v.body::jsonb -> 'data', '{}'::jsonb) as data,
+  const read = () => db.any(sql.type(listedEventRow.extend({ cursor_at: z.string() }))`
+    select v.id, v.type, api_timestamp(v.created_at) as created_at,
+           case when octet_length(v.body) <= ${EVENT_DATA_LISTED_BYTES} then coalesce(v.body::jsonb -> 'data', '{}'::jsonb) end as data,
            coalesce((select jsonb_agg(jsonb_build_object('endpoint_id', d.endpoint_id, 'status', d.status, 'attempt_count', d.attempt_count)
                                       order by d.id)
                      from operational_deliveries d where d.event_id = v.id), '[]'::jsonb) as deliveries,

@@ -121,7 +121,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
       // one turn for heavy reads (src/db/heavy-reads.ts).
       await heavyRead(pool, async () => {
         const { rows, total } = await listDeletedEndpoints(pool, tenant, applicationId, page);
-        await sendPage(res, { rows, pagination: pagination(page, total) }, toDeletedSummary, hasAllEventTypes,
+        await sendPage(res, rows, { pagination: pagination(page, total) }, toDeletedSummary, hasAllEventTypes,
           (row) => deletedEndpointEventTypes(pool, tenant, row));
       });
       return;
@@ -129,7 +129,7 @@ export function makeEndpointsRouter(pool: DatabasePool, config: Config, queue: Q
     const failing = query.failing === undefined ? undefined : query.failing === 'true';
     await heavyRead(pool, async () => {
       const { rows, total } = await listEndpoints(pool, tenant, query.application_id, { ...page, status: query.status, failing });
-      await sendPage(res, { rows, pagination: pagination(page, total) }, toSummary, hasAllEventTypes,
+      await sendPage(res, rows, { pagination: pagination(page, total) }, toSummary, hasAllEventTypes,
         (row) => endpointEventTypes(pool, tenant, row));
     });
   });

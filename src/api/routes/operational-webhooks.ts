@@ -9,16 +9,18 @@ import type { Config } from '../../config.ts';
 import { checkDestinationUrl } from '../../core/destinations.ts';
 import { newSecret } from '../../core/endpoints.ts';
 import {
-  findOperationalEndpoint, insertOperationalEndpoint, listOperationalEndpoints, listOperationalEvents, OPERATIONAL_EVENT_TYPES,
-  rotateOperationalSecret, softDeleteOperationalEndpoint, updateOperationalEndpoint,
+  findOperationalEndpoint, hasEventData, insertOperationalEndpoint, listOperationalEndpoints, listOperationalEvents, OPERATIONAL_EVENT_TYPES,
+  operationalEventData, rotateOperationalSecret, softDeleteOperationalEndpoint, updateOperationalEndpoint,
 } from '../../db/operational-endpoints.ts';
+import { heavyRead } from '../../db/heavy-reads.ts';
 import { isId, newId } from '../../ids.ts';
 import { invalidState, notFound } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
 import {
-  deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList, type operationalEventList,
+  deletedView, operationalEndpoint, operationalEvent, operationalRotatedSecret, shaper, type operationalEndpointList,
 } from '../responses.ts';
 import { cursorQuery } from '../schemas.ts';
+import { sendPage } from '../streamed.ts';
 import { noInput, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be one of ${OPERATIONAL_EVENT_TYPES.join(', ')}` }), {
@@ -62,8 +64,11 @@ export function makeOperationalWebhooksRouter(pool: DatabasePool, config: Config
   router.get('/events', async (req, res) => {
     const query = parseQuery(eventsQuery, req.query);
     const cursor = parseCursor(query.cursor, 'opev');
-    const page = await listOperationalEvents(pool, authOf(res), { limit: query.limit, cursor, type: query.type });
-    res.json({ data: page.rows.map(toEvent), next_cursor: page.nextCursor } satisfies z.output<typeof operationalEventList>);
+    const tenant = authOf(res);
+    const page = await listOperationalEvents(pool, tenant, { limit: query.limit, cursor, type: query.type });
+    const send = () => sendPage(res, page.rows, { next_cursor: page.nextCursor }, toEvent, hasEventData, (row) => operationalEventData(pool, tenant, row));
+    // A page with large events reads their data in the organization's turn for heavy reads.
+    await (page.rows.every(hasEventData) ? send() : heavyRead(pool, send));
   });
 
   router.post('/endpoints', noQuery, async (req, res) => {
