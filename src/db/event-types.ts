@@ -25,9 +25,9 @@ const columns = sql.fragment`id, org_id, name, description, schema, subscriber_c
  * its own application's endpoints subscribed, not the organization's (a probe read how many
  * of the other customers' endpoints take each event type).
  */
-function readColumns(tenant: Tenant) {
-  if (tenant.applicationId === undefined) return columns;
-  return sql.fragment`id, org_id, name, description, schema,
+function readColumns(tenant: Tenant, schema = sql.fragment`schema`) {
+  if (tenant.applicationId === undefined) return sql.fragment`id, org_id, name, description, ${schema}, subscriber_count, created_at, updated_at`;
+  return sql.fragment`id, org_id, name, description, ${schema},
     (select count(*)::int from endpoint_event_types s join endpoints e on e.id = s.endpoint_id
      where s.event_type_id = event_types.id and e.application_id = ${tenant.applicationId}) as subscriber_count,
     created_at, updated_at`;
@@ -59,13 +59,39 @@ export async function findEventTypesByName(db: CommonQueryMethods, tenant: Tenan
     select id, name from event_types where ${inEnvironment(tenant)} and name = any(${sql.array(names, 'text')}) order by id`);
 }
 
+/**
+ * A listed event type's schema larger than this (as JSON text) is read on its own as its item is
+ * written (eventTypeSchema, src/api/streamed.ts): a page of 100 schemas of 56 KB was 5.7 MB read
+ * and serialized at once, the event loop held 90-130 ms.
+ */
+export const SCHEMA_LISTED_BYTES = 16_384;
+
+/** A listed event type: `schema_deferred` when its schema was too large to read with its page. */
+export const listedEventTypeRow = eventTypeRow.extend({ schema_deferred: z.boolean() });
+type ListedEventType = z.output<typeof listedEventTypeRow>;
+
+/** Whether a listed event type holds its schema. */
+export const hasSchema = (row: ListedEventType): row is ListedEventType => !row.schema_deferred;
+
+const schemaRow = z.object({ schema: eventTypeRow.shape.schema });
+
+/** A listed event type's schema, read on its own. */
+export async function eventTypeSchema(db: CommonQueryMethods, tenant: Tenant, row: ListedEventType): Promise<ListedEventType> {
+  const schema = await db.maybeOneFirst(sql.type(schemaRow)`select schema from event_types where ${inEnvironment(tenant)} and id = ${row.id}`);
+  // Deleted a moment after its page was read: listed without it.
+  return { ...row, schema: schema ?? null, schema_deferred: false };
+}
+
+const listedSchema = sql.fragment`case when octet_length(schema::text) <= ${SCHEMA_LISTED_BYTES} then schema end as schema,
+  coalesce(octet_length(schema::text) > ${SCHEMA_LISTED_BYTES}, false) as schema_deferred`;
+
 export async function listEventTypes(
   db: CommonQueryMethods,
   tenant: Tenant,
   options: { limit: number; cursor: Cursor | null; search: string | undefined },
 ) {
-  const read = () => db.any(sql.type(eventTypeRow.extend({ cursor_at: z.string() }))`
-    select ${readColumns(tenant)}, ${cursorAtColumn}
+  const read = () => db.any(sql.type(listedEventTypeRow.extend({ cursor_at: z.string() }))`
+    select ${readColumns(tenant, listedSchema)}, ${cursorAtColumn}
     from event_types
     where ${inEnvironment(tenant)}
       ${options.search === undefined ? sql.fragment`` : sql.fragment`and name ilike ${containing(options.search)}`}

@@ -4,12 +4,14 @@ import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { checkSchema } from '../../core/json-schema.ts';
-import { deleteEventType, findEventType, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
+import { deleteEventType, eventTypeSchema, findEventType, hasSchema, insertEventType, listEventTypes, updateEventType } from '../../db/event-types.ts';
+import { heavyRead } from '../../db/heavy-reads.ts';
 import { isId, newId } from '../../ids.ts';
 import { AppError, notFound, validationError } from '../../errors.ts';
 import { authOf } from '../middleware/auth.ts';
-import { deletedView, eventType, shaper, type eventTypeList } from '../responses.ts';
+import { deletedView, eventType, shaper } from '../responses.ts';
 import { cursorQuery, EVENT_TYPE_NAME, searchText } from '../schemas.ts';
+import { sendPage } from '../streamed.ts';
 import { noBody, noQuery, parseBody, parseCursor, parseQuery } from '../validation.ts';
 
 const name = z.string()
@@ -53,8 +55,11 @@ export function makeEventTypesRouter(pool: DatabasePool): Router {
   router.get('/', async (req, res) => {
     const query = parseQuery(listQuery, req.query);
     const cursor = parseCursor(query.cursor, 'evt');
-    const page = await listEventTypes(pool, authOf(res), { limit: query.limit, cursor, search: query.search });
-    res.json({ data: page.rows.map(toEventType), next_cursor: page.nextCursor } satisfies z.output<typeof eventTypeList>);
+    const tenant = authOf(res);
+    const page = await listEventTypes(pool, tenant, { limit: query.limit, cursor, search: query.search });
+    const send = () => sendPage(res, page.rows, { next_cursor: page.nextCursor }, toEventType, hasSchema, (row) => eventTypeSchema(pool, tenant, row));
+    // A page with large schemas reads them in the organization's turn for heavy reads.
+    await (page.rows.every(hasSchema) ? send() : heavyRead(pool, send));
   });
 
   router.get('/:id', noQuery, async (req, res) => {
