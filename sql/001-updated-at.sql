@@ -32,7 +32,10 @@ comment on function ensure_trigger(regclass, text, text) is
 
 -- updated_at is kept by the database, so a DBA's UPDATE moves it just like the API's.
 -- Each trigger lists the columns a user changes: counters kept by other triggers
--- (endpoints_count, subscriber_count, failure_count, success_rate) do not move it.
+-- (endpoints_count, subscriber_count, failure_count, success_rate) do not move it. The
+-- endpoints' triggers also compare those columns (`when`): a recording's UPDATE writes status
+-- and disabled_at unchanged beside failure_count, and every failed attempt moved updated_at
+-- (a probe).
 create or replace function set_updated_at() returns trigger
 language plpgsql as $$
 begin
@@ -65,11 +68,17 @@ $trigger$);
 select ensure_trigger('endpoints', 'endpoints_set_updated_at', $trigger$
 create or replace trigger endpoints_set_updated_at
   before update of url, status, headers, rate_limit_rps, timeout_ms, secret, secret_version, disabled_at, deleted_at
-  on endpoints for each row execute function set_updated_at()
+  on endpoints for each row
+  when ((old.url, old.status, old.headers, old.rate_limit_rps, old.timeout_ms, old.secret, old.secret_version, old.disabled_at, old.deleted_at)
+        is distinct from (new.url, new.status, new.headers, new.rate_limit_rps, new.timeout_ms, new.secret, new.secret_version, new.disabled_at, new.deleted_at))
+  execute function set_updated_at()
 $trigger$);
 
 select ensure_trigger('operational_endpoints', 'operational_endpoints_set_updated_at', $trigger$
 create or replace trigger operational_endpoints_set_updated_at
   before update of url, event_types, status, secret, secret_version, disabled_at, deleted_at
-  on operational_endpoints for each row execute function set_updated_at()
+  on operational_endpoints for each row
+  when ((old.url, old.event_types, old.status, old.secret, old.secret_version, old.disabled_at, old.deleted_at)
+        is distinct from (new.url, new.event_types, new.status, new.secret, new.secret_version, new.disabled_at, new.deleted_at))
+  execute function set_updated_at()
 $trigger$);

@@ -410,6 +410,7 @@ test('a receiver that always answers 500: exactly 7 attempts, then discarded and
   const ctx = await setup(t);
   const r = await receiver(() => ({ status: 500, body: 'down' }));
   const ep = await createEndpoint(t, ctx, r.url);
+  const { updated_at: updatedAt } = await getEndpoint(ctx, ep.id);
   const jobId = await createJob(t, ctx, { payload: { doomed: true } });
   const job = await waitStatus(ctx, jobId, 'discarded', 3 * CAP_MS);
   t.is(job.attempt_count, 7);
@@ -434,6 +435,9 @@ test('a receiver that always answers 500: exactly 7 attempts, then discarded and
   t.is(listed.body.data[0].failure_count, 7);
   t.is(listed.body.data[0].status, 'active', 'CIRCUIT_BREAKER_THRESHOLD 100 keeps the circuit closed');
   t.is((await getEndpoint(ctx, ep.id)).failure_count, 7);
+  // A counter moving is not an update (README, "Counts belong to the database"): every failed
+  // attempt moved updated_at (a probe).
+  t.is((await getEndpoint(ctx, ep.id)).updated_at, updatedAt);
   const application = await ctx.on.request('GET', `/v1/applications/${ctx.appId}`, { key: ctx.key });
   t.is(application.status, 200);
   t.is(application.body.success_rate, 0);

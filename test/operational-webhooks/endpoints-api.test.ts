@@ -178,3 +178,22 @@ test('no recursion: a failing operational endpoint is disabled by its own breake
   await until('the held event delivered', () => broken.arrivals.length === 5);
   t.is(await app.pool.oneFirst(sql.unsafe`select count(*)::int from operational_events where org_id = ${orgId}`), 1);
 });
+
+test('a failed attempt and the success that resets its count leave updated_at as it was (a counter is not an update)', async (t) => {
+  const { key, orgId } = await app.createOrg();
+  let calls = 0;
+  const flaky = await startReceiver(() => ({ status: (calls += 1) === 1 ? 500 : 204 }));
+  const op = await createOpEndpoint(app, key, { url: flaky.at('/') });
+  const before = (await app.request('GET', `${OP_PATH}/${op.id}`, { key })).body.updated_at;
+  await createEndpoint({ on: app, key }, { application_id: (await createApplication({ on: app, key })).id });
+  await until('the event delivered at its second attempt', async () => await app.pool.oneFirst(sql.unsafe`
+    select count(*)::int from operational_deliveries d join operational_events v on v.id = d.event_id
+    where v.org_id = ${orgId} and d.status = 'succeeded'`) === 1);
+  t.is(flaky.arrivals.length, 2);
+  const after = await app.request('GET', `${OP_PATH}/${op.id}`, { key });
+  t.is(after.body.status, 'active');
+  t.is(after.body.updated_at, before);
+  // A change of what the API shows still moves it.
+  const paused = await app.request('PATCH', `${OP_PATH}/${op.id}`, { key, body: { status: 'paused' } });
+  t.true(Date.parse(paused.body.updated_at) > Date.parse(before));
+});
