@@ -1,5 +1,5 @@
 import test from 'ava';
-import { checkDestinationUrl, isBlockedAddress } from '../src/core/destinations.ts';
+import { checkDestinationUrl, checkWrittenUrl, isBlockedAddress } from '../src/core/destinations.ts';
 
 // [label, address, blocked]. Each range is pinned at both ends, with the neighbours just outside
 // it allowed where those are ordinary public addresses.
@@ -310,3 +310,32 @@ test('the 2048-character URLs really are 2048 and 2049 characters', (t) => {
   t.is(longUrl(2048).length, 2048);
   t.is(longUrl(2049).length, 2049);
 });
+
+// A URL being written (an endpoint's create or PATCH) is also refused in spellings the parser
+// repairs, which another reader of the stored URL may read otherwise, and with a host name DNS
+// cannot hold (a probe); a URL stored before is still delivered to (checkDestinationUrl).
+const written: Array<[string, string, RegExp | null]> = [
+  ['backslash before @: example.com to Node, evil.com to others', 'https://example.com\\@evil.com/', /backslash/],
+  ['backslash in the path', 'https://example.com/a\\b', /backslash/],
+  ['no // after the scheme', 'https:example.com/', /must start with https:\/\/ and the host name/],
+  ['/// after the scheme', 'https:///example.com/', /must start with https:\/\/ and the host name/],
+  ['a label of 64 characters', `https://${'a'.repeat(64)}.example.com/`, /labels of at most 63/],
+  ['a name of 255 characters', `https://${Array.from({ length: 4 }, () => 'a'.repeat(62)).join('.')}.com/`, /at most 253/],
+  ['a label of 63 characters', `https://${'a'.repeat(63)}.example.com/`, null],
+  ['a name of 253 characters and a trailing dot', `https://${Array.from({ length: 4 }, () => 'a'.repeat(62)).join('.')}.a./`, null],
+  ['an IDN name, checked as its punycode', 'https://bücher.example/', null],
+  ['empty userinfo (no credentials)', 'https://@example.com/', null],
+  ['still the rules of every URL', 'https://user:pw@example.com/', /username or password/],
+];
+for (const [label, input, refused] of written) {
+  test(`checkWrittenUrl: ${label}`, (t) => {
+    const check = checkWrittenUrl(input, false);
+    if (refused) {
+      t.false(check.ok);
+      if (!check.ok) t.regex(check.reason, refused);
+    } else {
+      t.true(check.ok, JSON.stringify(check));
+    }
+    if (refused && !/username/.test(String(refused))) t.true(checkDestinationUrl(input, false).ok, 'still delivered to when stored before');
+  });
+}

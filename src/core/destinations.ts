@@ -152,3 +152,25 @@ export function checkDestinationUrl(value: string, allowPrivate: boolean): Desti
   }
   return { ok: true, url };
 }
+
+/**
+ * checkDestinationUrl for a URL being written (an endpoint's or an operational endpoint's create
+ * or PATCH), and spellings refused only there, so that a URL stored before keeps being delivered
+ * to. The URL is stored and shown as given and delivered to what this parser reads: spellings it
+ * repairs, which another reader of the stored URL may read otherwise, are refused (a probe):
+ * `https://example.com\@evil.com/` (example.com here, evil.com to others), `https:example.com` and
+ * `https:///example.com` (both https://example.com/ here); and a host
+ * name DNS cannot hold (labels of at most 63 octets, 253 in all: RFC 1035), which parses and then
+ * fails every delivery with dns_error.
+ */
+export function checkWrittenUrl(value: string, allowPrivate: boolean): DestinationCheck {
+  const check = checkDestinationUrl(value, allowPrivate);
+  if (!check.ok) return check;
+  if (value.includes('\\')) return { ok: false, reason: 'URL must not contain a backslash (parsers read it differently): use /' };
+  if (!/^https?:\/\/[^/]/i.test(value)) return { ok: false, reason: `URL must start with ${check.url.protocol}// and the host name` };
+  const name = check.url.hostname.replace(/\.$/, '');
+  if (!check.url.hostname.startsWith('[') && isIP(name) === 0 && (name.length > 253 || name.split('.').some((label) => label.length > 63))) {
+    return { ok: false, reason: 'URL host name must have labels of at most 63 characters and at most 253 in all' };
+  }
+  return check;
+}

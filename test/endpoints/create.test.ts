@@ -82,6 +82,12 @@ const invalidCreates: Array<[string, Record<string, unknown>, string]> = [
   ['https://2130706433 (127.0.0.1 in decimal)', { url: 'https://2130706433/hook' }, 'url'],
   ['a url with user:password', { url: 'https://user:pw@example.com/hook' }, 'url'],
   ['a url of 2049 characters', { url: `https://example.com/${'a'.repeat(2049 - 20)}` }, 'url'],
+  // Spellings the parser repairs, which other readers of the stored URL read otherwise (a probe).
+  ['a url with a backslash before @', { url: 'https://example.com\\@evil.com/' }, 'url'],
+  ['a url without // after the scheme', { url: 'https:example.com/hook' }, 'url'],
+  ['a url with /// after the scheme', { url: 'https:///example.com/hook' }, 'url'],
+  ['a host name label of 64 characters', { url: `https://${'a'.repeat(64)}.example.com/` }, 'url'],
+  ['a host name of 255 characters', { url: `https://${Array.from({ length: 4 }, () => 'a'.repeat(62)).join('.')}.com/` }, 'url'],
   ['something that is not a URL', { url: 'not a url' }, 'url'],
   ['a url that is not a string', { url: 42 }, 'url'],
   ['event_types that is not an array', { event_types: 'invoice.paid' }, 'event_types'],

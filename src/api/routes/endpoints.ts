@@ -5,7 +5,7 @@ import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
-import { checkDestinationUrl } from '../../core/destinations.ts';
+import { checkWrittenUrl } from '../../core/destinations.ts';
 import { closeCircuit, createEndpoint, newSecret, patchEndpoint, restore } from '../../core/endpoints.ts';
 import { createJob, TEST_EVENT_TYPE } from '../../core/webhook-jobs.ts';
 import type { Queue } from '../../queue.ts';
@@ -46,7 +46,7 @@ const timeoutMs = wholeNumber(1_000, 120_000, 'milliseconds');
 /** The request schemas (also what the OpenAPI document says this resource accepts). */
 export function endpointRequests(allowPrivateDestinations: boolean) {
   const url = z.string().superRefine((value, ctx) => {
-    const checked = checkDestinationUrl(value, allowPrivateDestinations);
+    const checked = checkWrittenUrl(value, allowPrivateDestinations);
     if (!checked.ok) ctx.addIssue({ code: 'custom', message: checked.reason });
   });
   const createBody = z.strictObject({

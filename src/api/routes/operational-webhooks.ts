@@ -6,7 +6,7 @@ import { Router } from 'express';
 import type { DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
-import { checkDestinationUrl } from '../../core/destinations.ts';
+import { checkWrittenUrl } from '../../core/destinations.ts';
 import { newSecret } from '../../core/endpoints.ts';
 import {
   findOperationalEndpoint, hasEventData, insertOperationalEndpoint, listOperationalEndpoints, listOperationalEvents, OPERATIONAL_EVENT_TYPES,
@@ -31,7 +31,7 @@ const eventTypes = z.array(z.enum(OPERATIONAL_EVENT_TYPES, { message: `must be o
 /** The request schemas (also what the OpenAPI document says this resource accepts). */
 export function operationalEndpointRequests(allowPrivateDestinations: boolean) {
   const url = z.string().superRefine((value, ctx) => {
-    const checked = checkDestinationUrl(value, allowPrivateDestinations);
+    const checked = checkWrittenUrl(value, allowPrivateDestinations);
     if (!checked.ok) ctx.addIssue({ code: 'custom', message: checked.reason });
   });
   const createBody = z.strictObject({ url, event_types: eventTypes.default([]) });
