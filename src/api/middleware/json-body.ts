@@ -229,7 +229,7 @@ export function bodyParserError(error: unknown): AppError | null {
     case 'encoding.unsupported':
       // Its own words: "Content-Type must be JSON" sent a client whose Content-Type was JSON
       // looking in the wrong place (a probe: `Content-Encoding: gzip, br`).
-      return unsupportedMediaType(`Content-Encoding ${JSON.stringify(String((error as { encoding?: unknown }).encoding ?? '').slice(0, 100))} is not supported: send the body as is, or compressed once with gzip, deflate or br.`);
+      return unsupportedMediaType(`Content-Encoding ${JSON.stringify(String((error as { encoding?: unknown }).encoding ?? '').slice(0, 100))} is not supported: send the body as is, or compressed once with gzip, deflate, br or zstd.`);
     case 'charset.unsupported':
       return unsupportedMediaType();
     case 'request.aborted':
