@@ -166,6 +166,10 @@ test('patterns the linear-time engine cannot run are refused at creation, naming
   refused(t, await createType(key, { type: 'string', pattern: '(a)\\1' }), 'schema.pattern', /backreferences/);
   refused(t, await createType(key, { properties: { x: { pattern: '(?<!a)b' } } }), 'schema.properties.x.pattern');
   refused(t, await createType(key, { patternProperties: { '(?!x)': {} } }), 'schema.patternProperties');
+  // A pattern no engine can read is told so, not that it has lookaround (a probe).
+  refused(t, await createType(key, { type: 'string', pattern: '(' }), 'schema.pattern', /^is not a valid regular expression \(/);
+  refused(t, await createType(key, { type: 'string', pattern: '\\p{Foo}' }), 'schema.pattern', /^is not a valid regular expression \(/);
+  refused(t, await createType(key, { type: 'string', pattern: '(?=a)' }), 'schema.pattern', /^is not a pattern the linear-time \(RE2\) engine accepts/);
   // and JavaScript-style syntax RE2 shares is fine: classes, \d, \p{L}, named groups, {n,m}
   const org = await setup(t);
   const shaped = await accepted(t, org, { type: 'object', properties: { s: { pattern: '^(?<word>\\p{L}+)-\\d{2,4}[._]?$' } } });

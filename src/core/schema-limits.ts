@@ -58,6 +58,20 @@ const weightOf = (node: Record<string, unknown>): number => {
  */
 const LINEAR_FORMATS = new Set(['date', 'time', 'date-time', 'iso-time', 'iso-date-time', 'duration', 'uuid', 'ipv4', 'int32', 'int64', 'float', 'double', 'byte', 'binary', 'password']);
 
+/**
+ * "is not a valid regular expression" when JavaScript's own parser (the `u` flag, as JSON Schema's
+ * ECMA-262 patterns) refuses it too: `(` was told it had lookaround or backreferences (a probe).
+ * Constructing a RegExp parses it and runs nothing.
+ */
+function invalidRegExp(pattern: string): string | null {
+  try {
+    new RegExp(pattern, 'u');
+    return null;
+  } catch {
+    return 'is not a valid regular expression';
+  }
+}
+
 type Node = Record<string, unknown>;
 const isObject = (v: unknown): v is Node => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -201,7 +215,7 @@ export function checkSchemaLimits(schema: Record<string, unknown>, root = 'schem
         ownPatterns.set(node, (ownPatterns.get(node) ?? 0) + instructions);
       } catch (error) {
         const reason = String((error as Error).message).slice(0, 200);
-        return { problems: problem(where, `is not a pattern the linear-time (RE2) engine accepts: no lookaround or backreferences (${reason})`) };
+        return { problems: problem(where, `${invalidRegExp(pattern) ?? 'is not a pattern the linear-time (RE2) engine accepts: no lookaround or backreferences'} (${reason})`) };
       }
     }
     const { same, down, defs } = children(node, path);
