@@ -20,23 +20,15 @@
 // statement (the service's webhook_jobs and deliveries, their indexes, constraints and triggers,
 // the application and event type read) with the message in the bare table.
 // Tells its port over IPC; 'stop' ends it.
-import express from 'express';
-import type { AddressInfo } from 'node:net';
-import pg from 'pg';
-import { hashKey } from '../src/core/api-keys.ts';
-import { newId } from '../src/ids.ts';
+import { floorStatement, groupValues, pool, serveAccepts, type Accept, type Job } from './accept-server.ts';
 
 const MODE = process.env.LIMIT_ROWS ?? 'contract';
 if (!['job', 'contract', 'queue', 'tables'].includes(MODE)) throw new Error(`LIMIT_ROWS: job, contract, queue or tables, not ${MODE}`);
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 4 });
-const orgByKeyHash = new Map<string, string>();
-for (const row of (await pool.query<{ key_hash: Buffer; org_id: string }>(`select key_hash, org_id from api_keys where environment = 'live'`)).rows) {
-  orgByKeyHash.set(row.key_hash.toString('hex'), row.org_id);
-}
 const endpointOf = new Map<string, string>();
 for (const row of (await pool.query<{ id: string; application_id: string }>(`select id, application_id from endpoints where deleted_at is null`)).rows) {
   endpointOf.set(row.application_id, row.id);
 }
+
 await pool.query(`
   drop table if exists limit_messages, limit_deliveries, limit_jobs;
   create table limit_jobs (
@@ -70,81 +62,17 @@ const QUEUE = ROWS.replace(
   `select enqueue_delivery_messages('deliveries', array_agg(d.id), array_agg(0), array_agg(null::timestamptz)) from deliveries d`,
 ).replace('(select count(*) from messages)', '(select * from messages)');
 // The floor's statement (bench/accept-floor-server.ts), its messages in the bare table.
-const TABLES = `
-  with input as (
-    select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) as i(job_id, org_id, application_id, event_type, payload)
-  ), accepted as (
-    select i.*, t.id as event_type_id
-    from input i
-    join applications a on a.id = i.application_id and a.org_id = i.org_id and a.environment = 'live' and a.deleted_at is null
-    join event_types t on t.org_id = i.org_id and t.environment = 'live' and t.name = i.event_type
-  ), jobs as (
-    insert into webhook_jobs (id, org_id, environment, application_id, event_type, payload, expires_at)
-    select c.job_id, c.org_id, 'live', c.application_id, c.event_type, c.payload::json, now() + interval '48 hours' from accepted c
-    returning id, application_id, event_type, status, created_at, expires_at
-  ), deliveries_in as (
-    insert into deliveries (job_id, endpoint_id, org_id, application_id, next_attempt_at)
-    select c.job_id, e.id, e.org_id, c.application_id, now()
-    from accepted c
-    join endpoints e on e.application_id = c.application_id and e.deleted_at is null
-    join endpoint_event_types s on s.endpoint_id = e.id and s.event_type_id = c.event_type_id
-    returning id
-  ), messages as (
-    insert into limit_messages (delivery_id) select id from deliveries_in returning 1
-  )
-  select j.*, (select count(*) from messages) as queued from jobs j`;
+const TABLES = floorStatement('insert into limit_messages (delivery_id) select id from deliveries_in returning 1', '(select count(*) from messages)');
 const STATEMENT = { job: JOBS, contract: ROWS, queue: QUEUE, tables: TABLES }[MODE]!;
 
-type Job = Record<string, unknown> & { id: string };
-type Waiting = { jobId: string; orgId: string; applicationId: string; endpointId: string; eventType: string; payload: string; done: PromiseWithResolvers<Job | null> };
-let waiting: Waiting[] = [];
-let running = false;
-
-async function runGroups(): Promise<void> {
-  if (running) return;
-  running = true;
-  while (waiting.length > 0) {
-    const group = waiting;
-    waiting = [];
-    try {
-      const values = [
-        group.map((w) => w.jobId), group.map((w) => w.orgId), group.map((w) => w.applicationId),
-        group.map((w) => w.eventType), group.map((w) => w.payload),
-      ];
-      const { rows } = await pool.query<Job>(STATEMENT, MODE === 'contract' || MODE === 'queue' ? [...values, group.map((w) => w.endpointId)] : values);
-      const byId = new Map(rows.map((row) => [row.id, row]));
-      for (const w of group) w.done.resolve(byId.get(w.jobId) ?? null);
-    } catch (error) {
-      for (const w of group) w.done.reject(error);
-    }
-  }
-  running = false;
-}
-
-const app = express();
-app.use(express.json({ limit: '1mb' }));
-app.post('/v1/webhook-jobs', (req, res) => {
-  const orgId = orgByKeyHash.get(hashKey(req.get('authorization')?.replace(/^Bearer /, '') ?? '').toString('hex'));
-  if (!orgId) return void res.status(401).json({ error: { code: 'unauthorized', message: 'unknown key' } });
-  const body = req.body as { application_id?: unknown; event_type?: unknown; payload?: unknown };
-  const endpointId = typeof body.application_id === 'string' ? endpointOf.get(body.application_id) : undefined;
-  if (endpointId === undefined || typeof body.event_type !== 'string' || typeof body.payload !== 'object' || body.payload === null) {
-    return void res.status(422).json({ error: { code: 'validation_failed', message: 'application_id, event_type and payload are required' } });
-  }
-  const done = Promise.withResolvers<Job | null>();
-  waiting.push({
-    jobId: newId('job'), orgId, applicationId: body.application_id as string, endpointId, eventType: body.event_type,
-    payload: JSON.stringify(body.payload), done,
-  });
-  void runGroups();
-  done.promise.then(
-    (job) => (job ? res.status(201).json(job) : res.status(500).json({ error: { code: 'internal', message: 'not written' } })),
-    () => res.status(500).json({ error: { code: 'internal', message: 'the group failed' } }),
-  );
-});
-const server = app.listen(0, '127.0.0.1', () => process.send?.({ port: (server.address() as AddressInfo).port }));
-server.keepAliveTimeout = 60_000;
-process.on('message', (message: string) => {
-  if (message === 'stop') server.close(() => void pool.end().then(() => process.exit(0)));
-});
-process.on('SIGTERM', () => process.exit(0));
+await serveAccepts<Accept & { endpointId: string }>(
+  (accept) => {
+    const endpointId = endpointOf.get(accept.applicationId);
+    return endpointId === undefined ? null : { ...accept, endpointId };
+  },
+  async (group) => {
+    const values = groupValues(group);
+    return (await pool.query<Job>(STATEMENT, MODE === 'contract' || MODE === 'queue' ? [...values, group.map((w) => w.endpointId)] : values)).rows;
+  },
+  { status: 500, code: 'internal', message: 'not written' },
+);
