@@ -271,6 +271,11 @@ export async function listJobAttempts(db: CommonQueryMethods, jobId: string, aft
   };
 }
 
+/** Whether a job has more than `count` attempt records, read from the index alone (delivery_attempts_job_id_attempted_at_idx). */
+export async function jobHasMoreAttempts(db: CommonQueryMethods, jobId: string, count: number): Promise<boolean> {
+  return db.exists(sql.unsafe`select 1 from delivery_attempts where job_id = ${jobId} order by attempted_at, id offset ${count}`);
+}
+
 export type JobFilters = {
   /** Absent: every job of the tenant (organization and environment). */
   applicationId?: string;

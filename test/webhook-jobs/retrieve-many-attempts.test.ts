@@ -111,6 +111,36 @@ test.serial('a HEAD of a job past one batch sends a GET\'s headers at once: no f
   t.is((await search).status, 200);
 });
 
+// A hostile-tenant probe: 16 retrieves at once of a job of 2,955 records each read its first
+// batch (4 MB) and made its text before waiting for the organization's heavy turn, and the
+// process ran out of heap. Past 100 records, nothing of them is read before the turn: a job of
+// 500 waits for it, where it was answered at once.
+test.serial('a job of more than 100 records is read in the organization\'s turn for heavy reads; one of 100 is not', async (t) => {
+  const { key, jobId } = await jobWithAttempts(t, 500);
+  const small = await jobWithAttempts(t, 100);
+  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
+  await locker.query('begin');
+  await locker.query('lock table event_types in access exclusive mode');
+  t.teardown(() => locker.query('rollback').catch(() => {}));
+  // The turn of the job's organization held by an event type search, waiting on the lock.
+  const search = app.request('GET', '/v1/event-types?search=order', { key });
+  await waitingOn(watcher, 'event_types');
+  const waitsBefore = await heavyReadWaits();
+  let answered = false;
+  const job = app.request('GET', `/v1/webhook-jobs/${jobId}`, { key }).finally(() => { answered = true; });
+  await until('the retrieve waits for its organization\'s turn', async () => (await heavyReadWaits()) > waitsBefore);
+  t.false(answered);
+  // Another organization's job of 100 records is answered meanwhile, without a turn.
+  const other = await app.request('GET', `/v1/webhook-jobs/${small.jobId}`, { key: small.key });
+  t.is(other.body.deliveries.length, 100);
+  await locker.query('commit');
+  t.is((await search).status, 200);
+  const res = await job;
+  t.is(res.status, 200);
+  t.is(res.body.deliveries.length, 500);
+  t.not(res.headers.get('content-length'), null, 'one batch or fewer: answered whole');
+});
+
 test('a client that goes away in the middle of a long answer leaves the process answering others', async (t) => {
   const { key, jobId } = await jobWithAttempts(t, 5000);
   const url = new URL(`/v1/webhook-jobs/${jobId}`, app.baseUrl);
