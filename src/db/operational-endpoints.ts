@@ -127,15 +127,11 @@ export const operationalEventRow = z.object({
 export type OperationalEventRow = z.infer<typeof operationalEventRow>;
 
 /**
- * The tenant's operational events, newest first (a cursor list), each with its data and the state
- * of its delivery to every operational endpoint that subscribed to it when it was written.
- */
-/**
  * Events whose body is larger than this are listed without their data, which is read on its own
  * as the item is written (operationalEventData, src/api/streamed.ts): an endpoint.* event carries
  * the endpoint's event types, up to 258 KB, and a page of 100 of them was 26 MB at once.
  */
-export const EVENT_DATA_LISTED_BYTES = 65_536;
+export const EVENT_DATA_LISTED_BYTES = 16_384;
 
 /** A listed event: `data` null when its body is over EVENT_DATA_LISTED_BYTES (read on its own). */
 export const listedEventRow = operationalEventRow.extend({ data: operationalEventRow.shape.data.nullable() });
@@ -157,6 +153,10 @@ export async function operationalEventData(db: CommonQueryMethods, tenant: Tenan
   return { ...row, data: data ?? {} };
 }
 
+/**
+ * The tenant's operational events, newest first (a cursor list), each with its data and the state
+ * of its delivery to every operational endpoint that subscribed to it when it was written.
+ */
 export async function listOperationalEvents(db: CommonQueryMethods, tenant: Tenant, options: { limit: number; cursor: Cursor | null; type?: OperationalEventType | undefined }) {
   const read = () => db.any(sql.type(listedEventRow.extend({ cursor_at: z.string() }))`
     select v.id, v.type, api_timestamp(v.created_at) as created_at,
