@@ -3,6 +3,7 @@
 // between its parts.
 import type { Response } from 'express';
 import { RequestAbandonedError } from '../db/availability.ts';
+import { viewFor } from './middleware/auth.ts';
 
 /** Writes `chunk`, and waits for the client to take it when its buffer is full; a client gone away is an abandoned request. */
 export function writeOrAbandon(res: Response, chunk: string): Promise<void> {
@@ -37,7 +38,9 @@ export async function sendPage<Row, Whole extends Row>(
   let separator = '{"data":[';
   for (const row of rows) {
     const whole = complete(row) ? row : await fill(row);
-    await writeOrAbandon(res, separator + JSON.stringify(view(whole)));
+    // As res.json would send it to this credential (a read-only portal link: no secret, no
+    // header values), which a written part does not pass through.
+    await writeOrAbandon(res, separator + JSON.stringify(viewFor(res, view(whole))));
     separator = ',';
   }
   res.end(`],${JSON.stringify(tail).slice(1)}`);
