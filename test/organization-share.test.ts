@@ -386,7 +386,11 @@ test.serial('a first wave that takes every connection of the shared pool to an o
   await fixtures.createJobWithTargets({ t, on: wideApp, key: a.key }, { urls, endpoint: { timeout_ms: 120_000, rate_limit_rps: 1000 } });
   await until('64 of A\'s attempts to hang', () => receiver.arrivals.length >= 64, 60_000);
   await sleep(HELD_AFTER_MS + 100); // A is slow from here on, holding 70 sends made in the shared pool
-  t.is(receiver.arrivals.length, 64, 'the shared pool\'s connections to the origin are all taken');
+  // On a quiet machine exactly 64 arrived: the shared pool's connections to the origin are all
+  // taken. On a busy one some of A's 70 may start only after A is slow (claimed in a later, smaller
+  // claim, or past their slot's lateness and given a new one), in A's own pool: more arrive, and
+  // the shared pool holds fewer (B's attempt then proves less, but is never wrongly failed).
+  t.true(receiver.arrivals.length >= 64, `${receiver.arrivals.length} of A's attempts arrived`);
   const attempts = await deliveredAtFast(t, b.key, receiver);
   t.deepEqual(attempts, [{ success: true, error: null }], 'B\'s first attempt succeeded: it did not wait for a connection');
 });
