@@ -56,7 +56,7 @@ async function run(role: Role, config: Config, logger: Logger): Promise<void> {
     // (a probe). One deadline for all of them.
     const startedAt = Date.now();
     const untilReached = <T>(what: string, work: () => Promise<T>) => retryWhileUnreachable(work, {
-      what, timeoutMs: Math.max(0, startedAt + config.databaseStartTimeoutMs - Date.now()), logger,
+      what, timeoutMs: config.databaseStartTimeoutMs, since: startedAt, logger,
       stopped: () => stopping !== undefined, onStop: (wake) => onStopping.push(wake),
     });
     await untilReached('migrations', () => migrate(database.directUrl, logger));

@@ -19,13 +19,17 @@ export class DatabaseStartTimeoutError extends Error {
 
 /**
  * Runs `work` until it succeeds, fails for another reason than an unreachable database, or
- * `timeoutMs` has passed since the first try (then DatabaseStartTimeoutError). `stopped` ends the
- * waiting between tries early (a signal during the start): the last error is thrown then.
+ * `timeoutMs` has passed since `since` or the first try (then DatabaseStartTimeoutError).
+ * `stopped` ends the waiting between tries early (a signal during the start): the last error is
+ * thrown then.
  */
 export async function retryWhileUnreachable<T>(work: () => Promise<T>, options: {
   what: string; timeoutMs: number; logger: Logger; stopped?: () => boolean; onStop?: (wake: () => void) => void;
+  /** When the timeout began (default: now): steps of one start share one deadline, and the
+   * message names the timeout as configured, not what was left of it for this step. */
+  since?: number;
 }): Promise<T> {
-  const deadline = Date.now() + options.timeoutMs;
+  const deadline = (options.since ?? Date.now()) + options.timeoutMs;
   let delay = FIRST_DELAY_MS;
   for (let tries = 1; ; tries += 1) {
     try {
