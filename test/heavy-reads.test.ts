@@ -16,13 +16,13 @@ import { RequestScope, requestScope } from '../src/db/request-scope.ts';
 import { AppError } from '../src/errors.ts';
 import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
-import { scrape, valueOf } from './helpers/metrics.ts';
+import { heavyReadWaitCount } from './helpers/heavy-turn.ts';
 import { session, waitingOn } from './helpers/sessions.ts';
 import { until } from './helpers/until.ts';
 
 const app = startTestApp();
 
-const waits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
+const waits = () => heavyReadWaitCount(app);
 
 /**
  * The organization's job list of `applicationId`, held on a lock of webhook_jobs this test takes:

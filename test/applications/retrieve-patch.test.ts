@@ -2,8 +2,7 @@
 import test from 'ava';
 import { sql } from 'slonik';
 import { assertError } from '../helpers/app.ts';
-import { scrape, valueOf } from '../helpers/metrics.ts';
-import { session, waitingOn } from '../helpers/sessions.ts';
+import { heavyReadWaitCount, holdHeavyTurn } from '../helpers/heavy-turn.ts';
 import { until } from '../helpers/until.ts';
 import {
   app, DETAIL_FIELDS, PATCH_FIELDS, ENDPOINT_ITEM_FIELDS, ISO_MS, OLD, createApp, createEndpoint, assertValidation,
@@ -207,28 +206,21 @@ test('patch to a uid another application holds is a 409 conflict and changes not
 // retrieve of 120-190 ms, and 25 of them a second held another tenant's simple reads for seconds.
 // Past 100 endpoints a retrieve takes its organization's turn for heavy reads.
 test.serial('a retrieve of an application of more than 100 endpoints waits for its organization\'s heavy turn; one of 100 does not', async (t) => {
-  const heavyReadWaits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
   const { key } = await app.createOrg();
   const [large, small] = [await createApp(key, { name: 'Large', uid: 'large' }), await createApp(key, { name: 'Small' })];
   for (let i = 0; i < 101; i += 1) await createEndpoint(key, large.id, [], `https://example.com/${i}`);
   for (let i = 0; i < 100; i += 1) await createEndpoint(key, small.id, [], `https://example.com/${i}`);
-  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
-  await locker.query('begin');
-  await locker.query('lock table event_types in access exclusive mode');
-  t.teardown(() => locker.query('rollback').catch(() => {}));
-  // The organization's turn held by an event type search, waiting on the lock.
-  const search = app.request('GET', '/v1/event-types?search=order', { key });
-  await waitingOn(watcher, 'event_types');
-  const waitsBefore = await heavyReadWaits();
+  // The organization's turn held by an event type search.
+  const turn = await holdHeavyTurn(t, app, key);
   let answered = false;
   const retrieve = app.request('GET', `/v1/applications/${large.id}`, { key }).finally(() => { answered = true; });
   const byUid = app.request('GET', '/v1/applications/by-uid/large', { key });
-  await until('both wait for the organization\'s turn', async () => (await heavyReadWaits()) >= waitsBefore + 2);
+  await until('both wait for the organization\'s turn', async () => (await heavyReadWaitCount(app)) >= turn.waitsBefore + 2);
   t.false(answered);
   const other = await app.request('GET', `/v1/applications/${small.id}`, { key });
   t.is(other.body.endpoints.length, 100);
-  await locker.query('commit');
-  t.is((await search).status, 200);
+  await turn.release();
+  t.is((await turn.search).status, 200);
   for (const res of [await retrieve, await byUid]) {
     t.is(res.status, 200);
     t.is(res.body.id, large.id);

@@ -14,12 +14,9 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { errorHandler } from '../../src/api/middleware/errors.ts';
 import * as fixtures from '../helpers/fixtures.ts';
-import { scrape, valueOf } from '../helpers/metrics.ts';
-import { session, waitingOn } from '../helpers/sessions.ts';
+import { heavyReadWaitCount, holdHeavyTurn } from '../helpers/heavy-turn.ts';
 import { until } from '../helpers/until.ts';
 import { app } from './helpers.ts';
-
-const heavyReadWaits = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_heavy_read_waits_total') ?? 0;
 
 /** A job of one endpoint whose delivery has `count` attempt records, written by SQL: 4 KB answers, each fourth in the millisecond of the one before. */
 async function jobWithAttempts(t: Parameters<typeof fixtures.createOrgWithApplication>[1], count: number) {
@@ -87,28 +84,22 @@ test.serial('a HEAD of a job past one batch sends a GET\'s headers at once: no f
   const headers = { authorization: `Bearer ${key}` };
   const get = await fetch(url, { headers });
   await get.text();
-  // The organization's turn for heavy reads held by an event type search, on a lock of event_types this test takes.
-  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
-  await locker.query('begin');
-  await locker.query('lock table event_types in access exclusive mode');
-  t.teardown(() => locker.query('rollback').catch(() => {}));
-  const search = app.request('GET', '/v1/event-types?search=order', { key });
-  await waitingOn(watcher, 'event_types');
-  const waitsBefore = await heavyReadWaits();
+  // The organization's turn for heavy reads held by an event type search.
+  const turn = await holdHeavyTurn(t, app, key);
 
   // (HEAD is not an operation of the OpenAPI document, whose checks app.request makes.)
   let head: { status: number; headers: Headers; body: string } | Error | undefined;
   fetch(url, { method: 'HEAD', headers }).then(async (res) => ({ status: res.status, headers: res.headers, body: await res.text() }))
     .then((res) => { head = res; }, (error: Error) => { head = error; });
   await until('the HEAD answered, or waiting for the organization\'s turn',
-    async () => head !== undefined || (await heavyReadWaits()) > waitsBefore);
+    async () => head !== undefined || (await heavyReadWaitCount(app)) > turn.waitsBefore);
   if (head === undefined || head instanceof Error) return t.fail(`not answered while another heavy read holds the turn: ${String(head)}`);
   t.is(head.status, 200);
   t.is(head.body, '');
   for (const name of ['content-type', 'content-length', 'transfer-encoding']) t.is(head.headers.get(name), get.headers.get(name), name);
 
-  await locker.query('commit');
-  t.is((await search).status, 200);
+  await turn.release();
+  t.is((await turn.search).status, 200);
 });
 
 // A hostile-tenant probe: 16 retrieves at once of a job of 2,955 records each read its first
@@ -118,23 +109,17 @@ test.serial('a HEAD of a job past one batch sends a GET\'s headers at once: no f
 test.serial('a job of more than 100 records is read in the organization\'s turn for heavy reads; one of 100 is not', async (t) => {
   const { key, jobId } = await jobWithAttempts(t, 500);
   const small = await jobWithAttempts(t, 100);
-  const [locker, watcher] = [await session(t, app.databaseUrl), await session(t, app.databaseUrl)];
-  await locker.query('begin');
-  await locker.query('lock table event_types in access exclusive mode');
-  t.teardown(() => locker.query('rollback').catch(() => {}));
-  // The turn of the job's organization held by an event type search, waiting on the lock.
-  const search = app.request('GET', '/v1/event-types?search=order', { key });
-  await waitingOn(watcher, 'event_types');
-  const waitsBefore = await heavyReadWaits();
+  // The turn of the job's organization held by an event type search.
+  const turn = await holdHeavyTurn(t, app, key);
   let answered = false;
   const job = app.request('GET', `/v1/webhook-jobs/${jobId}`, { key }).finally(() => { answered = true; });
-  await until('the retrieve waits for its organization\'s turn', async () => (await heavyReadWaits()) > waitsBefore);
+  await until('the retrieve waits for its organization\'s turn', async () => (await heavyReadWaitCount(app)) > turn.waitsBefore);
   t.false(answered);
   // Another organization's job of 100 records is answered meanwhile, without a turn.
   const other = await app.request('GET', `/v1/webhook-jobs/${small.jobId}`, { key: small.key });
   t.is(other.body.deliveries.length, 100);
-  await locker.query('commit');
-  t.is((await search).status, 200);
+  await turn.release();
+  t.is((await turn.search).status, 200);
   const res = await job;
   t.is(res.status, 200);
   t.is(res.body.deliveries.length, 500);
