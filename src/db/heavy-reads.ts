@@ -1,7 +1,8 @@
 // Reads whose cost grows with a tenant's data: an offset list's total and page (jobs, endpoints,
 // applications, restorable endpoints), the summary's counts, the stats' sums, an event type
-// search, operational events by type, the recover request's count and a retrieved job's attempt
-// records past their first 1,000 (src/api/routes/webhook-jobs.ts). One organization's run at most `perOrganization` at a
+// search, operational events by type, the recover request's count, a retrieved job's attempt
+// records when there are more than 100 (src/api/routes/webhook-jobs.ts) and a retrieved
+// application of more than 100 endpoints. One organization's run at most `perOrganization` at a
 // time in a process; its further ones wait, in their turn, for one of its own to end (a 503 past
 // the acquire timeout, for it alone), holding no connection meanwhile. The share of the pool
 // (pool-guard.ts) keeps connections for the others but not the database's cores: with sixteen

@@ -62,27 +62,34 @@ export function makeApplicationsRouter(pool: DatabasePool, config: Config): Rout
   const router = Router();
   const { portalLinkCreation } = rateLimitRules(config);
 
-  /** The retrieve response: the application `find` reads and its live endpoints, from one snapshot (its endpoints_count agrees with them). */
-  async function detail(tenant: Tenant, find: (db: CommonQueryMethods) => Promise<ApplicationRow | null>) {
+  /**
+   * The retrieve response: the application `find` reads and its live endpoints, from one snapshot
+   * (its endpoints_count agrees with them). Null for an application of more than `atMost`
+   * endpoints: none of them read.
+   */
+  async function detail(tenant: Tenant, find: (db: CommonQueryMethods) => Promise<ApplicationRow | null>, atMost = Infinity) {
     const found = await inOneSnapshot(pool, async (db) => {
       const app = await find(db);
-      return app && { app, endpoints: await listApplicationEndpoints(db, tenant, app.id) };
+      if (!app || app.endpoints_count > atMost) return app && { app, endpoints: null };
+      return { app, endpoints: await listApplicationEndpoints(db, tenant, app.id) };
     });
     if (!found) throw notFound('Application');
-    return toDetail({ ...found.app, endpoints: found.endpoints.map(toEndpoint) });
+    return found.endpoints && toDetail({ ...found.app, endpoints: found.endpoints.map(toEndpoint) });
   }
 
   /**
-   * The retrieve: of an application with more than HEAVY_DETAIL_ENDPOINTS endpoints, in its
-   * organization's turn for heavy reads (src/db/heavy-reads.ts). Its answer carries every
+   * The retrieve: of an application with more than HEAVY_DETAIL_ENDPOINTS endpoints, read again
+   * in its organization's turn for heavy reads (src/db/heavy-reads.ts). Its answer carries every
    * endpoint: 1,000 of 2,048-character URLs are 2.1 MB and 120-190 ms of the web's time, and 25
    * such retrieves a second from one tenant held another's simple reads for seconds (a probe).
    */
   async function sendDetail(res: Response, tenant: Tenant, find: (db: CommonQueryMethods) => Promise<ApplicationRow | null>) {
-    const app = await find(pool);
-    if (!app) throw notFound('Application');
-    const send = async () => { res.json(await detail(tenant, find)); };
-    await (app.endpoints_count > HEAVY_DETAIL_ENDPOINTS ? heavyRead(pool, send) : send());
+    const small = await detail(tenant, find, HEAVY_DETAIL_ENDPOINTS);
+    if (small) {
+      res.json(small);
+      return;
+    }
+    await heavyRead(pool, async () => { res.json(await detail(tenant, find)); });
   }
 
   router.post('/', noQuery, async (req, res) => {
