@@ -62,12 +62,16 @@ async function asServer(file: string, args: string[], user: { uid: number; gid: 
   return run(path.join(BIN, file), args, { ...(user ? { uid: user.uid, gid: user.gid } : {}), env: { PATH: process.env.PATH ?? '', LC_ALL: 'C' } });
 }
 
-async function pidsOf(dataDir: string): Promise<number[]> {
+async function postmasterOf(dataDir: string): Promise<number> {
   const postmaster = Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
   // A file still being written reads as pid 0, and a signal to 0 would reach ava's whole process group.
   if (!Number.isInteger(postmaster) || postmaster <= 0) throw new Error(`no postmaster pid in ${dataDir}/postmaster.pid`);
+  return postmaster;
+}
+
+async function childrenOf(postmaster: number): Promise<number[]> {
   const { stdout } = await run('ps', ['-o', 'pid=', '--ppid', String(postmaster)]);
-  return [postmaster, ...stdout.split('\n').map((s) => Number(s.trim())).filter((n) => n > 0)];
+  return stdout.split('\n').map((s) => Number(s.trim())).filter((n) => n > 0);
 }
 
 function makeHandle(root: string, dataDir: string, port: number, user: { uid: number; gid: number } | undefined): Cluster {
@@ -87,10 +91,17 @@ function makeHandle(root: string, dataDir: string, port: number, user: { uid: nu
       await asServer('pg_ctl', ['promote', '-w', '-t', '60', '-D', dataDir], user);
     },
     async freeze() {
-      for (const pid of await pidsOf(dataDir)) process.kill(pid, 'SIGSTOP');
+      // The postmaster first, then its children: listed before it stopped, a backend it forked
+      // meanwhile (a client connecting just then) went on answering that client. A stop test saw
+      // its worker stop cleanly on such a connection instead of waiting on the frozen server.
+      const postmaster = await postmasterOf(dataDir);
+      process.kill(postmaster, 'SIGSTOP');
+      for (const pid of await childrenOf(postmaster)) process.kill(pid, 'SIGSTOP');
     },
     async thaw() {
-      for (const pid of await pidsOf(dataDir)) process.kill(pid, 'SIGCONT');
+      const postmaster = await postmasterOf(dataDir);
+      for (const pid of await childrenOf(postmaster)) process.kill(pid, 'SIGCONT');
+      process.kill(postmaster, 'SIGCONT');
     },
     async destroy() {
       await handle.thaw().catch(() => {});
