@@ -18,7 +18,7 @@ import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
 import { heavyReadWaitCount } from './helpers/heavy-turn.ts';
 import { session, waitingOn } from './helpers/sessions.ts';
-import { until } from './helpers/until.ts';
+import { until, within } from './helpers/until.ts';
 
 const app = startTestApp();
 
@@ -90,7 +90,7 @@ test.serial('a portal link\'s lists and its organization\'s key take turns: the 
   t.is((await jobs).status, 200);
   // First come first served, the link's next list took the turn and waited on the second lock,
   // and the key's list behind it never came (until that lock went).
-  const answered = await Promise.race([keyList, new Promise<null>((done) => setTimeout(() => done(null), 30_000))]);
+  const answered = await within(keyList, 30_000, null);
   t.is(answered?.status, 200, 'the key\'s list is answered while the link\'s next waits');
   t.false(linkNextAnswered);
   await relocked;

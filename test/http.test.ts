@@ -11,6 +11,7 @@ import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
 import { PARSE_IN_TURN_BYTES } from '../src/api/middleware/json-body.ts';
 import { assertError, startTestApp, TEST_HEALTH_TIMEOUT_MS, type Response, type TestApp } from './helpers/app.ts';
+import { within } from './helpers/until.ts';
 
 const app = startTestApp();
 
@@ -481,7 +482,7 @@ test('a request whose body never arrives whole is answered 408 and its connectio
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.write(`POST /v1/webhook-jobs HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\n`
     + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"application_id":');
-  const outcome = await Promise.race([closed.then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 30_000, 'still open'))]);
+  const outcome = await within(closed.then(() => 'closed'), 30_000, 'still open');
   t.is(outcome, 'closed', 'the server gave up on the request');
   const answer = parseRawAnswer(Buffer.concat(received).toString('latin1'));
   t.is(answer.status, 408);

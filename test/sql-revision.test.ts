@@ -8,6 +8,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { applySqlDefinitions, migrate, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
 import { createTestDatabase } from './helpers/database.ts';
+import { within } from './helpers/until.ts';
 
 const silent = pino({ level: 'silent' });
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -150,8 +151,7 @@ test('a step waiting on a long transaction lets go of its locks, so the writes b
   // A write to the table while the step still waits for it: it must not wait for the holder.
   const started = Date.now();
   const wrote = writer.query('begin; lock table deliveries in row exclusive mode; commit').then(() => 'wrote');
-  const held = new Promise<'held'>((resolve) => setTimeout(() => resolve('held'), 30_000));
-  t.is(await Promise.race([wrote, held]), 'wrote', 'the write went on while the transaction was still open');
+  t.is(await within(wrote, 30_000, 'held'), 'wrote', 'the write went on while the transaction was still open');
   t.log(`the write waited ${Date.now() - started} ms (lock_timeout ${SQL_LOCK_TIMEOUT_MS} ms)`);
   await holder.query('commit');
   t.is(await step, 'applied');

@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { startTestApp } from './helpers/app.ts';
 import { startScript, STARTUP_TIMEOUT_MS, type Started } from './helpers/process.ts';
 import * as shared from './helpers/receiver.ts';
-import { until } from './helpers/until.ts';
+import { until, within } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 
@@ -107,7 +107,7 @@ async function startWorkerProcess(t: ExecutionContext, env: Record<string, strin
 
 /** How the process exited, or 'still running' after `ms`. */
 const exitWithin = (worker: Started, ms: number) =>
-  Promise.race([worker.exited.then((exit) => exit), sleep(ms).then(() => 'still running' as const)]);
+  within(worker.exited, ms, 'still running' as const);
 
 /** The process's JSON log lines at level error or above, as written. */
 const errorLines = (worker: Started) =>
@@ -116,7 +116,7 @@ const errorLines = (worker: Started) =>
 async function stopWorkerProcess(worker: Started): Promise<void> {
   if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
   worker.child.kill('SIGTERM');
-  const stopped = await Promise.race([worker.exited.then(() => true), sleep(15_000).then(() => false)]);
+  const stopped = await within(worker.exited.then(() => true), 15_000, false);
   if (!stopped) {
     worker.child.kill('SIGKILL');
     await worker.exited;

@@ -514,7 +514,7 @@ export function makeJobAcceptor(
       const before = waiting.length;
       const group = startable(nextGroup(waiting, maxGroup, inFlight > 0 ? (w) => runningApps.has(w.a.input.applicationId) : undefined));
       if (group.length === 0) {
-        if (waiting.length === before) return; // every one waits for a running group's applications
+        if (waiting.length === before) break; // every one waits for a running group's applications
         continue;
       }
       inFlight += 1;
@@ -537,6 +537,11 @@ export function makeJobAcceptor(
       };
       void requestScope.exit(() => acceptGroup(group, release)).finally(release);
     }
+    // Nothing waits for a running group to be overdue now (none waits, the groups' room is full,
+    // or those waiting wait for a running group's applications): each group's end pumps again.
+    // A timer left behind would hold the process up to overlapAfterMs after its last request.
+    clearTimeout(overdue);
+    overdue = undefined;
   }
 
   /** Answers 503 to the requests that waited for a group past waitLimitMs; stops once none waits. */
