@@ -327,9 +327,10 @@ test('success: job succeeded, completed_at set, one delivery record with the ans
 
 test('a 503 then a 200: awaiting_retry in between, then succeeded with attempt_count 2', async (t) => {
   const ctx = await setup(t);
-  // Retry-After: 3 keeps the delivery awaiting its retry long enough for a loaded machine's
-  // poll to see it (RETRY_SCHEDULE alone leaves 1 s).
-  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '3' }, body: 'boom' } : { status: 200, body: 'fine' }));
+  // Retry-After: 8 keeps the delivery awaiting its retry long enough for a loaded machine's
+  // poll to see it (RETRY_SCHEDULE alone leaves 1 s; with 3 s a full run once recorded the first
+  // attempt, and so showed awaiting_retry, only as its retry came due, 4 s after it began).
+  const r = await receiver((_a, i) => (i === 0 ? { status: 503, headers: { 'retry-after': '8' }, body: 'boom' } : { status: 200, body: 'fine' }));
   const ep = await createEndpoint(t, ctx, r.url);
   const jobId = await createJob(t, ctx);
   const waiting = await waitStatus(ctx, jobId, 'awaiting_retry');
@@ -344,7 +345,7 @@ test('a 503 then a 200: awaiting_retry in between, then succeeded with attempt_c
   t.is(job.deliveries.length, 2);
   t.like(job.deliveries[1], { endpoint_id: ep.id, attempt: 2, status_code: 200, response_body: 'fine', success: true, error: null });
   t.regex(job.completed_at, ISO_MS);
-  t.true(r.arrivals[1]!.at - r.arrivals[0]!.at >= 2900, 'the retry waits for Retry-After (3 s)');
+  t.true(r.arrivals[1]!.at - r.arrivals[0]!.at >= 7900, 'the retry waits for Retry-After (8 s)');
 });
 
 test('a receiver that never answers: the attempt ends at the endpoint timeout (1000 ms) with error timeout', async (t) => {
