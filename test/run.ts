@@ -32,7 +32,16 @@ try {
     const ava = spawn(process.execPath, [path.join(root, 'node_modules/ava/entrypoints/cli.js'), ...process.argv.slice(2)], {
       stdio: 'inherit',
       detached: true,
-      env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template },
+      // NODE_COMPILE_CACHE: Node's compile cache keeps the type-stripped, compiled modules, so
+      // the ~160 test processes, and the servers, workers and CLIs they start, do not each strip
+      // and compile src/ and its packages again (importing the app: 1.6 s of CPU without it,
+      // 1.1 s with it). Node writes each entry to a temporary file and renames it, so
+      // concurrent processes share the directory safely; an entry is used only for the same
+      // source text.
+      env: {
+        ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template,
+        NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? path.join(root, '.data', 'compile-cache'),
+      },
     });
     const killGroup = (signal: NodeJS.Signals) => {
       try {
