@@ -14,6 +14,7 @@ import { poolAvailability, poolShareWaits } from './db/pool.ts';
 import type { Logger } from './logger.ts';
 import type { Queue } from './queue.ts';
 import type { AttemptError } from './worker/attempt.ts';
+import { within } from './within.ts';
 
 const PREFIX = 'hookline_';
 /** A scrape waits at most this long for the database (a free connection included); the gauges then keep their last values. */
@@ -212,9 +213,7 @@ export function makeMetrics(deps: { pool: DatabasePool; logger: Logger; queue?: 
         if (!isDatabaseUnavailable(error)) deps.logger.warn({ err: error }, 'metrics: reading queue depth and endpoint counts failed; serving the last values');
       })
       .finally(() => { reading = undefined; });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, COLLECT_TIMEOUT_MS); });
-    return Promise.race([reading, timeout]).finally(() => clearTimeout(timer));
+    return within(reading, COLLECT_TIMEOUT_MS, undefined);
   }
 
   return {

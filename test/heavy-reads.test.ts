@@ -18,7 +18,8 @@ import { startTestApp } from './helpers/app.ts';
 import { createApplication, createEndpoint, createEventType } from './helpers/fixtures.ts';
 import { heavyReadWaitCount } from './helpers/heavy-turn.ts';
 import { session, waitingOn } from './helpers/sessions.ts';
-import { until, within } from './helpers/until.ts';
+import { within } from '../src/within.ts';
+import { until } from './helpers/until.ts';
 
 const app = startTestApp();
 

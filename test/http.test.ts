@@ -10,8 +10,8 @@ import { makePool } from '../src/db/pool.ts';
 import { makeLogger } from '../src/logger.ts';
 import { startWeb } from '../src/web.ts';
 import { PARSE_IN_TURN_BYTES } from '../src/api/middleware/json-body.ts';
+import { within } from '../src/within.ts';
 import { assertError, startTestApp, TEST_HEALTH_TIMEOUT_MS, type Response, type TestApp } from './helpers/app.ts';
-import { within } from './helpers/until.ts';
 
 const app = startTestApp();
 

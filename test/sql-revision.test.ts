@@ -7,8 +7,8 @@ import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
 import { applySqlDefinitions, migrate, readSqlDefinitions, SQL_LOCK_TIMEOUT_MS } from '../src/db/migrate.ts';
+import { within } from '../src/within.ts';
 import { createTestDatabase } from './helpers/database.ts';
-import { within } from './helpers/until.ts';
 
 const silent = pino({ level: 'silent' });
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -13,7 +13,8 @@ import { z } from 'zod';
 import { startTestApp } from './helpers/app.ts';
 import { startScript, STARTUP_TIMEOUT_MS, type Started } from './helpers/process.ts';
 import * as shared from './helpers/receiver.ts';
-import { until, within } from './helpers/until.ts';
+import { within } from '../src/within.ts';
+import { until } from './helpers/until.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 

@@ -16,6 +16,7 @@ import type { Attempter } from './attempt.ts';
 import { storableBody, USER_AGENT } from './delivery-loop.ts';
 import { nextAttemptAt } from './retry-policy.ts';
 import { signatureHeader } from './signing.ts';
+import { within } from '../within.ts';
 
 /**
  * Operational attempts one worker has in flight at once (claimed, until their outcome is
@@ -182,9 +183,7 @@ export function startOperationalLoop(deps: {
     // 15 s timeout, after the deliveries' wait, a stop took 25 + 15 s by default, past a
     // platform's 30 s before its SIGKILL (a probe: 14 s with SHUTDOWN_TIMEOUT_MS=2000).
     while (attempts.size > 0 && Date.now() < stopBy) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all([...attempts]), new Promise<void>((resolve) => { timer = setTimeout(resolve, stopBy - Date.now()); })]);
-      clearTimeout(timer);
+      await within(Promise.all([...attempts]), stopBy - Date.now(), undefined);
     }
     while (recording || attempted.length > 0) {
       record();

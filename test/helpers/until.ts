@@ -20,17 +20,3 @@ export async function until<T>(
     await sleep(pollMs);
   }
 }
-
-/**
- * `promise`'s value, or `otherwise` once `ms` have passed without it. The timer ends with the
- * race: left running, a timer of a race won early kept a test file's process (and its place
- * among ava's concurrent files) alive for the rest of its 30 s.
- */
-export async function within<T, U>(promise: Promise<T>, ms: number, otherwise: U): Promise<T | U> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<U>((resolve) => { timer = setTimeout(resolve, ms, otherwise); })]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
