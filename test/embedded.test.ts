@@ -7,9 +7,9 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import pg from 'pg';
-import { ROOT, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive, signalPid } from './helpers/process.ts';
+import { ROOT, SCRATCH, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive, signalPid } from './helpers/process.ts';
 
-const dataDir = path.join(ROOT, '.data', `test-embedded-${randomBytes(4).toString('hex')}`);
+const dataDir = path.join(SCRATCH, `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
 const started: Started[] = [];
 

