@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { createConfig, lintFromString, type NormalizedProblem } from '@redocly/openapi-core';
 import test from 'ava';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { Router } from 'express';
 import { makeApp } from '../src/api/app.ts';
 import { openApiDocument, openApiText } from '../src/api/openapi/document.ts';
@@ -41,6 +42,42 @@ function concrete(path: string, op: Json): string {
     return encodeURIComponent(String(parameter?.schema.examples[0]));
   });
 }
+
+/** Every JSON Schema of the document: the components' schemas and each `schema` of an operation, a parameter or a header. */
+function schemasOf(document: Json): Array<[string, Json]> {
+  const found: Array<[string, Json]> = Object.entries((document.components?.schemas ?? {}) as Json)
+    .map(([name, schema]) => [`components/schemas/${name}`, schema as Json]);
+  const walk = (node: unknown, where: string) => {
+    if (!node || typeof node !== 'object') return;
+    for (const [key, value] of Object.entries(node as Json)) {
+      if (key === 'schema' && value && typeof value === 'object') found.push([`${where}/schema`, value as Json]);
+      else walk(value, `${where}/${key}`);
+    }
+  };
+  for (const part of ['paths', 'webhooks', 'components']) {
+    if (part === 'components') walk({ ...(document.components as Json), schemas: undefined }, 'components');
+    else walk(document[part], part);
+  }
+  return found;
+}
+
+function invalidSchemas(ajv: Ajv2020, document: Json): string[] {
+  return schemasOf(document).flatMap(([where, schema]) => (ajv.validateSchema(schema) ? [] : [`${where}: ${ajv.errorsText(ajv.errors)}`]));
+}
+
+test('every schema of the document is valid JSON Schema 2020-12 (the conformance check compiles them without this check)', (t) => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  t.true(schemasOf(doc).length > 50, `${schemasOf(doc).length} schemas found`);
+  t.deepEqual(invalidSchemas(ajv, doc), []);
+  // The check sees a broken schema in a component, and one in an operation's response.
+  const broken = structuredClone(doc);
+  const [name] = Object.keys(broken.components.schemas as Json);
+  broken.components.schemas[name as string].type = 'strin';
+  broken.paths['/v1/applications'].get.responses['200'].content['application/json'].schema = { type: 'objekt' };
+  const problems = invalidSchemas(ajv, broken);
+  t.true(problems.some((p) => p.startsWith(`components/schemas/${name as string}:`)), problems.join('\n'));
+  t.true(problems.some((p) => p.startsWith('paths//v1/applications/get/responses/200/')), problems.join('\n'));
+});
 
 test('openapi.json at the repository root is the generated document (else run `npm run openapi`)', (t) => {
   let committed = '';
