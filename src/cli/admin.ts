@@ -2,17 +2,18 @@
 // API key. Each prints exactly one JSON object on stdout; logs go to stderr; bad arguments exit
 // with 2 and an unknown organization with 1.
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
-import { loadConfigOrExit } from '../config.ts';
-import { createApiKey } from '../core/api-keys.ts';
 import { SCOPES } from '../core/scopes.ts';
-import { openDatabase } from '../database.ts';
-import { causeChain, describeDatabaseError, isDatabaseUnavailable } from '../db/availability.ts';
-import { migrate } from '../db/migrate.ts';
-import { findOrganization, insertOrganization, listOrganizations } from '../db/organizations.ts';
-import { makePool } from '../db/pool.ts';
-import { newId } from '../ids.ts';
+
+// The database's modules are imported once the arguments are checked: `help` and a usage error
+// answer without loading them (0.1 s of CPU instead of 0.45).
+const databaseModules = async () => {
+  const [{ pino }, { loadConfigOrExit }, apiKeys, { openDatabase }, { migrate }, organizations, { makePool }, { newId }] = await Promise.all([
+    import('pino'), import('../config.ts'), import('../core/api-keys.ts'), import('../database.ts'), import('../db/migrate.ts'),
+    import('../db/organizations.ts'), import('../db/pool.ts'), import('../ids.ts'),
+  ]);
+  return { pino, loadConfigOrExit, createApiKey: apiKeys.createApiKey, openDatabase, migrate, ...organizations, makePool, newId };
+};
 
 const USAGE = `usage: npm run admin -- create-org --name NAME [--environment live|test]
        npm run admin -- list-orgs
@@ -98,6 +99,7 @@ function parseCommand(argv: string[]): Command {
 
 /** Runs `work` against the server's database (migrated first) and prints its result as one JSON line. */
 async function withDatabase(work: (db: CommonQueryMethods) => Promise<unknown>): Promise<void> {
+  const { loadConfigOrExit, pino, openDatabase, migrate, makePool } = await databaseModules();
   const config = loadConfigOrExit(process.env);
   const logger = pino({ level: config.logLevel === 'info' ? 'warn' : config.logLevel }, pino.destination(2));
   const database = await openDatabase(config, logger, { shareOrphan: true });
@@ -118,10 +120,12 @@ async function withDatabase(work: (db: CommonQueryMethods) => Promise<unknown>):
 class UnknownOrganization extends Error {}
 
 async function run(command: Command): Promise<void> {
+  if (command.kind === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const { insertOrganization, createApiKey, newId, listOrganizations, findOrganization } = await databaseModules();
   switch (command.kind) {
-    case 'help':
-      process.stdout.write(`${USAGE}\n`);
-      return;
     case 'create-org':
       return withDatabase(async (tx) => {
         const org = await insertOrganization(tx, { id: newId('org'), name: command.name });
@@ -145,7 +149,7 @@ async function run(command: Command): Promise<void> {
 }
 
 /** A connection refused: authentication (28…), an unknown database (3D000), a certificate refused. */
-function isConnectionRefusal(error: unknown): boolean {
+function isConnectionRefusal(error: unknown, causeChain: (error: unknown) => Iterable<unknown>): boolean {
   for (const cause of causeChain(error)) {
     const { code } = cause as { code?: unknown };
     if (typeof code === 'string' && (code.startsWith('28') || code === '3D000' || code.includes('CERT'))) return true;
@@ -156,9 +160,10 @@ function isConnectionRefusal(error: unknown): boolean {
 try {
   await run(parseCommand(process.argv.slice(2)));
 } catch (error) {
+  const { causeChain, describeDatabaseError, isDatabaseUnavailable } = await import('../db/availability.ts');
   // A database that cannot be reached (refused, a wrong password, a certificate refused) is said
   // in one line, as the server's processes say it, not as an uncaught error's stack (a probe).
-  if (!(error instanceof UnknownOrganization) && !isConnectionRefusal(error) && !isDatabaseUnavailable(error)) throw error;
+  if (!(error instanceof UnknownOrganization) && !isConnectionRefusal(error, causeChain) && !isDatabaseUnavailable(error)) throw error;
   process.stderr.write(`${error instanceof UnknownOrganization ? error.message : `admin: cannot use the database: ${describeDatabaseError(error)}`}\n`);
   process.exitCode = 1;
 }
