@@ -5,7 +5,7 @@ import { accessSync, constants, mkdirSync, readdirSync, rmSync, statfsSync } fro
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { isAlive, startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { runStatement } from './helpers/database.ts';
 
@@ -34,19 +34,11 @@ function scratchParent(): string {
   }
   return path.join(root, '.data');
 }
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
 const parent = scratchParent();
 mkdirSync(parent, { recursive: true });
 for (const name of readdirSync(parent)) {
   const pid = Number(/^hookline-test-(\d+)$/.exec(name)?.[1]);
-  if (pid && pid !== process.pid && !alive(pid)) rmSync(path.join(parent, name), { recursive: true, force: true });
+  if (pid && pid !== process.pid && !isAlive(pid)) rmSync(path.join(parent, name), { recursive: true, force: true });
 }
 const scratch = path.join(parent, `hookline-test-${process.pid}`);
 mkdirSync(path.join(scratch, 'tmp'), { recursive: true, mode: 0o755 });

@@ -148,9 +148,9 @@ async function run(command: Command): Promise<void> {
   }
 }
 
-/** A connection refused: authentication (28…), an unknown database (3D000), a certificate refused. */
-function isConnectionRefusal(error: unknown, causeChain: (error: unknown) => Iterable<unknown>): boolean {
-  for (const cause of causeChain(error)) {
+/** Whether one of an error's causes is a connection refused: authentication (28…), an unknown database (3D000), a certificate refused. */
+function isConnectionRefusal(causes: Iterable<unknown>): boolean {
+  for (const cause of causes) {
     const { code } = cause as { code?: unknown };
     if (typeof code === 'string' && (code.startsWith('28') || code === '3D000' || code.includes('CERT'))) return true;
   }
@@ -163,7 +163,7 @@ try {
   const { causeChain, describeDatabaseError, isDatabaseUnavailable } = await import('../db/availability.ts');
   // A database that cannot be reached (refused, a wrong password, a certificate refused) is said
   // in one line, as the server's processes say it, not as an uncaught error's stack (a probe).
-  if (!(error instanceof UnknownOrganization) && !isConnectionRefusal(error, causeChain) && !isDatabaseUnavailable(error)) throw error;
+  if (!(error instanceof UnknownOrganization) && !isConnectionRefusal(causeChain(error)) && !isDatabaseUnavailable(error)) throw error;
   process.stderr.write(`${error instanceof UnknownOrganization ? error.message : `admin: cannot use the database: ${describeDatabaseError(error)}`}\n`);
   process.exitCode = 1;
 }

@@ -558,7 +558,8 @@ async function readPid(file: string): Promise<number | null> {
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process `pid` exists (another user's counts: EPERM). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
