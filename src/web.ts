@@ -7,7 +7,7 @@ import net, { type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { makeApp, type AppDependencies } from './api/app.ts';
 import { withBoundPort } from './config.ts';
-import { stopValidationPool } from './core/json-schema-pool.ts';
+import { holdValidationPool } from './core/json-schema-pool.ts';
 import { AppError, validationError } from './errors.ts';
 import { answeredByServer, recordRequest } from './api/middleware/request-context.ts';
 import type { Logger } from './logger.ts';
@@ -93,6 +93,8 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
     server.listen(deps.config.port, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  // The schema validation threads are the process's; this server lets them go at its stop.
+  const releaseValidationPool = holdValidationPool();
   // At a stop, the requests being handled are marked `Connection: close`, and their handlers
   // are waited for (res.end) before the pools behind them may close. They are found through the
   // open connections (each one's current response), which are followed as they open and close:
@@ -175,7 +177,7 @@ export async function startWeb(deps: AppDependencies): Promise<WebServer> {
       if (left > 0) deps.logger.warn({ requests: left }, 'requests still being handled after the shutdown timeout: stopping anyway');
     }
     if (forced) deps.logger.warn({ shutdown_timeout_ms: deps.config.shutdownTimeoutMs }, 'connections still open at the shutdown timeout were closed');
-    await stopValidationPool().catch(() => {});
+    await releaseValidationPool().catch(() => {});
   };
   return {
     port,

@@ -5,7 +5,7 @@
 // validation that runs out of memory on its thread must end that thread alone, never the process.
 import test from 'ava';
 import { INLINE_MAX_PAYLOAD, prepareValidator, validatePayload, type PayloadValidator } from '../src/core/json-schema.ts';
-import { MAX_WAITING, stopValidationPool, THREADS } from '../src/core/json-schema-pool.ts';
+import { holdValidationPool, MAX_WAITING, stopValidationPool, THREADS } from '../src/core/json-schema-pool.ts';
 
 test.after.always(() => stopValidationPool());
 
@@ -110,4 +110,30 @@ test.serial('a tenant that fills the line of waiting validations gives its newes
   t.deepEqual(outcomes.slice(-1), ['refused 503'], 'the newest of the flood gave its place up');
   t.true(outcomes.slice(0, -1).every((o) => o === 'valid'), 'the rest of the flood was validated');
   t.is(await again, 'refused 503');
+});
+
+// Every web server of a process shares the pool, and a server's stop used to stop it: with
+// several in one process (the tests' processes), a validation of one server's request running on
+// a thread when another stopped was aborted and answered 500. The pool stops when the last
+// holder lets it go now, and a validation it stops under is answered 503, as a stopping
+// service's. Serial: it stops the process's pool.
+test.serial('the pool stops when the last web server holding it lets it go; a validation it stops under is a 503, not a 500', async (t) => {
+  t.timeout(300_000); // validations of about 2 s of CPU each, on a busy 2-core machine
+  const prepared = await prepareValidator(FAN_OUT, 'pool-test-holders', 'org_pool_holders');
+  if ('problems' in prepared) return t.fail(JSON.stringify(prepared.problems));
+  const expensive = () => validatePayload(prepared, FOUR_DEEP, JSON.stringify(FOUR_DEEP)).then(
+    (problems) => problems?.[0]?.message ?? 'valid', (error: { status?: number; message?: string }) => `refused ${error.status}: ${error.message}`);
+  const first = holdValidationPool();
+  const second = holdValidationPool();
+  const running = expensive();
+  await new Promise((resolve) => setTimeout(resolve, 200)); // on its thread
+  await first();
+  await first(); // a second release of the same hold changes nothing
+  t.regex(await running, /could not be validated/, 'one holder let go: the validation ran to its own end');
+  const stopped = expensive();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  await second();
+  t.regex(await stopped, /^refused 503: The service is stopping/, 'the last holder let go: the validation is refused as by a stopping service');
+  const valid = { x: { x: {} } };
+  t.is(await validatePayload(prepared, valid, JSON.stringify(valid)), null, 'a later validation starts the pool again');
 });

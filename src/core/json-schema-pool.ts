@@ -209,13 +209,34 @@ async function runWithBudgets(warm: ReturnType<typeof warmPool>, task: ThreadTas
       ready = warm.pool.run({ ping: true }).catch(() => undefined);
       return { over: 'memory' };
     }
+    // The pool was stopped under the task (its process is stopping): the client may try again,
+    // on this process's successor.
+    if (warm.pool !== pool) throw serviceUnavailable(`The service is stopping; retry after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`);
     throw error;
   } finally {
     clearTimeout(timer);
   }
 }
 
-/** Stops the pool's threads (on shutdown). */
+let holders = 0;
+
+/**
+ * A web server's hold on the pool, which every web server of the process shares: the pool stops
+ * when the last one holding it lets it go (one web per process in the service; tests run many
+ * in one process, and one stopping must not take the threads from the others' validations).
+ */
+export function holdValidationPool(): () => Promise<void> {
+  holders += 1;
+  let held = true;
+  return async () => {
+    if (!held) return;
+    held = false;
+    holders -= 1;
+    if (holders === 0) await stopValidationPool();
+  };
+}
+
+/** Stops the pool's threads (on shutdown), whoever holds it. */
 export async function stopValidationPool(): Promise<void> {
   const stopping = pool;
   pool = null;
