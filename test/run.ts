@@ -1,7 +1,7 @@
 // `npm test` after the type check: one PostgreSQL for the run (embedded, or DATABASE_URL),
 // migrated once into a template database that every test file clones; then ava.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, mkdirSync, readdirSync, rmSync, statfsSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -45,11 +45,30 @@ mkdirSync(path.join(scratch, 'tmp'), { recursive: true, mode: 0o755 });
 
 const embedded = process.env.DATABASE_URL
   ? null
-  : await startEmbeddedPostgres({ dataDir: path.join(scratch, 'cluster'), logger, ephemeral: true });
+  : await startEmbeddedPostgres({ dataDir: path.join(scratch, 'cluster'), logger, ephemeral: true,
+    // A test file of a directory runs with the rest of the directory (test/helpers/modules.ts):
+    // a dozen test apps of one process, with their pools, may be busy at once.
+    settings: { max_connections: '400' } });
 const adminUrl = embedded?.url ?? process.env.DATABASE_URL ?? '';
 const template = `hookline_template_${process.pid}`;
 
 const admin = (statement: string) => runStatement(adminUrl, statement);
+
+// The files of a directory of test/ run in one process, through test/<directory>.test.ts
+// (test/helpers/modules.ts): given such a file, or the directory, ava gets that file, and
+// TEST_MODULES the files asked for (none: all of them).
+const modules: string[] = [];
+const avaArguments = process.argv.slice(2).map((argument) => {
+  const resolved = path.resolve(argument);
+  const directory = path.dirname(resolved);
+  const ownAggregator = `${resolved.replace(/\/$/, '')}.test.ts`;
+  if (path.dirname(ownAggregator) === path.join(root, 'test') && existsSync(ownAggregator) && existsSync(resolved)) return ownAggregator;
+  if (path.dirname(directory) === path.join(root, 'test') && existsSync(`${directory}.test.ts`) && resolved.endsWith('.test.ts') && existsSync(resolved)) {
+    modules.push(resolved);
+    return `${directory}.test.ts`;
+  }
+  return argument;
+}).filter((argument, i, all) => !argument.endsWith('.test.ts') || all.indexOf(argument) === i);
 
 let code = 1;
 try {
@@ -61,7 +80,7 @@ try {
     // ava runs in a process group of its own, and so does every server a test starts: when a
     // test times out, ava exits without its teardowns, and the group is how the servers it left
     // running are found and stopped, instead of living on and loading the machine.
-    const ava = spawn(process.execPath, [path.join(root, 'node_modules/ava/entrypoints/cli.js'), ...process.argv.slice(2)], {
+    const ava = spawn(process.execPath, [path.join(root, 'node_modules/ava/entrypoints/cli.js'), ...avaArguments], {
       stdio: 'inherit',
       detached: true,
       // NODE_COMPILE_CACHE: Node's compile cache keeps the type-stripped, compiled modules, so
@@ -72,7 +91,7 @@ try {
       // source text.
       env: {
         ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template,
-        TEST_SCRATCH_DIR: scratch, TMPDIR: path.join(scratch, 'tmp'),
+        TEST_SCRATCH_DIR: scratch, TMPDIR: path.join(scratch, 'tmp'), TEST_MODULES: modules.join(','),
         NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? path.join(root, '.data', 'compile-cache'),
       },
     });

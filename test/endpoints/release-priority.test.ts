@@ -75,11 +75,17 @@ async function freshGoFirst(t: ExecutionContext, a: Ctx, released: readonly stri
   t.deepEqual(sorted(await fetchDue(1000)), await deliveryIds(released), 'then the released ones');
 }
 
-test.beforeEach(async () => {
-  await fetchDue(100_000); // earlier tests' messages out of the way
+/**
+ * A serial test that first takes earlier tests' messages out of the way. Not a beforeEach: this
+ * file runs in one process with the rest of its directory (test/helpers/modules.ts), where a
+ * beforeEach would run before every other file's tests too.
+ */
+const drainedFirst = (title: string, body: (t: ExecutionContext) => Promise<void>) => test.serial(title, async (t) => {
+  await fetchDue(100_000);
+  await body(t);
 });
 
-test.serial('un-pausing an endpoint queues its held deliveries behind fresh ones', async (t) => {
+drainedFirst('un-pausing an endpoint queues its held deliveries behind fresh ones', async (t) => {
   const a = await setup(t);
   const endpointId = await createEndpoint(t, a);
   const held = await heldJobs(t, a, endpointId, 3);
@@ -87,7 +93,7 @@ test.serial('un-pausing an endpoint queues its held deliveries behind fresh ones
   await freshGoFirst(t, a, held);
 });
 
-test.serial('reset-circuit queues the held deliveries of a disabled endpoint behind fresh ones', async (t) => {
+drainedFirst('reset-circuit queues the held deliveries of a disabled endpoint behind fresh ones', async (t) => {
   const a = await setup(t);
   const endpointId = await createEndpoint(t, a);
   const held = await heldJobs(t, a, endpointId, 3);
@@ -100,7 +106,7 @@ test.serial('reset-circuit queues the held deliveries of a disabled endpoint beh
   await freshGoFirst(t, a, held);
 });
 
-test.serial('the upkeep queues the held deliveries of an endpoint activated in SQL behind fresh ones', async (t) => {
+drainedFirst('the upkeep queues the held deliveries of an endpoint activated in SQL behind fresh ones', async (t) => {
   const a = await setup(t);
   const endpointId = await createEndpoint(t, a);
   const held = await heldJobs(t, a, endpointId, 3);
@@ -109,7 +115,7 @@ test.serial('the upkeep queues the held deliveries of an endpoint activated in S
   await freshGoFirst(t, a, held);
 });
 
-test.serial('a recorded probe success queues the endpoint\'s held deliveries behind fresh ones, and the same batch\'s retries as fresh', async (t) => {
+drainedFirst('a recorded probe success queues the endpoint\'s held deliveries behind fresh ones, and the same batch\'s retries as fresh', async (t) => {
   const a = await setup(t);
   const endpointId = await createEndpoint(t, a);
   const b = await setup(t);

@@ -81,7 +81,7 @@ async function start(env: Record<string, string>, teardown: Array<() => Promise<
   const database = await createTestDatabase();
   teardown.push(database.drop);
   const databaseUrl = database.url;
-  const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
+  const config = loadConfig({ PORT: '0', DATABASE_URL: databaseUrl, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', ...env });
   const logger = options.logger ?? makeLogger(config.logLevel);
   const queue = await startQueue({
     databaseUrl, logger, leaseSeconds: config.deliveryLeaseSeconds, heartbeatSeconds: config.deliveryHeartbeatSeconds, supervise: worker,

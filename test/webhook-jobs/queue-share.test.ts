@@ -50,8 +50,14 @@ const priorities = async (jobIds: readonly string[]): Promise<number[]> => [...a
 
 const sorted = (ids: readonly number[]) => [...ids].sort((x, y) => x - y);
 
-test.beforeEach(async () => {
-  await fetchDue(100_000); // earlier tests' messages out of the way
+/**
+ * A serial test that first takes earlier tests' messages out of the way. Not a beforeEach: this
+ * file runs in one process with the rest of its directory (test/helpers/modules.ts), where a
+ * beforeEach would run before every other file's tests too.
+ */
+const drainedFirst = (title: string, body: (t: ExecutionContext) => Promise<void>) => test.serial(title, async (t) => {
+  await fetchDue(100_000);
+  await body(t);
 });
 
 test('FreshShare: a bucket of the share\'s units per organization, refilled at the share a second; deliveries past it go behind', (t) => {
@@ -117,7 +123,7 @@ test('FreshShare: a delivery weighs 1 and 1 more for every 16 KB of its payload;
   t.deepEqual(fresh.take(['y']), [0]);
 });
 
-test.serial('accept_job_group queues a group\'s deliveries past the units its organization already has in use behind', async (t) => {
+drainedFirst('accept_job_group queues a group\'s deliveries past the units its organization already has in use behind', async (t) => {
   const a = await tenant(t, 8);
   const b = await tenant(t, 1);
   const eventType = async (orgId: string) => app.pool.one(sql.type(z.object({ id: z.string(), version: z.number() }))`
@@ -154,7 +160,7 @@ test.serial('accept_job_group queues a group\'s deliveries past the units its or
 /** hookline_queue_share_excess_total on the app's /metrics. */
 const excess = async () => valueOf((await scrape(`${app.baseUrl}/metrics`)).exposition, 'hookline_queue_share_excess_total');
 
-test.serial('a job fanned out past its organization\'s share: the excess goes behind another tenant\'s job queued later, and is counted', async (t) => {
+drainedFirst('a job fanned out past its organization\'s share: the excess goes behind another tenant\'s job queued later, and is counted', async (t) => {
   const a = await tenant(t, 8);
   const b = await tenant(t, 1);
   const before = await excess();
@@ -171,7 +177,7 @@ test.serial('a job fanned out past its organization\'s share: the excess goes be
 /** A payload of about 40 K characters: each of its deliveries weighs 3 units (freshWeight). */
 const heavy = { blob: 'x'.repeat(2 * FRESH_SHARE_UNIT_BYTES + 100) };
 
-test.serial('a job\'s large payload weighs its deliveries: fewer of them fit in the share, the rest go behind', async (t) => {
+drainedFirst('a job\'s large payload weighs its deliveries: fewer of them fit in the share, the rest go behind', async (t) => {
   t.is(freshWeight(JSON.stringify(heavy).length), 3);
   const a = await tenant(t, 8);
   const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
@@ -185,7 +191,7 @@ test.serial('a job\'s large payload weighs its deliveries: fewer of them fit in 
   t.deepEqual(await priorities([multibyte]), [-2, -2, -2, -2, -2, -2, 0, 0]);
 });
 
-test.serial('a job\'s retry weighs its deliveries by the job\'s payload', async (t) => {
+drainedFirst('a job\'s retry weighs its deliveries by the job\'s payload', async (t) => {
   const a = await tenant(t, 8);
   const job = (await fixtures.createJob({ t, on: app, key: a.key }, { application_id: a.appId, event_type: 'order.created', payload: heavy })).id;
   await fetchDue(100);
@@ -198,7 +204,7 @@ test.serial('a job\'s retry weighs its deliveries by the job\'s payload', async 
   t.deepEqual(await priorities([job]), [-2, -2, -2, -2, -2, -2, 0, 0]);
 });
 
-test.serial('a job\'s retry reopening more deliveries than the share queues the rest behind', async (t) => {
+drainedFirst('a job\'s retry reopening more deliveries than the share queues the rest behind', async (t) => {
   const a = await tenant(t, 8);
   const job = await createJob(t, a);
   await fetchDue(100);
@@ -214,7 +220,7 @@ test.serial('a job\'s retry reopening more deliveries than the share queues the 
   t.true(queued.every((p) => p === 0 || p === -2), queued.join(','));
 });
 
-test.serial('a test event past the organization\'s share goes behind', async (t) => {
+drainedFirst('a test event past the organization\'s share goes behind', async (t) => {
   const a = await tenant(t, 8);
   // A job of a payload of 16 units fills a's bucket with 16 (its first delivery starts within the
   // share, the rest go behind), which takes 2.2 s to drain below 5: a test event sent before that

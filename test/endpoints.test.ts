@@ -1,0 +1,4 @@
+// The test files of test/endpoints/, in this one process (test/helpers/modules.ts).
+import { importDirectory } from './helpers/modules.ts';
+
+await importDirectory(import.meta.url);
