@@ -7,7 +7,7 @@
 // then every concurrent test at once; `before` hooks before them and `after` hooks after them
 // all, so a file must not use beforeEach/afterEach (they would run around every other file's
 // tests too), and each title must be unique across the directory (ava refuses a duplicate).
-// A file's module-level state (a helpers.ts's test app) is shared by the files that import it.
+// Each file has its own instance of the directory's other modules (isolateHelpers, below).
 //
 // TEST_MODULES, set by test/run.ts when it is given files of such a directory
 // (`npm test -- test/webhook-jobs/create.test.ts`), limits the import to those files.
