@@ -7,7 +7,8 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import pg from 'pg';
-import { ROOT, SCRATCH, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, alive, signalPid } from './helpers/process.ts';
+import { isAlive } from '../src/db/embedded.ts';
+import { ROOT, SCRATCH, healthy, runScript, startScript, STARTUP_TIMEOUT_MS, type Started, signalPid } from './helpers/process.ts';
 
 const dataDir = path.join(SCRATCH, `test-embedded-${randomBytes(4).toString('hex')}`);
 const pidFile = path.join(dataDir, 'postgres', 'postmaster.pid');
@@ -19,7 +20,7 @@ const postmasterPort = () => Number(readFileSync(pidFile, 'utf8').split('\n')[3]
 test.after.always(async () => {
   for (const server of started) server.child.kill('SIGKILL');
   const leftover = existsSync(pidFile) ? postmasterPid() : 0;
-  if (alive(leftover)) signalPid(leftover, 'SIGKILL');
+  if (isAlive(leftover)) signalPid(leftover, 'SIGKILL');
   await rm(dataDir, { recursive: true, force: true });
 });
 
@@ -49,13 +50,13 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
   const listed = await listKeys(port, apiKey.key);
   t.is(listed.status, 200);
   t.deepEqual(listed.body.data.map((k) => k.id), [apiKey.id]);
-  t.true(alive(postmasterPid()), 'the admin CLI left the server\'s PostgreSQL running');
+  t.true(isAlive(postmasterPid()), 'the admin CLI left the server\'s PostgreSQL running');
 
   // SIGKILL: no chance to stop PostgreSQL, which lives on as an orphan.
   const orphan = postmasterPid();
   server.child.kill('SIGKILL');
   await server.exited;
-  t.true(alive(orphan));
+  t.true(isAlive(orphan));
 
   const portBefore = postmasterPort();
   const restarted = await startServer();
@@ -66,7 +67,7 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
   t.is(orphanLine.match(/"pid":/g)?.length, 1, orphanLine);
   t.true(orphanLine.includes(`"postmaster_pid":${orphan}`), orphanLine);
   t.false(restarted.server.stdout().includes('initialising embedded PostgreSQL'), 'the data directory is reused');
-  t.false(alive(orphan));
+  t.false(isAlive(orphan));
   const again = await listKeys(restarted.port, apiKey.key);
   t.is(again.status, 200, 'data written before the SIGKILL is still there');
   t.deepEqual(again.body.data.map((k) => k.id), [apiKey.id]);
@@ -74,7 +75,7 @@ test.serial('first start initialises a cluster; the admin CLI shares it while th
   const running = postmasterPid();
   restarted.server.child.kill('SIGTERM');
   t.deepEqual(await restarted.server.exited, { code: 0, signal: null });
-  t.false(alive(running), 'SIGTERM stops PostgreSQL too');
+  t.false(isAlive(running), 'SIGTERM stops PostgreSQL too');
   t.false(existsSync(pidFile));
 
   // The admin CLI alone starts the cluster, and stops it; its exit code is its own there too:
@@ -92,7 +93,7 @@ test.serial('a postmaster.pid left by a cluster that died with its owner does no
   server.child.kill('SIGKILL');
   signalPid(postmaster, 'SIGKILL');
   await server.exited;
-  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (isAlive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
   t.true(existsSync(pidFile), 'the stale lock file is still there');
 
   const next = await startServer();
@@ -110,7 +111,7 @@ test.serial('a SIGTERM after the embedded PostgreSQL was stopped under the serve
   t.is((await healthy(`http://127.0.0.1:${port}`)).status, 200);
   const postmaster = postmasterPid();
   signalPid(postmaster, 'SIGINT'); // what pg_ctl stop -m fast sends
-  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (isAlive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
   server.child.kill('SIGTERM');
   t.deepEqual(await server.exited, { code: 0, signal: null });
   t.truthy(await server.waitForLog((line) => line.msg === 'stopped', 1));
@@ -190,7 +191,7 @@ test.serial("the cluster's password is random, kept in DATA_DIR/postgres.passwor
   t.is(emptied.code, 1);
   t.true(emptied.stdout.includes('postgres.password is empty'), emptied.stdout);
   t.is(readFileSync(passwordFile, 'utf8'), '\n');
-  t.false(alive(existsSync(pidFile) ? postmasterPid() : 0), 'no PostgreSQL left running');
+  t.false(isAlive(existsSync(pidFile) ? postmasterPid() : 0), 'no PostgreSQL left running');
   writeFileSync(passwordFile, `${replaced}\n`, { mode: 0o600 });
   const back = await startServer();
   t.is((await healthy(`http://127.0.0.1:${back.port}`)).status, 200, 'the file put back: it starts');
@@ -265,7 +266,7 @@ test.serial('a web and a worker on one DATA_DIR: restarts of the web leave the w
 
   await stopped(web2, 'SIGTERM');
   t.truthy(await web2.waitForLog((line) => typeof line.msg === 'string' && line.msg.startsWith('embedded PostgreSQL left running: other processes use it'), 1));
-  t.true(alive(postmaster), 'left running for the worker');
+  t.true(isAlive(postmaster), 'left running for the worker');
   const web3 = await start('web');
   t.is(postmasterPid(), postmaster);
   // Left in order, not by a kill: said at info, not as the warning after a SIGKILL (a probe read
@@ -276,19 +277,19 @@ test.serial('a web and a worker on one DATA_DIR: restarts of the web leave the w
   // Throughout, the worker never lost its database.
   t.is(worker.stdout().split('\n').filter((line) => line.includes('database unavailable')).length, 0, worker.stdout().slice(-2000));
   await stopped(worker, 'SIGTERM');
-  t.true(alive(postmaster), 'a worker beside a live owner leaves the cluster to it');
+  t.true(isAlive(postmaster), 'a worker beside a live owner leaves the cluster to it');
   await stopped(web3, 'SIGTERM');
-  while (alive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (isAlive(postmaster)) await new Promise((resolve) => setTimeout(resolve, 20));
 
   // The owner stops first: the worker, the last one out, stops the cluster.
   const web4 = await start('web');
   const worker2 = await start('worker');
   const second = postmasterPid();
   await stopped(web4, 'SIGTERM');
-  t.true(alive(second));
+  t.true(isAlive(second));
   await stopped(worker2, 'SIGTERM');
   t.truthy(await worker2.waitForLog((line) => line.msg === 'embedded PostgreSQL stopped: the last process using it stopped', 1));
-  t.false(alive(second));
+  t.false(isAlive(second));
   t.false(existsSync(pidFile));
 });
 
@@ -309,7 +310,7 @@ test.serial('users are the service\'s processes, not connections: an idle web ke
   const postmaster = postmasterPid();
   worker.child.kill('SIGTERM');
   t.deepEqual(await worker.exited, { code: 0, signal: null });
-  t.true(alive(postmaster), 'left running for the web');
+  t.true(isAlive(postmaster), 'left running for the web');
   t.is((await healthy(`http://127.0.0.1:${port}`, 30_000)).status, 200);
 
   // A client that is not one of ours (psql, a DBA's script) does not keep it running.
@@ -319,7 +320,7 @@ test.serial('users are the service\'s processes, not connections: an idle web ke
   web.child.kill('SIGTERM');
   t.deepEqual(await web.exited, { code: 0, signal: null });
   t.truthy(await web.waitForLog((line) => line.msg === 'embedded PostgreSQL stopped: the last process using it stopped', 1));
-  t.false(alive(postmaster));
+  t.false(isAlive(postmaster));
   await client.end().catch(() => {});
 });
 
@@ -352,19 +353,19 @@ test.serial('a process whose own postmaster was stopped and started again by ano
   const web = await start('web');
   const before = postmasterPid();
   signalPid(before, 'SIGINT'); // as pg_ctl stop -m fast
-  while (alive(before)) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (isAlive(before)) await new Promise((resolve) => setTimeout(resolve, 20));
   const second = await start('worker');
   t.truthy(await second.server.waitForLog((line) => line.msg === 'embedded PostgreSQL started', 1));
   const after = postmasterPid();
   first.server.child.kill('SIGTERM');
   t.deepEqual(await first.server.exited, { code: 0, signal: null });
-  t.true(alive(after), 'the cluster the second worker started runs on');
+  t.true(isAlive(after), 'the cluster the second worker started runs on');
   t.is((await healthy(`http://127.0.0.1:${web.port}`, 60_000)).status, 200, 'the web reconnected (same port) and keeps its database');
   for (const p of [web, second]) {
     p.server.child.kill('SIGTERM');
     t.deepEqual(await p.server.exited, { code: 0, signal: null });
   }
-  t.false(alive(after), 'the last one out stopped it');
+  t.false(isAlive(after), 'the last one out stopped it');
 });
 
 test.serial('the admin CLI that started the cluster leaves it to a worker that joined it meanwhile', async (t) => {
@@ -380,12 +381,12 @@ test.serial('the admin CLI that started the cluster leaves it to a worker that j
   await worker.waitForLog((line) => line.msg === 'worker started');
   const postmaster = postmasterPid();
   await admin.stop();
-  t.true(alive(postmaster), 'left running for the worker');
+  t.true(isAlive(postmaster), 'left running for the worker');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   t.is(worker.child.exitCode, null, 'the worker runs on');
   worker.child.kill('SIGTERM');
   t.deepEqual(await worker.exited, { code: 0, signal: null });
-  t.false(alive(postmaster));
+  t.false(isAlive(postmaster));
 });
 
 test.serial('an owner that exits without its stop (an uncaught error) leaves the cluster to the processes using it', async (t) => {
@@ -405,11 +406,11 @@ test.serial('an owner that exits without its stop (an uncaught error) leaves the
   unlinkSync(signal);
   // A stopped cluster shows within a second or two in the worker's log (its poll runs every 100 ms).
   await new Promise((resolve) => setTimeout(resolve, 3_000));
-  t.true(alive(postmaster), 'left running for the worker');
+  t.true(isAlive(postmaster), 'left running for the worker');
   t.false(worker.stdout().includes('database unavailable'), 'the worker kept its database');
   worker.child.kill('SIGTERM');
   t.deepEqual(await worker.exited, { code: 0, signal: null });
-  t.false(alive(postmaster), 'the last one out stopped it');
+  t.false(isAlive(postmaster), 'the last one out stopped it');
 });
 
 test.serial('an initdb left running by a start killed during it is stopped, and its half-made cluster initialised again', async (t) => {
@@ -429,7 +430,7 @@ test.serial('an initdb left running by a start killed during it is stopped, and 
   t.teardown(() => { orphan.kill('SIGKILL'); });
   const orphanGone = new Promise((resolve) => orphan.once('exit', resolve));
   await new Promise((resolve) => setTimeout(resolve, 300));
-  t.true(alive(orphan.pid!), 'the stand-in initdb runs');
+  t.true(isAlive(orphan.pid!), 'the stand-in initdb runs');
   const server = startScript('src/main.ts', ['all'], { DATA_DIR: fresh, PORT: '0' });
   started.push(server);
   t.truthy(await server.waitForLog((line) => line.msg === 'removing an embedded PostgreSQL whose first initdb was cut short, to initialise it again'));
@@ -468,7 +469,7 @@ test.serial('a kill that ends the process and its initdb together leaves nothing
   first.child.kill('SIGKILL');
   signalPid(initdb.pid, 'SIGKILL');
   await first.exited;
-  while (alive(initdb.pid)) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (isAlive(initdb.pid)) await new Promise((resolve) => setTimeout(resolve, 20));
   t.true(existsSync(path.join(initdb.dir, 'PG_VERSION')), 'initdb was cut short after its PG_VERSION');
 
   const server = startScript('src/main.ts', ['all'], { DATA_DIR: fresh, PORT: '0' });

@@ -7,14 +7,15 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import { childEnv, healthy, ROOT, SCRATCH, alive, signalPid } from './helpers/process.ts';
+import { isAlive } from '../src/db/embedded.ts';
+import { childEnv, healthy, ROOT, SCRATCH, signalPid } from './helpers/process.ts';
 
 const dataDir = path.join(SCRATCH, `test-signals-${randomBytes(4).toString('hex')}`);
 const leftovers: number[] = [];
 
 
 test.after.always(async () => {
-  for (const pid of leftovers) if (alive(pid)) signalPid(pid, 'SIGKILL');
+  for (const pid of leftovers) if (isAlive(pid)) signalPid(pid, 'SIGKILL');
   await rm(dataDir, { recursive: true, force: true });
 });
 
@@ -44,7 +45,7 @@ async function startTree() {
 
 async function goneWithin(pids: number[], ms: number): Promise<boolean> {
   for (let waited = 0; waited <= ms; waited += 100) {
-    if (!pids.some(alive)) return true;
+    if (!pids.some(isAlive)) return true;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return false;
@@ -62,7 +63,7 @@ for (const { name, send, reason } of cases) {
   test.serial(`${name} stops node and PostgreSQL; "stopped" is logged, no error record`, async (t) => {
     t.timeout(5 * 60_000); // a first start (initdb) and a stop of node and PostgreSQL on a busy machine
     const tree = await startTree();
-    t.true(alive(tree.nodePid) && alive(tree.postgresPid));
+    t.true(isAlive(tree.nodePid) && isAlive(tree.postgresPid));
     // The script's allocator setting reached node through npm and sh (its default: none was set).
     t.regex(readFileSync(`/proc/${tree.nodePid}/environ`, 'utf8'), /(^|\0)MALLOC_ARENA_MAX=2\0/);
     // While it runs: a request's log line carries its latency rounded to the microsecond.

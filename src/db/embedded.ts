@@ -427,7 +427,7 @@ function makeUsers(root: string): Users {
     for (const name of names) {
       const pid = Number(name);
       if (pid === process.pid) continue;
-      if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && commandIncludes(pid, 'node')) alive += 1;
+      if (isAlive(pid) && commandIncludes(pid, 'node')) alive += 1;
       else rmSync(path.join(dir, name), { force: true });
     }
     return alive;
@@ -558,8 +558,9 @@ async function readPid(file: string): Promise<number | null> {
   }
 }
 
-/** Whether a process `pid` exists (another user's counts: EPERM). */
+/** Whether a process `pid` exists (another user's counts: EPERM). 0 and below name process groups, not a process: false. */
 export function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
     return true;

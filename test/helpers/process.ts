@@ -94,17 +94,6 @@ export function startScript(script: string, args: string[], env: Record<string, 
   };
 }
 
-/** Whether a process with this pid is still running. */
-export function alive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false; // 0 and below name process groups, ava's own among them
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Runs a script to completion. */
 export async function runScript(script: string, args: string[], env: Record<string, string>) {
   const started = startScript(script, args, env);
