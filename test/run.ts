@@ -1,13 +1,14 @@
 // `npm test` after the type check: one PostgreSQL for the run (embedded, or DATABASE_URL),
 // migrated once into a template database that every test file clones; then ava.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync, readdirSync, rmSync, statfsSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { isAlive, startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { runStatement } from './helpers/database.ts';
+import { aggregateOf } from './helpers/modules.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const logger = pino({ level: 'warn' }, pino.destination(2));
@@ -59,15 +60,10 @@ const admin = (statement: string) => runStatement(adminUrl, statement);
 // TEST_MODULES the files asked for (none: all of them).
 const modules: string[] = [];
 const avaArguments = process.argv.slice(2).map((argument) => {
-  const resolved = path.resolve(argument);
-  const directory = path.dirname(resolved);
-  const ownAggregator = `${resolved.replace(/\/$/, '')}.test.ts`;
-  if (path.dirname(ownAggregator) === path.join(root, 'test') && existsSync(ownAggregator) && existsSync(resolved)) return ownAggregator;
-  if (path.dirname(directory) === path.join(root, 'test') && existsSync(`${directory}.test.ts`) && resolved.endsWith('.test.ts') && existsSync(resolved)) {
-    modules.push(resolved);
-    return `${directory}.test.ts`;
-  }
-  return argument;
+  const aggregated = aggregateOf(argument);
+  if (!aggregated) return argument;
+  if (aggregated.file) modules.push(aggregated.file);
+  return aggregated.aggregate;
 }).filter((argument, i, all) => !argument.endsWith('.test.ts') || all.indexOf(argument) === i);
 
 let code = 1;

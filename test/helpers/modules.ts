@@ -11,10 +11,25 @@
 //
 // TEST_MODULES, set by test/run.ts when it is given files of such a directory
 // (`npm test -- test/webhook-jobs/create.test.ts`), limits the import to those files.
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { registerHooks } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const TEST_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * What runs `target` (a path given to `npm test`) in its directory's process: the directory's
+ * test/<directory>.test.ts, and the test file asked for (null: the whole directory); null when
+ * `target` is neither such a directory nor a test file in one.
+ */
+export function aggregateOf(target: string): { aggregate: string; file: string | null } | null {
+  const resolved = path.resolve(target);
+  const directory = resolved.endsWith('.test.ts') ? path.dirname(resolved) : resolved;
+  const aggregate = `${directory}.test.ts`;
+  if (path.dirname(directory) !== TEST_ROOT || !existsSync(resolved) || !existsSync(aggregate)) return null;
+  return { aggregate, file: directory === resolved ? null : resolved };
+}
 
 /** Imports the test files of the directory named as the calling test file, next to it (those of them TEST_MODULES names, if it names any). */
 export async function importDirectory(aggregatorUrl: string): Promise<void> {
