@@ -120,6 +120,7 @@ const schema = z.object({
   DELIVERY_HEARTBEAT_SECONDS: integer(10, 3600).default(30),
   WORKER_CONCURRENCY: integer(1, 10_000).default(800),
   WORKER_POLL_INTERVAL_MS: integer(10, 600_000).default(100),
+  WORKER_IDLE_POLL_INTERVAL_MS: integer(10, 600_000).default(1000),
   RATE_LIMIT_JOBS_PER_SECOND: integer(1, 1_000_000).default(100),
   QUEUE_SHARE_PER_ORGANIZATION: integer(1, 1_000_000).default(1000),
   MAX_ENDPOINTS_PER_APPLICATION: integer(1, 1_000_000).default(1000),
@@ -177,8 +178,14 @@ export type Config = Readonly<{
    */
   deliveryHeartbeatSeconds: number | null;
   workerConcurrency: number;
-  /** An idle worker's fetch interval; deliveries due now wake it at once (LISTEN) where it can listen. */
+  /**
+   * An idle worker's fetch interval while it cannot listen, has attempts in flight, or expects
+   * work it scheduled itself (retries, rate-limit deferrals) within a minute; deliveries due now
+   * wake it at once (LISTEN) where it can listen.
+   */
   workerPollIntervalMs: number;
+  /** A listening worker's fetch interval when it has nothing in flight and expects nothing of its own (never below workerPollIntervalMs). */
+  workerIdlePollIntervalMs: number;
   rateLimits: Readonly<{ jobsPerSecond: number; apiKeysPerHour: number; endpointTestsPerMinute: number; portalLinksPerMinute: number; portalSendsPerMinute: number }>;
   /**
    * Live endpoints an application may have (MAX_ENDPOINTS_PER_APPLICATION), and operational
@@ -250,6 +257,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     deliveryHeartbeatSeconds: c.DELIVERY_HEARTBEAT_SECONDS < c.DELIVERY_LEASE_SECONDS ? c.DELIVERY_HEARTBEAT_SECONDS : null,
     workerConcurrency: c.WORKER_CONCURRENCY,
     workerPollIntervalMs: c.WORKER_POLL_INTERVAL_MS,
+    workerIdlePollIntervalMs: Math.max(c.WORKER_IDLE_POLL_INTERVAL_MS, c.WORKER_POLL_INTERVAL_MS),
     rateLimits: Object.freeze({
       jobsPerSecond: c.RATE_LIMIT_JOBS_PER_SECOND,
       apiKeysPerHour: c.RATE_LIMIT_API_KEYS_PER_HOUR,

@@ -1,6 +1,7 @@
 // The delivery loop of one worker process: fetch queue messages in batches and claim them in
 // the same call (at once when woken by a notification, wakeup.ts; else every
-// WORKER_POLL_INTERVAL_MS while idle; claim_deliveries decides send, defer, hold, drop or
+// WORKER_POLL_INTERVAL_MS while idle, WORKER_IDLE_POLL_INTERVAL_MS while idle, heard and expecting
+// nothing it scheduled itself: see idlePoll; claim_deliveries decides send, defer, hold, drop or
 // expire), run up to WORKER_CONCURRENCY attempts at once, each at its rate-limit slot, count
 // every outcome (metrics) and hand it to the recorder. A slot stays taken until the outcome is
 // recorded, not just until the attempt ends: when recording falls behind, the loop waits
@@ -44,6 +45,13 @@ const UNPARK_EVERY_MS = 60_000;
 const WARN_EVERY_MS = 60_000;
 /** A claimed attempt starts within this long, at its rate-limit slot; later slots are deferred. */
 export const SLOT_HORIZON_MS = 1000;
+/**
+ * Work a worker scheduled itself (its attempts' retries, its rate-limit deferrals), due within
+ * this long, keeps its idle loop at WORKER_POLL_INTERVAL_MS until then: no notification comes
+ * when such work comes due. Work due later is found by the idle poll, up to
+ * WORKER_IDLE_POLL_INTERVAL_MS after it is due: a second, by default, on a retry minutes away.
+ */
+export const EXPECTED_WITHIN_MS = 60_000;
 export const USER_AGENT = 'hookline/0.1.0';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -245,6 +253,21 @@ export function startDeliveryLoop(deps: {
     lentBytes = limits.excessBytes;
   };
   let lastUnpark = Number.NEGATIVE_INFINITY;
+  /** Until when (Date.now() ms) work this worker scheduled itself is due (EXPECTED_WITHIN_MS). */
+  let expectedUntil = Number.NEGATIVE_INFINITY;
+  const expect = (at: number) => {
+    if (at - Date.now() <= EXPECTED_WITHIN_MS) expectedUntil = Math.max(expectedUntil, at + config.workerPollIntervalMs);
+  };
+  // The wait after a claim that found nothing more due. The poll once stayed at
+  // WORKER_POLL_INTERVAL_MS whatever happened: an idle worker made 10 claims a second, where
+  // notifications already bring everything due at once (about half the statements an idle
+  // service ran: the operational loop's claims and upkeep's are the rest). A worker whose
+  // listener hears (wakeup.ts: not through a transaction pooler), with nothing in flight and
+  // nothing of its own due soon, waits WORKER_IDLE_POLL_INTERVAL_MS; the poll then only finds
+  // what no notification announces and no worker here expects: another worker's retries and
+  // deferrals (it stopped), the messages of a worker that died, parked ones.
+  const idlePoll = () => (wakeup.hearing && inFlight === 0 && Date.now() >= expectedUntil
+    ? config.workerIdlePollIntervalMs : config.workerPollIntervalMs);
   /** When the loop last warned that it passes over each organization. */
   const warnedAt = new Map<string, number>();
 
@@ -316,7 +339,10 @@ export function startDeliveryLoop(deps: {
     for (const entry of fetched) {
       const { message, claim: claimed } = entry;
       if (claimed?.action === 'send') sends.push({ message, claim: claimed, slot: slotFrom(claimed.start_in_ms ?? 0, sentAt, claimedAt), claimedFrom: sentAt });
-      else rest.push(entry);
+      else {
+        if (claimed?.action === 'defer') expect(claimedAt + (claimed.start_in_ms ?? 0));
+        rest.push(entry);
+      }
     }
     let drained = fetched.length < limit;
     if (rest.length > 0) {
@@ -389,6 +415,7 @@ export function startDeliveryLoop(deps: {
       retryAfterSeconds: outcome.retryAfterSeconds,
       random: Math.random(),
     });
+    if (retryAt !== null) expect(retryAt.getTime());
     // A retry counts in its organization's share of the queue's front as fresh work does, by its
     // payload: past the share, it goes behind every organization's fresh work. At 0 whatever the
     // share, a tenant whose receivers failed most attempts (never enough in a row to open a
@@ -499,13 +526,13 @@ export function startDeliveryLoop(deps: {
         wakeup.arm(); // a notification from now on means this fetch may have missed something
         const claimed = await claimNext(Math.min(nextClaimSize(), room), bytesRoom);
         if (claimed === null) {
-          await wakeup.wait(config.workerPollIntervalMs);
+          await wakeup.wait(idlePoll());
           continue;
         }
         for (const send of claimed.sends) start(send);
         // A claim that took everything due is followed by a wait, not by a claim that would
         // find nothing (at low rates, every other claim did: a call and a fetch for nothing).
-        if (claimed.drained) await wakeup.wait(config.workerPollIntervalMs);
+        if (claimed.drained) await wakeup.wait(idlePoll());
       } catch (error) {
         // Rolled back for a concurrent transaction, or cancelled (past DATABASE_STATEMENT_TIMEOUT_MS,
         // as when a frozen database comes back, or by an operator): nothing was claimed, and the

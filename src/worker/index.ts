@@ -1,7 +1,7 @@
 // The worker role: the delivery loop, its recorder, and the periodic upkeep. SIGTERM stops
 // fetching, lets in-flight attempts finish (up to SHUTDOWN_TIMEOUT_MS) and records them; those
 // still running then are aborted and handed back to the queue, due at once.
-import type { DatabasePool } from 'slonik';
+import { sql, type DatabasePool } from 'slonik';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { makeMetrics, type Metrics } from '../metrics.ts';
@@ -11,7 +11,7 @@ import { startDeliveryLoop } from './delivery-loop.ts';
 import { makeRecorder } from './recorder.ts';
 import { startOperationalLoop } from './operational.ts';
 import { startUpkeep } from './upkeep.ts';
-import { startWakeup } from './wakeup.ts';
+import { startWakeup, WAKEUP_CHANNEL } from './wakeup.ts';
 
 export type Worker = { stop(): Promise<void> };
 
@@ -32,7 +32,10 @@ export async function startWorker(deps: WorkerDependencies): Promise<Worker> {
   const attempter = makeAttempter({ connections: CONNECTIONS_PER_ORIGIN, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
   const recorder = makeRecorder(deps);
   const metrics = deps.metrics ?? makeMetrics(deps);
-  const wakeup = startWakeup({ url: deps.listenUrl ?? deps.config.databaseDirectUrl ?? deps.config.databaseUrl, logger: deps.logger });
+  const wakeup = startWakeup({
+    url: deps.listenUrl ?? deps.config.databaseDirectUrl ?? deps.config.databaseUrl, logger: deps.logger,
+    probe: () => deps.pool.query(sql.unsafe`select pg_notify(${WAKEUP_CHANNEL}, '')`),
+  });
   const loop = startDeliveryLoop({ ...deps, attempter, recorder, metrics, wakeup });
   const operational = startOperationalLoop({ ...deps, attempter });
   const upkeep = startUpkeep({ pool: deps.pool, queue: deps.queue, logger: deps.logger, retention: deps.config.retention });

@@ -7,6 +7,13 @@
 //
 // Notifications are coalesced: any number of them between two fetches wake the loop once.
 //
+// A LISTEN that succeeds need not hear anything: through a transaction pooler (DATABASE_URL
+// to PgBouncer, DATABASE_DIRECT_URL unset) it lands on a server connection the pooler hands to
+// others. So once listening, the worker sends itself a notification from its pool (`probe`): a
+// connection that hears one, that or any other, is `hearing`, and only then does the loop stretch
+// its idle poll (WORKER_IDLE_POLL_INTERVAL_MS). A deaf one keeps the loop at
+// WORKER_POLL_INTERVAL_MS, as before there was a LISTEN.
+//
 // The same connection listens on hookline_endpoints_stopped (sql/021-wakeup.sql): an endpoint
 // paused, disabled or deleted. The loop asks stoppedSince() before each send it claimed ahead of
 // its rate-limit slot, and hands back those whose endpoint stopped after their claim began.
@@ -34,6 +41,8 @@ export type Wakeup = {
   /** Ends any wait now (stopping). */
   interrupt(): void;
   readonly listening: boolean;
+  /** Listening, and a notification was heard on this connection since it began to listen (the probe's, or any). */
+  readonly hearing: boolean;
   /**
    * Whether a stop of the endpoint was notified at `since` (Date.now() ms) or later. A stop
    * committed while the listener is lost (an outage, a failover) or never listening (a
@@ -43,8 +52,13 @@ export type Wakeup = {
   stop(): Promise<void>;
 };
 
-export function startWakeup(deps: { url: string | undefined; logger: Logger }): Wakeup {
+export function startWakeup(deps: {
+  url: string | undefined; logger: Logger;
+  /** Sends NOTIFY hookline_deliveries from another session (the worker's pool): proves the listening connection hears. */
+  probe?: () => Promise<unknown>;
+}): Wakeup {
   let notified = false;
+  let heard = false;
   let waiter: (() => void) | undefined;
   let stopped = false;
   let client: pg.Client | undefined;
@@ -89,6 +103,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
     if (client !== current) return; // an older connection's late event
     client = undefined;
     listening = false;
+    heard = false;
     clearInterval(heartbeat);
     void current.end().catch(() => {});
     if (!stopped) reconnectLater(error);
@@ -106,6 +121,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       current.on('error', (error) => lost(current!, error));
       current.on('end', () => lost(current!));
       current.on('notification', (message) => {
+        if (client === current && listening) heard = true;
         if (message.channel === WAKEUP_CHANNEL) wake();
         else if (message.channel === STOPPED_CHANNEL && message.payload) endpointStopped(message.payload);
       });
@@ -118,6 +134,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       heartbeat = setInterval(() => void current!.query('select 1').catch((error: unknown) => lost(current!, error)), HEARTBEAT_MS);
       heartbeat.unref();
       wake(); // notifications sent while it was not listening are lost: look once
+      deps.probe?.().catch((error: unknown) => deps.logger.debug({ err: error }, 'wakeup probe not sent: the idle poll stays short until a notification is heard'));
     } catch (error) {
       if (current) lost(current, error);
       else if (!stopped) reconnectLater(error);
@@ -143,6 +160,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
     },
     interrupt: release,
     get listening() { return listening; },
+    get hearing() { return listening && heard; },
     stoppedSince(endpointId, since) {
       return (stoppedAt.get(endpointId) ?? Number.NEGATIVE_INFINITY) >= since;
     },
@@ -153,6 +171,7 @@ export function startWakeup(deps: { url: string | undefined; logger: Logger }): 
       const current = client;
       client = undefined;
       listening = false;
+      heard = false;
       release();
       await current?.end().catch(() => {});
     },
