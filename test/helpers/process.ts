@@ -113,7 +113,11 @@ export async function runScript(script: string, args: string[], env: Record<stri
 export async function healthy(baseUrl: string, timeoutMs = STARTUP_TIMEOUT_MS): Promise<{ status: number; body: unknown }> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const res = await fetch(`${baseUrl}/health`);
+    // Its cause said: a bare "fetch failed" (a refused connection? a reset?) is all a failure
+    // under load once left to go on.
+    const res = await fetch(`${baseUrl}/health`).catch((error: unknown) => {
+      throw new Error(`GET ${baseUrl}/health: ${String((error as { cause?: unknown }).cause ?? error)}`, { cause: error });
+    });
     const answer = { status: res.status, body: await res.json() as unknown };
     if (answer.status === 200 || Date.now() > deadline) return answer;
     await new Promise((resolve) => setTimeout(resolve, 200));
