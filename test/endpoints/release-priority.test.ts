@@ -12,7 +12,7 @@ import { makeLogger } from '../../src/logger.ts';
 import { runReleasesAndProbes } from '../../src/worker/upkeep.ts';
 import { startTestApp } from '../helpers/app.ts';
 import * as fixtures from '../helpers/fixtures.ts';
-import { ofItsRound } from '../helpers/queue.ts';
+import { deliveryIds as deliveryIdsOf, drainedFirst as drainedFirstOf, fetchDue as fetchDueOf, ofItsRound } from '../helpers/queue.ts';
 
 const app = startTestApp({ ALLOW_PRIVATE_DESTINATIONS: 'true' });
 const logger = makeLogger('silent');
@@ -37,12 +37,8 @@ const setStatus = async (t: ExecutionContext, ctx: Ctx, endpointId: string, stat
   t.is(res.status, 200, JSON.stringify(res.body));
 };
 
-/** The deliveries of up to `limit` messages a fetch takes now, in the order it takes them. */
-const fetchDue = async (limit: number): Promise<number[]> => ((await app.pool.oneFirst(sql.type(z.object({ m: z.unknown() }))`
-  select fetch_due_messages('deliveries', ${limit}, '{}') as m`)) as { delivery_id: number }[]).map((m) => m.delivery_id);
-
-const deliveryIds = async (jobIds: readonly string[]): Promise<number[]> => [...await app.pool.anyFirst(sql.type(z.object({ id: z.number() }))`
-  select id from deliveries where job_id = any(${sql.array(jobIds, 'text')}) order by id`)];
+const fetchDue = (limit: number) => fetchDueOf(app.pool, limit);
+const deliveryIds = (jobIds: readonly string[]) => deliveryIdsOf(app.pool, jobIds);
 
 /** Each delivery of these jobs: its status and the priorities of its queue messages waiting to be fetched. */
 const queued = (jobIds: readonly string[]) => app.pool.any(sql.type(z.object({ status: z.string(), priorities: z.array(z.number()) }))`
@@ -75,15 +71,7 @@ async function freshGoFirst(t: ExecutionContext, a: Ctx, released: readonly stri
   t.deepEqual(sorted(await fetchDue(1000)), await deliveryIds(released), 'then the released ones');
 }
 
-/**
- * A serial test that first takes earlier tests' messages out of the way. Not a beforeEach: this
- * file runs in one process with the rest of its directory (test/helpers/modules.ts), where a
- * beforeEach would run before every other file's tests too.
- */
-const drainedFirst = (title: string, body: (t: ExecutionContext) => Promise<void>) => test.serial(title, async (t) => {
-  await fetchDue(100_000);
-  await body(t);
-});
+const drainedFirst = drainedFirstOf(() => app.pool);
 
 drainedFirst('un-pausing an endpoint queues its held deliveries behind fresh ones', async (t) => {
   const a = await setup(t);

@@ -15,6 +15,7 @@ import { FRESH_SHARE_UNIT_BYTES, FreshShare, freshWeight } from '../../src/queue
 import { startTestApp } from '../helpers/app.ts';
 import { scrape, valueOf } from '../helpers/metrics.ts';
 import * as fixtures from '../helpers/fixtures.ts';
+import { deliveryIds as deliveryIdsOf, drainedFirst as drainedFirstOf, fetchDue as fetchDueOf } from '../helpers/queue.ts';
 
 const SHARE = 5;
 const app = startTestApp({ QUEUE_SHARE_PER_ORGANIZATION: String(SHARE), RATE_LIMIT_ENDPOINT_TESTS_PER_MINUTE: '1000', ALLOW_PRIVATE_DESTINATIONS: 'true' });
@@ -35,12 +36,8 @@ async function tenant(t: ExecutionContext, endpoints: number): Promise<Tenant> {
 const createJob = async (t: ExecutionContext, who: Tenant): Promise<string> =>
   (await fixtures.createJob({ t, on: app, key: who.key }, { application_id: who.appId, event_type: 'order.created', payload: {} })).id;
 
-/** The deliveries of up to `limit` messages a fetch takes now. */
-const fetchDue = async (limit: number): Promise<number[]> => ((await app.pool.oneFirst(sql.type(z.object({ m: z.unknown() }))`
-  select fetch_due_messages('deliveries', ${limit}, '{}') as m`)) as { delivery_id: number }[]).map((m) => m.delivery_id);
-
-const deliveryIds = async (jobIds: readonly string[]): Promise<number[]> => [...await app.pool.anyFirst(sql.type(z.object({ id: z.number() }))`
-  select id from deliveries where job_id = any(${sql.array(jobIds, 'text')}) order by id`)];
+const fetchDue = (limit: number) => fetchDueOf(app.pool, limit);
+const deliveryIds = (jobIds: readonly string[]) => deliveryIdsOf(app.pool, jobIds);
 
 /** The priorities of the waiting messages of these jobs' deliveries (current rounds), lowest first. */
 const priorities = async (jobIds: readonly string[]): Promise<number[]> => [...await app.pool.anyFirst(sql.type(z.object({ priority: z.number() }))`
@@ -50,15 +47,7 @@ const priorities = async (jobIds: readonly string[]): Promise<number[]> => [...a
 
 const sorted = (ids: readonly number[]) => [...ids].sort((x, y) => x - y);
 
-/**
- * A serial test that first takes earlier tests' messages out of the way. Not a beforeEach: this
- * file runs in one process with the rest of its directory (test/helpers/modules.ts), where a
- * beforeEach would run before every other file's tests too.
- */
-const drainedFirst = (title: string, body: (t: ExecutionContext) => Promise<void>) => test.serial(title, async (t) => {
-  await fetchDue(100_000);
-  await body(t);
-});
+const drainedFirst = drainedFirstOf(() => app.pool);
 
 test('FreshShare: a bucket of the share\'s units per organization, refilled at the share a second; deliveries past it go behind', (t) => {
   let now = Date.parse('2026-11-29T10:00:00.250Z');
